@@ -1,0 +1,50 @@
+"""Domain exceptions.
+
+Every error a user can cause derives from :class:`TacosError`; ``run.py`` turns
+any of them into a one-line message and a non-zero exit instead of a traceback.
+"""
+
+from __future__ import annotations
+
+
+class TacosError(Exception):
+    """Base class of every user-facing tacos-bench error."""
+
+
+class TopologyError(TacosError):
+    """A topology is malformed or cannot carry the requested collective."""
+
+
+class TopologyFileError(TopologyError):
+    """A topology file is malformed; the message names file, line and field."""
+
+    def __init__(self, path, message: str, line: int | None = None, field: str | None = None):
+        where = str(path)
+        if line is not None:
+            where += f":{line}"
+        if field is not None:
+            where += f" [{field}]"
+        super().__init__(f"{where}: {message}")
+        self.path = path
+        self.line = line
+        self.field = field
+
+
+class CollectiveError(TacosError):
+    """Unknown collective or impossible collective parameters."""
+
+
+class ScheduleError(TacosError):
+    """A schedule file or object is malformed (wrong columns, bad values)."""
+
+
+class VerificationError(TacosError):
+    """A schedule failed replay; the message says which transfer and why."""
+
+
+class SolverError(TacosError):
+    """Unknown solver, unsupported collective or bad solver option."""
+
+
+class ConfigError(TacosError):
+    """Bad configuration value (unknown name, non-positive size, ...)."""

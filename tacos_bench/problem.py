@@ -1,0 +1,83 @@
+"""The canonical problem handed to every solver backend."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import cached_property
+
+import numpy as np
+
+from .collective import ALL_GATHER, Collective
+from .cost import link_time_us
+from .errors import CollectiveError
+from .topology import Topology
+
+
+@dataclass(frozen=True, eq=False)
+class Problem:
+    """A topology plus a collective: everything a solver needs, in one object.
+
+    Construction validates that the collective is possible: the topology must be
+    strongly connected and a chunk must hold at least one byte.
+
+    Examples
+    --------
+    >>> from tacos_bench.generators import ring
+    >>> p = Problem(ring(4, bidirectional=False), Collective("all_gather", 1, 1024))
+    >>> p.num_chunks, p.chunk_bytes
+    (4, 268435456)
+    >>> round(float(p.link_time_us[0]), 2)
+    5000.5
+    """
+
+    topology: Topology
+    collective: Collective
+
+    def __post_init__(self):
+        self.topology.check_strongly_connected()
+        if self.chunk_bytes < 1:
+            raise CollectiveError(
+                f"collective.buffer_mib={self.collective.buffer_mib:g} is too small for "
+                f"{self.num_chunks} chunks (chunk size would be 0 bytes)"
+            )
+
+    @property
+    def num_npus(self) -> int:
+        return self.topology.num_npus
+
+    @property
+    def num_links(self) -> int:
+        return self.topology.num_links
+
+    @property
+    def num_chunks(self) -> int:
+        return self.collective.num_chunks(self.num_npus)
+
+    @property
+    def chunk_bytes(self) -> int:
+        return self.collective.chunk_bytes(self.num_npus)
+
+    @property
+    def kind(self) -> str:
+        return self.collective.kind
+
+    @cached_property
+    def link_time_us(self) -> np.ndarray:
+        """Per-link time (µs) for one chunk, in link-id order."""
+        t = link_time_us(self.topology.bw_GiBps, self.topology.lat_us, self.chunk_bytes)
+        t.setflags(write=False)
+        return t
+
+    def chunk_owner(self, chunk):
+        return chunk % self.num_npus
+
+    def with_collective(self, kind: str) -> "Problem":
+        """Same topology and sizes, another collective kind."""
+        return Problem(self.topology, replace(self.collective, kind=kind))
+
+    def reversed_all_gather(self) -> "Problem":
+        """The All-Gather on the reversed topology (Reduce-Scatter's mirror image)."""
+        return Problem(self.topology.reversed(), replace(self.collective, kind=ALL_GATHER))
+
+    def describe(self) -> str:
+        return f"{self.collective.label()} on {self.topology.summary()}; chunk {self.chunk_bytes} B"

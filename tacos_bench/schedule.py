@@ -1,0 +1,176 @@
+"""The schedule every backend returns, and its CSV form.
+
+A schedule is a set of link transfers, stored column-wise (numpy arrays) so that
+millions of transfers stay cheap. One row = one chunk crossing one directed link:
+
+``chunk,src,dst,start_us,end_us,op``
+
+The transfer reads the sender's state of ``chunk`` at ``start_us`` and applies
+it at the receiver at ``end_us``: ``copy`` overwrites the receiver's copy,
+``reduce`` adds the sender's partial sum into the receiver's.
+
+The CSV column names and order are a public contract: never rename them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import ScheduleError
+
+COLUMNS = ("chunk", "src", "dst", "start_us", "end_us", "op")
+OPS = ("copy", "reduce")
+COPY = 0
+REDUCE = 1
+
+
+@dataclass(frozen=True, eq=False)
+class Schedule:
+    """Column-wise list of link transfers.
+
+    Examples
+    --------
+    >>> s = Schedule.from_rows([(0, 0, 1, 0.0, 1.5, "copy"), (1, 1, 0, 0.0, 1.5, "copy")])
+    >>> len(s), s.makespan_us
+    (2, 1.5)
+    """
+
+    chunk: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    start_us: np.ndarray
+    end_us: np.ndarray
+    op: np.ndarray
+
+    def __post_init__(self):
+        cols = {
+            "chunk": np.asarray(self.chunk, dtype=np.int64).ravel(),
+            "src": np.asarray(self.src, dtype=np.int64).ravel(),
+            "dst": np.asarray(self.dst, dtype=np.int64).ravel(),
+            "start_us": np.asarray(self.start_us, dtype=np.float64).ravel(),
+            "end_us": np.asarray(self.end_us, dtype=np.float64).ravel(),
+            "op": np.asarray(self.op, dtype=np.int8).ravel(),
+        }
+        n = len(cols["chunk"])
+        for k, v in cols.items():
+            if len(v) != n:
+                raise ScheduleError(f"schedule column {k!r} has {len(v)} rows, expected {n}")
+            v.setflags(write=False)
+            object.__setattr__(self, k, v)
+        if n and (cols["op"].min() < 0 or cols["op"].max() >= len(OPS)):
+            raise ScheduleError("schedule op codes must be 0 (copy) or 1 (reduce)")
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def empty(cls) -> "Schedule":
+        z = np.zeros(0)
+        return cls(z, z, z, z, z, z)
+
+    @classmethod
+    def from_rows(cls, rows) -> "Schedule":
+        rows = list(rows)
+        if not rows:
+            return cls.empty()
+        c, s, d, t0, t1, op = zip(*rows)
+        return cls(c, s, d, t0, t1, [_op_code(o) for o in op])
+
+    @classmethod
+    def concat(cls, parts) -> "Schedule":
+        parts = [p for p in parts if p is not None]
+        if not parts:
+            return cls.empty()
+        return cls(*(np.concatenate([getattr(p, k) for p in parts]) for k in COLUMNS))
+
+    # ------------------------------------------------------------------ views
+    def __len__(self) -> int:
+        return int(self.chunk.shape[0])
+
+    @property
+    def makespan_us(self) -> float:
+        """Last arrival time (0 for an empty schedule)."""
+        return float(self.end_us.max()) if len(self) else 0.0
+
+    def shifted(self, dt_us: float) -> "Schedule":
+        return Schedule(self.chunk, self.src, self.dst, self.start_us + dt_us, self.end_us + dt_us, self.op)
+
+    def time_reversed(self, horizon_us: float | None = None, op: int | None = None) -> "Schedule":
+        """Mirror in time and direction: a transfer ``u->v`` over ``[s, e]`` becomes
+        ``v->u`` over ``[T-e, T-s]`` (``T`` = makespan unless given).
+
+        This turns an All-Gather on the reversed topology into a Reduce-Scatter.
+        """
+        T = self.makespan_us if horizon_us is None else float(horizon_us)
+        new_op = self.op if op is None else np.full(len(self), op, dtype=np.int8)
+        return Schedule(self.chunk, self.dst, self.src, T - self.end_us, T - self.start_us, new_op).sorted()
+
+    def sorted(self) -> "Schedule":
+        """Rows ordered by (start, end, src, dst, chunk): the canonical CSV order."""
+        idx = np.lexsort((self.chunk, self.dst, self.src, self.end_us, self.start_us))
+        return self.take(idx)
+
+    def take(self, idx) -> "Schedule":
+        return Schedule(*(getattr(self, k)[idx] for k in COLUMNS))
+
+    def to_frame(self):
+        """A pandas DataFrame with the public columns (``op`` as strings)."""
+        import pandas as pd
+
+        return pd.DataFrame({
+            "chunk": self.chunk, "src": self.src, "dst": self.dst,
+            "start_us": self.start_us, "end_us": self.end_us,
+            "op": np.asarray(OPS, dtype=object)[self.op],
+        })
+
+    @classmethod
+    def from_frame(cls, df) -> "Schedule":
+        missing = [c for c in COLUMNS if c not in df.columns]
+        if missing:
+            raise ScheduleError(f"schedule is missing column(s) {', '.join(missing)}; expected {','.join(COLUMNS)}")
+        ops = df["op"].astype(str).str.strip().str.lower()
+        bad = ~ops.isin(OPS)
+        if bad.any():
+            i = int(np.flatnonzero(bad.to_numpy())[0])
+            raise ScheduleError(f"schedule row {i + 1}: op must be copy or reduce, got {df['op'].iloc[i]!r}")
+        codes = np.where(ops.to_numpy() == "reduce", REDUCE, COPY)
+        try:
+            return cls(df["chunk"].to_numpy(np.int64), df["src"].to_numpy(np.int64), df["dst"].to_numpy(np.int64),
+                       df["start_us"].to_numpy(np.float64), df["end_us"].to_numpy(np.float64), codes)
+        except (TypeError, ValueError) as e:
+            raise ScheduleError(f"schedule has a non-numeric value: {e}")
+
+    # ------------------------------------------------------------------ files
+    def to_csv(self, path) -> Path:
+        """Write the public CSV form (canonical row order, round-trip float repr)."""
+        path = Path(path)
+        self.sorted().to_frame().to_csv(path, index=False)
+        return path
+
+    @classmethod
+    def from_csv(cls, path) -> "Schedule":
+        import pandas as pd
+
+        path = Path(path)
+        try:
+            df = pd.read_csv(path)
+        except FileNotFoundError:
+            raise ScheduleError(f"{path}: no such schedule file")
+        except Exception as e:  # pandas raises many parser error types
+            raise ScheduleError(f"{path}: cannot parse schedule CSV: {e}")
+        if list(df.columns) != list(COLUMNS):
+            raise ScheduleError(f"{path}: header must be exactly {','.join(COLUMNS)}, got {','.join(map(str, df.columns))}")
+        return cls.from_frame(df)
+
+    def __repr__(self) -> str:
+        return f"Schedule({len(self)} transfers, makespan {self.makespan_us:.6g} µs)"
+
+
+def _op_code(op) -> int:
+    if isinstance(op, str):
+        key = op.strip().lower()
+        if key not in OPS:
+            raise ScheduleError(f"op must be copy or reduce, got {op!r}")
+        return OPS.index(key)
+    return int(op)
