@@ -1,0 +1,108 @@
+"""run.py end to end: output files, one-line errors without tracebacks, sweeps with error rows."""
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from tacos_bench import Collective, Problem, Schedule
+from tacos_bench.topologies import build_topology
+from tacos_bench.verify import verify
+
+
+def run(root, *args, timeout=240):
+    return subprocess.run([sys.executable, str(root / "run.py"), *args], cwd=root, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_default_run_writes_verified_schedule(root, tmp_path):
+    out = tmp_path / "run"
+    r = run(root, "solver=bfs", "topo=mesh4x4", f"hydra.run.dir={out}")
+    assert r.returncode == 0, r.stderr
+    rec = json.loads((out / "result.json").read_text())
+    for key in ("solver", "topology", "collective", "num_npus", "num_links", "chunks_per_npu", "chunk_bytes",
+                "seed", "status", "valid", "collective_time_us", "lower_bound_us", "synthesis_time_s", "error"):
+        assert key in rec, key
+    assert rec["valid"] is True and rec["error"] is None
+    assert rec["num_npus"] == 16 and rec["num_links"] == 48 and rec["chunk_bytes"] == 2**30 // 16
+    assert rec["collective_time_us"] >= rec["lower_bound_us"] > 0
+    # the CSV on disk replays independently to the recorded time
+    df = pd.read_csv(out / "schedule.csv")
+    assert list(df.columns) == ["chunk", "src", "dst", "start_us", "end_us", "op"]
+    p = Problem(build_topology({"name": "mesh4x4", "kind": "mesh", "dims": [4, 4]}), Collective("all_gather"))
+    assert verify(p, Schedule.from_csv(out / "schedule.csv")).collective_time_us == rec["collective_time_us"]
+
+
+def test_file_topology_and_overrides(root, tmp_path):
+    topo = tmp_path / "tri.txt"
+    topo.write_text("# a directed triangle\n3\n0 1 50 0.5\n1 2 50 0.5\n2 0 25 1.0  # slow link\n")
+    out = tmp_path / "run"
+    r = run(root, "solver=bfs", "topo=file", f"topo.path={topo}", "collective=all_reduce",
+            "collective.chunks_per_npu=2", "collective.buffer_mib=3", "seed=7", f"hydra.run.dir={out}")
+    assert r.returncode == 0, r.stderr
+    rec = json.loads((out / "result.json").read_text())
+    assert (rec["collective"], rec["chunks_per_npu"], rec["seed"], rec["num_links"]) == ("all_reduce", 2, 7, 3)
+    assert rec["valid"]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["topo=file", "topo.path=MISSING"], "no such file"),
+    (["topo=file", "topo.path=BAD"], ":3 [bw_GiBps]"),
+    (["topo=file", "topo.path=CUT"], "cannot be reached"),
+    (["collective.buffer_mib=-1"], "collective.buffer_mib must be a positive number"),
+    (["collective.chunks_per_npu=0"], "chunks_per_npu must be a positive integer"),
+])
+def test_bad_input_one_line_error(root, tmp_path, args, needle):
+    (tmp_path / "bad.txt").write_text("3\n0 1 50 0.5\n1 2 0 0.5\n2 0 50 0.5\n")
+    (tmp_path / "cut.txt").write_text("3\n0 1 50 0.5\n1 0 50 0.5\n2 0 50 0.5\n")
+    args = [a.replace("MISSING", str(tmp_path / "none.txt")).replace("BAD", str(tmp_path / "bad.txt"))
+            .replace("CUT", str(tmp_path / "cut.txt")) for a in args]
+    r = run(root, "solver=bfs", *args, f"hydra.run.dir={tmp_path / 'out'}")
+    assert r.returncode != 0
+    assert "Traceback" not in r.stderr + r.stdout
+    err_lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(err_lines) == 1 and needle in err_lines[0], r.stderr
+    # the failing run still leaves its record behind
+    rec = json.loads((tmp_path / "out" / "result.json").read_text())
+    assert rec["status"] == "error" and needle in rec["error"]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["topo=nosuch"], "Could not find 'topo/nosuch'"),
+    (["solver=nosuch"], "Could not find 'solver/nosuch'"),
+    (["collective=nosuch"], "Could not find 'collective/nosuch'"),
+    (["solver.nosuchkey=1"], "Key 'nosuchkey' not in"),
+    (["seed=abc"], "seed"),
+])
+def test_bad_config_clear_message(root, tmp_path, args, needle):
+    r = run(root, *args, f"hydra.run.dir={tmp_path / 'out'}")
+    assert r.returncode != 0
+    assert "Traceback" not in r.stderr
+    assert needle in r.stderr
+
+
+def test_multirun_error_rows_and_aggregation(root, tmp_path):
+    sweep = tmp_path / "sweep"
+    r = run(root, "-m", "solver=bfs", "topo=mesh4x4,torus4x4", "collective.buffer_mib=64,-1",
+            f"hydra.sweep.dir={sweep}")
+    assert r.returncode == 0, r.stderr
+    df = pd.read_parquet(sweep / "results.parquet")
+    assert len(df) == 4
+    assert df["job_num"].tolist() == [0, 1, 2, 3]
+    assert (df["status"] == "error").sum() == 2
+    assert df.loc[df["status"] != "error", "valid"].all()
+    # on-demand aggregation gives the same table
+    out = tmp_path / "again.parquet"
+    c = subprocess.run([sys.executable, "-m", "tacos_bench.collect", str(sweep), "-o", str(out)], cwd=root,
+                       capture_output=True, text=True, timeout=120)
+    assert c.returncode == 0, c.stderr
+    assert len(pd.read_parquet(out)) == 4
+
+
+def test_help_lists_groups(root):
+    r = run(root, "--help")
+    assert r.returncode == 0
+    for group in ("solver:", "topo:", "collective:"):
+        assert group in r.stdout
