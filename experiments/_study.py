@@ -1,0 +1,106 @@
+"""Shared plumbing of the studies: run a Hydra sweep, read its table, write markdown.
+
+A study is one command. It runs ``python run.py -m experiment=<name>`` (the grid
+lives in ``conf/experiment/<name>.yaml``, so the same sweep can be launched by
+hand or on a cluster), then reads only the aggregated ``results.parquet`` to draw
+its figures and tables — benchopt style: solvers never talk to plots.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def parse_args(description: str, default_out: str):
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--out", default=str(ROOT / "results" / default_out),
+                    help="directory for the sweep, parquet, figures and markdown")
+    ap.add_argument("--quick", action="store_true", help="tiny sizes (used by the tests)")
+    ap.add_argument("--jobs", type=int, default=1, help="parallel jobs (joblib launcher when > 1)")
+    ap.add_argument("--docs", default=None, help="also copy figures and the markdown table here (e.g. docs/studies)")
+    ap.add_argument("--plot-only", action="store_true", help="re-plot from an existing results.parquet")
+    return ap.parse_args()
+
+
+def run_sweep(experiment: str, out: Path, overrides: list[str], jobs: int = 1) -> pd.DataFrame:
+    """Run the experiment's Hydra multirun into ``out/sweep`` and return its results table."""
+    sweep = out / "sweep"
+    cmd = [sys.executable, str(ROOT / "run.py"), "-m", f"experiment={experiment}",
+           f"hydra.sweep.dir={sweep}", *overrides]  # command-line sweeps win over the file's
+    if jobs > 1:
+        cmd += ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={jobs}"]
+    print("$", " ".join(cmd[1:]), flush=True)
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.stderr.write(r.stderr[-4000:])
+        raise SystemExit(f"sweep {experiment} failed (exit {r.returncode})")
+    print(f"sweep finished in {time.perf_counter() - t0:.1f} s", flush=True)
+    return load(out)
+
+
+def load(out: Path) -> pd.DataFrame:
+    path = out / "sweep" / "results.parquet"
+    if not path.exists():
+        raise SystemExit(f"no results table at {path}")
+    df = pd.read_parquet(path)
+    df.to_parquet(out / "results.parquet", index=False)
+    return df
+
+
+def ok_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """Verified runs only: no figure is drawn from a schedule the verifier did not accept."""
+    good = (df["status"] != "error") & (df["valid"].astype("boolean").fillna(False))
+    return df[good].copy()
+
+
+def error_summary(df: pd.DataFrame) -> str:
+    bad = df[(df["status"] == "error") | ~(df["valid"].astype("boolean").fillna(False))]
+    if bad.empty:
+        return "All runs verified.\n"
+    lines = [f"{len(bad)} run(s) did not yield a verified schedule (kept as error rows in the table):", ""]
+    for _, r in bad.iterrows():
+        lines.append(f"- {r.get('solver')} on {r.get('topology')}: {str(r.get('error'))[:200]}")
+    return "\n".join(lines) + "\n"
+
+
+def to_markdown(df: pd.DataFrame, floatfmt: str = ".3f") -> str:
+    """Markdown table without the optional ``tabulate`` dependency."""
+    cols = list(df.columns)
+
+    def fmt(v):
+        if isinstance(v, float):
+            return "" if pd.isna(v) else format(v, floatfmt)
+        return "" if v is None or (not isinstance(v, str) and pd.isna(v)) else str(v)
+
+    lines = ["| " + " | ".join(map(str, cols)) + " |", "|" + "---|" * len(cols)]
+    for _, row in df.iterrows():
+        lines.append("| " + " | ".join(fmt(row[c]) for c in cols) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_report(out: Path, name: str, title: str, command: str, body: str, figures: list[Path],
+                 docs: str | None) -> Path:
+    text = f"# {title}\n\nProduced by:\n\n```bash\n{command}\n```\n\n{body}\n"
+    for f in figures:
+        text += f"\n![{f.stem}]({f.name})\n"
+    md = out / f"{name}.md"
+    md.write_text(text)
+    if docs:
+        d = Path(docs)
+        d.mkdir(parents=True, exist_ok=True)
+        (d / md.name).write_text(text)
+        for f in figures:
+            (d / f.name).write_bytes(f.read_bytes())
+        (out / "results.parquet").exists() and (d / f"{name}.parquet").write_bytes((out / "results.parquet").read_bytes())
+    print(f"wrote {md}")
+    return md

@@ -1,0 +1,51 @@
+"""Study (c): ablation of the greedy's heuristics (chunk order x link tie-break x restarts) over seeds.
+
+    python experiments/study_ablation.py [--jobs 2] [--docs docs/studies]
+
+Reports mean, std, min and max of collective time / lower bound over seeds for each
+combination, per topology (All-Gather, 1 GiB, 1 chunk per NPU).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from _study import error_summary, load, ok_rows, parse_args, run_sweep, to_markdown, write_report
+
+NAME = "ablation"
+QUICK = ["topo.name=torus4x4,hetero_mesh4x4", "seed=0,1",
+         "solver.restarts=1,2", "solver.chunk_order=random,rarest",
+         "solver.link_tiebreak=earliest_finish,random"]
+KEYS = ["p_solver_chunk_order", "p_solver_link_tiebreak", "p_solver_restarts"]
+
+
+def main():
+    args = parse_args(__doc__.splitlines()[0], NAME)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    df = load(out) if args.plot_only else run_sweep(NAME, out, QUICK if args.quick else [], args.jobs)
+    good = ok_rows(df)
+    good["ratio"] = good["collective_time_us"] / good["lower_bound_us"]
+    good["variant"] = (good["p_solver_chunk_order"] + "/" + good["p_solver_link_tiebreak"] + "/k="
+                       + good["p_solver_restarts"].astype(str))
+    table = (good.groupby(["topology"] + KEYS)["ratio"].agg(["mean", "std", "min", "max", "count"])
+             .reset_index().sort_values(["topology", "mean"]))
+    table = table.rename(columns={k: k.replace("p_solver_", "") for k in KEYS})
+    from tacos_bench.plots import plot_bars
+
+    figs = []
+    for topo, g in good.groupby("topology"):
+        figs.append(plot_bars(g, "variant", "ratio", "topology", out / f"{NAME}_{topo}.png",
+                              title=f"greedy ablation on {topo}: collective time / lower bound (mean over seeds)",
+                              ylabel="time / lower bound"))
+    best = table.groupby("topology").head(3)
+    body = ("Collective time divided by the lower bound (1.0 = provably optimal), over seeds. "
+            "Best three variants per topology:\n\n" + to_markdown(best, ".4f")
+            + "\nAll variants:\n\n" + to_markdown(table, ".4f") + "\n" + error_summary(df))
+    cmd = "python experiments/study_ablation.py" + (" --quick" if args.quick else "") + (
+        f" --jobs {args.jobs}" if args.jobs > 1 else "")
+    write_report(out, NAME, "Study (c): greedy heuristic ablation", cmd, body, figs, args.docs)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+"""Figures people look at: a schedule's Gantt chart and link-utilization timeline, scaling plots.
+
+Plots of studies read only the results table (a DataFrame of run records),
+never solver objects. matplotlib is imported lazily with the Agg backend.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .problem import Problem
+from .schedule import Schedule
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def utilization_timeline(problem: Problem, schedule: Schedule, bins: int = 200):
+    """Fraction of links busy over time: ``(bin_edges_us, busy_fraction)``.
+
+    Examples
+    --------
+    >>> from tacos_bench.generators import ring
+    >>> from tacos_bench import Collective
+    >>> from solvers import get_solver
+    >>> p = Problem(ring(4), Collective("all_gather", 1, 4))
+    >>> edges, frac = utilization_timeline(p, get_solver("bfs").solve(p).schedule, bins=4)
+    >>> len(edges), len(frac), bool(0 <= frac.min() and frac.max() <= 1)
+    (5, 4, True)
+    """
+    T = max(schedule.makespan_us, 1e-12)
+    edges = np.linspace(0.0, T, bins + 1)
+    lo = np.sort(np.clip(schedule.start_us, 0, T))
+    hi = np.sort(np.clip(schedule.end_us, 0, T))
+    # Busy link-time inside [0, x] summed over transfers = sum_{lo<=x}(x-lo) - sum_{hi<=x}(x-hi),
+    # evaluated at every bin edge with prefix sums: O((T + bins) log T), no per-transfer loop.
+    cum_lo = np.concatenate([[0.0], np.cumsum(lo)])
+    cum_hi = np.concatenate([[0.0], np.cumsum(hi)])
+    k_lo = np.searchsorted(lo, edges, side="right")
+    k_hi = np.searchsorted(hi, edges, side="right")
+    covered = (k_lo * edges - cum_lo[k_lo]) - (k_hi * edges - cum_hi[k_hi])
+    busy = np.diff(covered)
+    frac = busy / (np.diff(edges) * max(problem.num_links, 1))
+    return edges, np.clip(frac, 0.0, 1.0)
+
+
+def plot_schedule(problem: Problem, schedule: Schedule, path, *, max_links: int = 64, title: str | None = None):
+    """Gantt chart (one row per directed link, one bar per transfer, coloured by chunk) above the
+    link-utilization timeline. Only the first ``max_links`` links are drawn on large topologies."""
+    plt = _plt()
+    topo = problem.topology
+    link = topo.link_ids(schedule.src, schedule.dst)
+    shown = link < max_links
+    n_rows = min(topo.num_links, max_links)
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(11, 3 + 0.12 * n_rows), sharex=True,
+                                  gridspec_kw={"height_ratios": [max(3, n_rows * 0.12), 1.2]})
+    cmap = plt.get_cmap("tab20")
+    C = max(problem.num_chunks, 1)
+    for lid, s, e, c, op in zip(link[shown], schedule.start_us[shown], schedule.end_us[shown],
+                                schedule.chunk[shown], schedule.op[shown]):
+        ax.barh(int(lid), float(e - s), left=float(s), height=0.8, color=cmap(int(c) % 20),
+                edgecolor="black" if op else "none", linewidth=0.4)
+    ax.set_ylabel("directed link id")
+    ax.set_ylim(-0.5, n_rows - 0.5)
+    ax.invert_yaxis()
+    if n_rows <= 32:
+        ax.set_yticks(range(n_rows))
+        ax.set_yticklabels([f"{u}->{v}" for u, v in zip(topo.src[:n_rows], topo.dst[:n_rows])], fontsize=6)
+    extra = f" (first {n_rows} of {topo.num_links} links)" if topo.num_links > n_rows else ""
+    ax.set_title(title or f"{problem.kind} on {topo.name}: {len(schedule)} transfers, {C} chunks{extra}")
+    edges, frac = utilization_timeline(problem, schedule)
+    ax2.fill_between(edges[:-1], frac, step="post", alpha=0.6)
+    ax2.set_ylim(0, 1.05)
+    ax2.set_ylabel("links busy")
+    ax2.set_xlabel("time (µs)")
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_lines(df, x: str, y: str, group: str, path, *, logx=False, logy=False, title="", xlabel=None,
+               ylabel=None, err: str | None = None):
+    """One line per value of ``group`` (mean of ``y`` per ``x``; error bars from ``err`` or the std)."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, g in df.groupby(group, sort=True):
+        agg = g.groupby(x)[y].agg(["mean", "std", "count"]).reset_index().sort_values(x)
+        yerr = agg["std"].fillna(0) if err is None else None
+        ax.errorbar(agg[x], agg["mean"], yerr=yerr, marker="o", capsize=3, label=str(name))
+    if logx:
+        ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel or x)
+    ax.set_ylabel(ylabel or y)
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_bars(df, category: str, value: str, group: str, path, *, title="", ylabel=None, logy=False):
+    """Grouped bars: one group of bars per ``category``, one bar per ``group`` value."""
+    plt = _plt()
+    cats = list(dict.fromkeys(df[category]))
+    groups = sorted(df[group].unique())
+    width = 0.8 / max(len(groups), 1)
+    fig, ax = plt.subplots(figsize=(max(7, 0.9 * len(cats) * max(1, len(groups)) / 2), 4.5))
+    x = np.arange(len(cats))
+    for i, gname in enumerate(groups):
+        g = df[df[group] == gname].groupby(category)[value].mean()
+        ax.bar(x + i * width, [g.get(c, np.nan) for c in cats], width, label=str(gname))
+    ax.set_xticks(x + width * (len(groups) - 1) / 2)
+    ax.set_xticklabels(cats, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel(ylabel or value)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
