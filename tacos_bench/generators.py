@@ -3,11 +3,18 @@
 Every generator returns a :class:`~tacos_bench.topology.Topology` whose links are
 directed; "bidirectional" means one link per direction with the same bandwidth
 and latency. Grid node ids follow ``id = z*X*Y + y*X + x``.
+
+Families: :func:`ring`, :func:`fully_connected`, :func:`grid` (:func:`mesh2d`,
+:func:`mesh3d`, :func:`torus2d`, :func:`torus3d`, :func:`hetero_mesh2d`),
+:func:`hypercube`, :func:`switch` (one switch unwound into links),
+:func:`dragonfly` and :func:`hetero_cluster` (fully connected servers on a
+2-D torus of servers). Names and configs: :mod:`tacos_bench.topologies`.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Sequence
 
 import numpy as np
@@ -23,6 +30,17 @@ def _check_positive_int(name: str, value, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise TopologyError(f"{name} must be an integer >= {minimum}, got {value!r}")
     return int(value)
+
+
+# Guards against a typo such as mesh100000x100000 exhausting memory; far above any topology we simulate.
+MAX_NPUS = 10_000_000
+MAX_LINKS = 100_000_000
+
+
+def _check_size(what: str, npus: int, links: int) -> None:
+    if npus > MAX_NPUS or links > MAX_LINKS:
+        raise TopologyError(f"{what} would have {npus:,} NPUs and {links:,} links; the limits are "
+                            f"{MAX_NPUS:,} NPUs and {MAX_LINKS:,} links")
 
 
 def _from_pairs(n: int, pairs, bw: float, lat: float, name: str, **meta) -> Topology:
@@ -42,6 +60,7 @@ def ring(n: int, bidirectional: bool = True, bw: float = DEFAULT_BW, lat: float 
     8
     """
     n = _check_positive_int("ring size", n, 2)
+    _check_size(f"ring{n}", n, 2 * n)
     pairs = {(i, (i + 1) % n) for i in range(n)}
     if bidirectional:
         pairs |= {((i + 1) % n, i) for i in range(n)}
@@ -52,6 +71,7 @@ def ring(n: int, bidirectional: bool = True, bw: float = DEFAULT_BW, lat: float 
 def fully_connected(n: int, bw: float = DEFAULT_BW, lat: float = DEFAULT_LAT) -> Topology:
     """Every ordered pair of distinct NPUs gets a link (``n*(n-1)`` links)."""
     n = _check_positive_int("fully-connected size", n, 2)
+    _check_size(f"fc{n}", n, n * (n - 1))
     return _from_pairs(n, [(u, v) for u in range(n) for v in range(n) if u != v], bw, lat, f"fc{n}", kind="fc")
 
 
@@ -70,7 +90,8 @@ def grid(dims: Sequence[int], wrap: bool, bw: float | Sequence[float] = DEFAULT_
     lats = list(lat) if isinstance(lat, (list, tuple)) else [lat] * nd
     if len(bws) != nd or len(lats) != nd:
         raise TopologyError(f"per-dimension bw/lat need {nd} values")
-    n = int(np.prod(dims))
+    n = math.prod(dims)
+    _check_size("grid " + "x".join(map(str, dims)), n, 2 * nd * n)
     strides = np.cumprod([1] + dims[:-1])
     src, dst, b, l = [], [], [], []
     coords = np.array(list(itertools.product(*[range(d) for d in reversed(dims)])))[:, ::-1]  # x fastest
@@ -130,8 +151,197 @@ def hypercube(n: int, bw: float = DEFAULT_BW, lat: float = DEFAULT_LAT) -> Topol
     64
     """
     n = _check_positive_int("hypercube size", n, 2)
+    _check_size(f"hypercube{n}", n, n * (n.bit_length() - 1))
     if n & (n - 1):
         raise TopologyError(f"hypercube size must be a power of two, got {n}")
     d = n.bit_length() - 1
     pairs = [(u, u ^ (1 << k)) for u in range(n) for k in range(d)]
     return _from_pairs(n, pairs, bw, lat, f"bhypercube{n}", kind="hypercube")
+
+
+def _check_bw_lat(what: str, bw, lat) -> None:
+    # Topology would reject these too, but only per link; naming the parameter is clearer.
+    if not (isinstance(bw, (int, float, np.integer, np.floating)) and np.isfinite(bw) and bw > 0):
+        raise TopologyError(f"{what} bandwidth must be a finite number > 0 GiB/s, got {bw!r}")
+    if not (isinstance(lat, (int, float, np.integer, np.floating)) and np.isfinite(lat) and lat >= 0):
+        raise TopologyError(f"{what} latency must be a finite number >= 0 µs, got {lat!r}")
+
+
+def switch(n: int, bw: float = DEFAULT_BW, lat: float = DEFAULT_LAT) -> Topology:
+    """A single non-blocking switch joining ``n`` NPUs, unwound into point-to-point links.
+
+    The link-level model has no switch node, so the switch becomes a fully
+    connected graph whose links share each NPU's port:
+
+    * every ordered pair ``u -> v`` gets a link of bandwidth ``bw / (n-1)``, so
+      the ``n-1`` out-links of an NPU together inject exactly the port bandwidth
+      ``bw`` and its ``n-1`` in-links together eject exactly ``bw``;
+    * every link has latency ``2*lat`` (NPU -> switch -> NPU, two hops of
+      ``lat`` each).
+
+    This is conservative for a schedule that talks to one peer at a time (it
+    then uses only ``1/(n-1)`` of its port) and exact for the all-to-all
+    traffic of All-Gather/Reduce-Scatter, where all links are busy together.
+
+    Parameters
+    ----------
+    n : int
+        Number of NPUs (>= 2).
+    bw : float
+        Per-NPU port bandwidth, GiB/s.
+    lat : float
+        Latency of one hop (NPU to switch), µs.
+
+    Examples
+    --------
+    >>> t = switch(5, bw=100.0, lat=0.5)
+    >>> t.num_links, float(t.bw_GiBps[0]), float(t.lat_us[0])
+    (20, 25.0, 1.0)
+    """
+    n = _check_positive_int("switch size", n, 2)
+    _check_size(f"switch{n}", n, n * (n - 1))
+    _check_bw_lat("switch port", bw, lat)
+    pairs = [(u, v) for u in range(n) for v in range(n) if u != v]
+    return _from_pairs(n, pairs, float(bw) / (n - 1), 2.0 * float(lat), f"switch{n}",
+                       kind="switch", port_bw_GiBps=float(bw), hop_lat_us=float(lat))
+
+
+def dragonfly(groups: int, routers_per_group: int, intra_bw: float = DEFAULT_BW, intra_lat: float = DEFAULT_LAT,
+              inter_bw: float = DEFAULT_BW / 2, inter_lat: float = 2 * DEFAULT_LAT) -> Topology:
+    """DragonFly: fully connected groups, one global link pair between every two groups.
+
+    Each router is one NPU: ``npu = group * routers_per_group + router``.
+    Inside a group every ordered pair of routers is linked (``intra_bw``,
+    ``intra_lat``). Every unordered pair of groups ``{g, h}`` is joined by one
+    bidirectional global link (``inter_bw``, ``inter_lat``).
+
+    Which router holds a global link (the "consecutive" arrangement): group
+    ``g`` numbers its ``groups-1`` peer groups ``h != g`` in increasing order,
+    ``k = h if h < g else h - 1``, and connects peer ``k`` from router
+    ``k mod routers_per_group``. Global links are thus spread round-robin, so
+    each router holds ``ceil`` or ``floor`` of ``(groups-1)/routers_per_group``
+    global links; with ``groups = routers_per_group + 1`` (the balanced
+    ``g = a*h + 1`` DragonFly with ``h = 1``) every router holds exactly one.
+
+    Parameters
+    ----------
+    groups : int
+        Number of groups (>= 1).
+    routers_per_group : int
+        Routers (NPUs) per group (>= 1); ``groups * routers_per_group >= 2``.
+    intra_bw, intra_lat : float
+        Local (intra-group) link bandwidth (GiB/s) and latency (µs).
+    inter_bw, inter_lat : float
+        Global (inter-group) link bandwidth (GiB/s) and latency (µs).
+
+    Examples
+    --------
+    >>> t = dragonfly(4, 4)
+    >>> t.num_npus, t.num_links   # 4 groups * 4*3 local + 6 group pairs * 2 directions
+    (16, 60)
+    >>> t.has_link(0, 4), t.has_link(4, 0)   # group 0 router 0 <-> group 1 router 0
+    (True, True)
+    """
+    g = _check_positive_int("dragonfly groups", groups)
+    a = _check_positive_int("dragonfly routers_per_group", routers_per_group)
+    if g * a < 2:
+        raise TopologyError("dragonfly needs at least 2 NPUs (groups * routers_per_group >= 2)")
+    _check_size(f"dragonfly{g}x{a}", g * a, g * a * (a - 1) + g * (g - 1))
+    _check_bw_lat("dragonfly intra-group", intra_bw, intra_lat)
+    _check_bw_lat("dragonfly inter-group", inter_bw, inter_lat)
+    src, dst, bw, lat = [], [], [], []
+    for grp in range(g):
+        base = grp * a
+        for r in range(a):
+            for q in range(a):
+                if r != q:
+                    src.append(base + r)
+                    dst.append(base + q)
+    n_local = len(src)
+
+    def port(grp: int, peer: int) -> int:
+        k = peer if peer < grp else peer - 1
+        return grp * a + k % a
+
+    for grp in range(g):
+        for peer in range(grp + 1, g):
+            u, v = port(grp, peer), port(peer, grp)
+            src += [u, v]
+            dst += [v, u]
+    n_global = len(src) - n_local
+    bw = np.concatenate([np.full(n_local, float(intra_bw)), np.full(n_global, float(inter_bw))])
+    lat = np.concatenate([np.full(n_local, float(intra_lat)), np.full(n_global, float(inter_lat))])
+    return Topology(g * a, np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64), bw, lat,
+                    name=f"dragonfly{g}x{a}",
+                    meta={"kind": "dragonfly", "groups": g, "routers_per_group": a})
+
+
+def hetero_cluster(servers_x: int, servers_y: int, npus_per_server: int, intra_bw: float = 150.0,
+                   intra_lat: float = 0.25, inter_bw: float | Sequence[float] = 25.0,
+                   inter_lat: float | Sequence[float] = 2.0, name: str | None = None) -> Topology:
+    """Two-tier heterogeneous cluster: fully connected servers on a 2-D torus of servers.
+
+    Numbering: ``npu = server * npus_per_server + local`` with
+    ``server = sy * servers_x + sx``.
+
+    * Scale-up tier: inside a server every ordered pair of NPUs is linked
+      (``intra_bw``, ``intra_lat``), e.g. NVLink/NVSwitch-class.
+    * Scale-out tier: NPU ``local`` of a server links, in both directions, to
+      NPU ``local`` of each of the server's torus neighbours (``sx±1``,
+      ``sy±1`` with wrap-around), i.e. one rail per local index
+      (``inter_bw``, ``inter_lat``; may be given per torus dimension
+      ``(x, y)``). A torus dimension of size 2 gives one neighbour per
+      direction, size 1 none (as in :func:`grid`).
+
+    With ``8 x 8`` servers of 8 NPUs (``hetero512``) every NPU has
+    ``7 + 4 = 11`` out-links, ``512 * 11 = 5632`` directed links in all.
+
+    Examples
+    --------
+    >>> t = hetero_cluster(8, 8, 8)
+    >>> t.num_npus, t.num_links
+    (512, 5632)
+    >>> float(t.bw_GiBps[t.link_id(0, 1)]), float(t.bw_GiBps[t.link_id(0, 8)])  # same server, next server
+    (150.0, 25.0)
+    """
+    sx = _check_positive_int("hetero servers_x", servers_x)
+    sy = _check_positive_int("hetero servers_y", servers_y)
+    p = _check_positive_int("hetero npus_per_server", npus_per_server)
+    n = sx * sy * p
+    _check_size(f"hetero{sx}x{sy}x{p}", n, n * (p - 1) + 4 * n)
+    if n < 2:
+        raise TopologyError("hetero cluster needs at least 2 NPUs")
+    _check_bw_lat("hetero intra-server", intra_bw, intra_lat)
+    servers = sx * sy
+    # Intra-server: the fully connected pattern of one server, offset per server.
+    lu, lv = np.nonzero(~np.eye(p, dtype=bool))
+    off = (np.arange(servers) * p)[:, None]
+    intra_src = (off + lu[None, :]).ravel()
+    intra_dst = (off + lv[None, :]).ravel()
+    parts_s, parts_d = [intra_src], [intra_dst]
+    parts_b, parts_l = [np.full(intra_src.size, float(intra_bw))], [np.full(intra_src.size, float(intra_lat))]
+    if servers > 1:
+        # The server graph is exactly a 2-D torus; grid() already handles size-1/size-2 dimensions.
+        stor = grid([sx, sy], wrap=True, bw=inter_bw, lat=inter_lat)
+        local = np.arange(p)[None, :]
+        parts_s.append((stor.src.astype(np.int64)[:, None] * p + local).ravel())
+        parts_d.append((stor.dst.astype(np.int64)[:, None] * p + local).ravel())
+        parts_b.append(np.repeat(stor.bw_GiBps, p))
+        parts_l.append(np.repeat(stor.lat_us, p))
+    return Topology(n, np.concatenate(parts_s), np.concatenate(parts_d), np.concatenate(parts_b),
+                    np.concatenate(parts_l), name=name or f"hetero{sx}x{sy}x{p}",
+                    meta={"kind": "hetero", "servers_x": sx, "servers_y": sy, "npus_per_server": p})
+
+
+def hetero_mesh2d(x: int, y: int, bw: Sequence[float] = (50.0, 100.0),
+                  lat: float | Sequence[float] = DEFAULT_LAT) -> Topology:
+    """2-D mesh whose X and Y links differ: ``bw = (bw_x, bw_y)`` GiB/s (``lat`` may be per dimension too).
+
+    Examples
+    --------
+    >>> t = hetero_mesh2d(4, 4)
+    >>> float(t.bw_GiBps[t.link_id(0, 1)]), float(t.bw_GiBps[t.link_id(0, 4)])
+    (50.0, 100.0)
+    """
+    return grid([x, y], wrap=False, bw=list(bw), lat=list(lat) if isinstance(lat, (list, tuple)) else lat,
+                name=f"hetero_mesh{x}x{y}")

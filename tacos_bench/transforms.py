@@ -1,0 +1,163 @@
+"""Topology transforms: failed NPUs, multi-tenant sub-topologies, reversal.
+
+Transforms that drop NPUs renumber the survivors densely in increasing order
+of their old id and record, in ``meta["original_ids"]``, the id each new NPU had
+in the topology *before any transform*: when the input already carries
+``original_ids`` (say, a tenant carved out of a topology with failures) the
+mappings are composed, so ``original_ids[new_id]`` always names an NPU of the
+originally built topology.
+
+Structural metadata of the parent (``kind``, ``dims``, ...) is not copied,
+because a mesh minus two NPUs is no longer a mesh and code keyed on
+``meta["dims"]`` must not be misled; the parent's name and kind are kept as
+``meta["parent"]`` and ``meta["parent_kind"]``.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+
+from .errors import TopologyError
+from .topology import Topology, _fmt_ids
+
+SUBSET_MODES = ("induced",)
+
+
+def _as_ids(topo: Topology, ids: Iterable[int], what: str) -> np.ndarray:
+    """Validate a list of NPU ids against ``topo`` (integers, in range) and return them as int64."""
+    if isinstance(ids, (str, bytes)):
+        raise TopologyError(f"{what} must be a list of NPU ids, got {ids!r}")
+    try:
+        items = list(ids)
+    except TypeError:
+        raise TopologyError(f"{what} must be a list of NPU ids, got {ids!r}") from None
+    for v in items:
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+            raise TopologyError(f"{what}: NPU id {v!r} is not an integer")
+    arr = np.asarray(items, dtype=np.int64)
+    bad = np.flatnonzero((arr < 0) | (arr >= topo.num_npus))
+    if bad.size:
+        raise TopologyError(
+            f"{what}: unknown NPU id {int(arr[bad[0]])} (topology {topo.name!r} has NPUs 0..{topo.num_npus - 1})"
+        )
+    return arr
+
+
+def _induced(topo: Topology, keep: np.ndarray, name: str, **extra_meta) -> Topology:
+    """Sub-topology on the NPUs where ``keep`` (bool mask) is set, renumbered densely."""
+    kept = np.flatnonzero(keep)
+    if kept.size == 0:
+        raise TopologyError(f"no NPU of topology {topo.name!r} would remain")
+    new_id = np.full(topo.num_npus, -1, dtype=np.int64)
+    new_id[kept] = np.arange(kept.size)
+    src = topo.src.astype(np.int64)
+    dst = topo.dst.astype(np.int64)
+    lk = keep[src] & keep[dst]
+    parent_orig = topo.meta.get("original_ids")
+    if parent_orig is not None and len(parent_orig) == topo.num_npus:
+        original = np.asarray(parent_orig, dtype=np.int64)[kept]
+    else:
+        original = kept
+    meta = {"kind": "induced", "parent": topo.name, "parent_kind": topo.meta.get("kind"),
+            "original_ids": original.tolist(), **extra_meta}
+    if "node_labels" in topo.meta and len(topo.meta["node_labels"]) == topo.num_npus:
+        meta["node_labels"] = [topo.meta["node_labels"][i] for i in kept.tolist()]
+    return Topology(int(kept.size), new_id[src[lk]], new_id[dst[lk]], topo.bw_GiBps[lk], topo.lat_us[lk],
+                    name=name, meta=meta)
+
+
+def remove_npus(topo: Topology, failed: Iterable[int]) -> Topology:
+    """Drop failed NPUs and every link touching them; renumber the survivors densely.
+
+    Survivors keep their relative order; ``meta["original_ids"][new]`` is the
+    id the NPU had before (see the module docstring for composition). The
+    result may be disconnected; :class:`~tacos_bench.problem.Problem` (or
+    :meth:`Topology.check_strongly_connected`) reports which NPUs are cut off.
+
+    Parameters
+    ----------
+    topo : Topology
+    failed : iterable of int
+        Ids of the failed NPUs (repeats are harmless).
+
+    Raises
+    ------
+    TopologyError
+        If an id is not an NPU of ``topo`` or no NPU would remain.
+
+    Examples
+    --------
+    >>> from tacos_bench.generators import ring
+    >>> t = remove_npus(ring(5), [1])
+    >>> t.num_npus, t.meta["original_ids"]
+    (4, [0, 2, 3, 4])
+    >>> t.has_link(0, 1), t.has_link(1, 2)   # old 0->2 never existed; old 2->3 did
+    (False, True)
+    """
+    ids = _as_ids(topo, failed, "failed_npus")
+    keep = np.ones(topo.num_npus, dtype=bool)
+    keep[ids] = False
+    removed = np.unique(ids)
+    return _induced(topo, keep, f"{topo.name}-minus{removed.size}", removed_npus=removed.tolist())
+
+
+def subset(topo: Topology, members: Iterable[int], mode: str = "induced") -> Topology:
+    """Sub-topology of a tenant: the listed NPUs and the links among them only.
+
+    Members are renumbered densely in increasing order of their id (not in the
+    order listed); ``meta["original_ids"]`` gives the mapping back.
+
+    Only ``mode="induced"`` exists. A "relay" mode, in which the tenant's
+    traffic may also cross non-member NPUs, is deliberately not supported: the
+    relays would have to be NPUs of the topology handed to the solver, so the
+    collective's participants (the members) would differ from the topology's
+    NPUs, which the problem model (every NPU contributes and receives) cannot
+    express. If members are disconnected without relays, the induced
+    sub-topology is disconnected and :class:`~tacos_bench.problem.Problem`
+    says which NPUs are cut off.
+
+    Raises
+    ------
+    TopologyError
+        On unknown ids, repeated members, an empty member list or an
+        unsupported mode.
+
+    Examples
+    --------
+    >>> from tacos_bench.generators import mesh2d
+    >>> t = subset(mesh2d(4, 2), [0, 1, 4, 5])   # the left 2x2 block
+    >>> t.num_npus, t.num_links, t.meta["original_ids"]
+    (4, 8, [0, 1, 4, 5])
+    """
+    if mode == "relay":
+        raise TopologyError(
+            "subset_mode='relay' is not supported: relaying through non-member NPUs would make the collective's "
+            "participants differ from the topology's NPUs; use subset_mode='induced'"
+        )
+    if mode not in SUBSET_MODES:
+        raise TopologyError(f"unknown subset_mode {mode!r}; valid: {', '.join(SUBSET_MODES)}")
+    ids = _as_ids(topo, members, "subset")
+    if ids.size == 0:
+        raise TopologyError("subset: the member list is empty")
+    uniq, counts = np.unique(ids, return_counts=True)
+    if np.any(counts > 1):
+        raise TopologyError(f"subset: NPU(s) {_fmt_ids(uniq[counts > 1])} listed more than once")
+    keep = np.zeros(topo.num_npus, dtype=bool)
+    keep[ids] = True
+    return _induced(topo, keep, f"{topo.name}-subset{ids.size}")
+
+
+def reverse(topo: Topology) -> Topology:
+    """Every link ``u->v`` becomes ``v->u`` (same as :meth:`Topology.reversed`).
+
+    Reduce-Scatter on a topology is the time-reversed All-Gather on its reverse.
+
+    Examples
+    --------
+    >>> from tacos_bench.generators import ring
+    >>> reverse(ring(3, bidirectional=False)).has_link(1, 0)
+    True
+    """
+    return topo.reversed()
