@@ -31,7 +31,7 @@ import numpy as np
 from . import generators as gen
 from .errors import ConfigError, TopologyError
 from .io import load_topology
-from .topology import Topology, _fmt_ids
+from .topology import Topology, fmt_ids
 from .transforms import SUBSET_MODES, _as_ids, _induced
 
 NAME_FORMS = ("ring<N>", "uniring<N>", "fc<N>", "switch<N>", "mesh<X>x<Y>[x<Z>...]", "torus<X>x<Y>[x<Z>...]",
@@ -337,5 +337,5 @@ def _check_connected_configured_ids(topo: Topology, what: str) -> None:
         g.add_edges_from(zip(topo.src.tolist(), topo.dst.tolist()))
         main = max(nx.strongly_connected_components(g), key=lambda c: (len(c), -min(c)))
         cut = np.array(sorted(set(range(topo.num_npus)) - main))
-        raise TopologyError(f"{what} is disconnected: NPU(s) {_fmt_ids(orig[cut])} are cut off from the "
+        raise TopologyError(f"{what} is disconnected: NPU(s) {fmt_ids(orig[cut])} are cut off from the "
                             f"other {len(main)} NPUs (ids as configured)") from None

@@ -269,13 +269,13 @@ class Topology:
         if not fwd.all():
             cut = np.flatnonzero(~fwd)
             raise TopologyError(
-                f"topology {self.name!r} is disconnected: NPU(s) {_fmt_ids(cut)} cannot be reached from NPU 0"
+                f"topology {self.name!r} is disconnected: NPU(s) {fmt_ids(cut)} cannot be reached from NPU 0"
             )
         bwd = self._bfs(0, False)
         if not bwd.all():
             cut = np.flatnonzero(~bwd)
             raise TopologyError(
-                f"topology {self.name!r} is disconnected: NPU(s) {_fmt_ids(cut)} cannot reach NPU 0"
+                f"topology {self.name!r} is disconnected: NPU(s) {fmt_ids(cut)} cannot reach NPU 0"
             )
 
     # ------------------------------------------------------------------ transforms
@@ -296,7 +296,7 @@ class Topology:
         return f"Topology({self.summary()})"
 
 
-def _fmt_ids(ids, limit: int = 10) -> str:
+def fmt_ids(ids, limit: int = 10) -> str:
     ids = [int(i) for i in ids]
     s = ", ".join(map(str, ids[:limit]))
     if len(ids) > limit:

@@ -20,7 +20,7 @@ from typing import Iterable
 import numpy as np
 
 from .errors import TopologyError
-from .topology import Topology, _fmt_ids
+from .topology import Topology, fmt_ids
 
 SUBSET_MODES = ("induced",)
 
@@ -143,7 +143,7 @@ def subset(topo: Topology, members: Iterable[int], mode: str = "induced") -> Top
         raise TopologyError("subset: the member list is empty")
     uniq, counts = np.unique(ids, return_counts=True)
     if np.any(counts > 1):
-        raise TopologyError(f"subset: NPU(s) {_fmt_ids(uniq[counts > 1])} listed more than once")
+        raise TopologyError(f"subset: NPU(s) {fmt_ids(uniq[counts > 1])} listed more than once")
     keep = np.zeros(topo.num_npus, dtype=bool)
     keep[ids] = True
     return _induced(topo, keep, f"{topo.name}-subset{ids.size}")

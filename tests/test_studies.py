@@ -41,3 +41,10 @@ def test_sweep_with_parallel_launchers(root, tmp_path, launcher):
         assert col in df.columns, col
     greedy = df[df["solver"] == "greedy"]
     assert "p_solver_chunk_order" in greedy.columns and greedy["p_solver_chunk_order"].notna().all()
+
+
+def test_slurm_preset_composes(root):
+    r = subprocess.run([sys.executable, str(root / "run.py"), "hydra/launcher=slurm", "--cfg", "hydra"], cwd=root,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "SlurmLauncher" in r.stdout and "mem_gb: 24" in r.stdout
