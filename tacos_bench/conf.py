@@ -67,6 +67,19 @@ class BaselineConf(SolverConf):
 
 
 @dataclass
+class RingConf(SolverConf):
+    name: str = "ring"
+    bidirectional: bool = True
+    max_expansions: int = 200_000
+
+
+@dataclass
+class RhdConf(SolverConf):
+    name: str = "rhd"
+    phase_sync: bool = True
+
+
+@dataclass
 class TopoConf:
     """A named topology, a generated one, or a file (``kind: file``)."""
 
@@ -115,3 +128,5 @@ def register_configs() -> None:
     cs.store(group="solver", name="base_milp", node=MilpConf)
     cs.store(group="solver", name="base_cpsat", node=CpSatConf)
     cs.store(group="solver", name="base_baseline", node=BaselineConf)
+    cs.store(group="solver", name="base_ring", node=RingConf)
+    cs.store(group="solver", name="base_rhd", node=RhdConf)
