@@ -8,6 +8,8 @@ install:
 
 install-test:
 	$(PIP) install -q -e ".[test,plots]"
+	# the Chakra protobuf schema; --no-deps because its metadata pulls in JupyterLab, and it needs only protobuf
+	$(PIP) install -q --no-deps "mlc-chakra==1.0.0"
 
 # First Quickstart command: install, then synthesize All-Gather on a 4x4 mesh with the greedy.
 run: install

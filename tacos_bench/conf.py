@@ -111,7 +111,7 @@ class RunConf:
     collective: CollectiveConf = MISSING
     seed: int = 0
     experiment: str = "default"
-    # "none", "msccl" or "json": also export the verified schedule.
+    # "none", "msccl", "json" or "chakra": also export the verified schedule (msccl writes RESULT_DIR/msccl/).
     export: str = "none"
     # "auto" writes schedule.csv up to schedule_csv_max_rows transfers; "always"/"never" force it.
     schedule_csv: str = "auto"

@@ -48,3 +48,7 @@ class SolverError(TacosError):
 
 class ConfigError(TacosError):
     """Bad configuration value (unknown name, non-positive size, ...)."""
+
+
+class ExportError(TacosError):
+    """A schedule or run directory cannot be exported (the message says why)."""

@@ -1,0 +1,161 @@
+"""Chakra execution traces for ASTRA-sim's custom-collective path.
+
+ASTRA-sim runs a custom collective from one Chakra ET file per NPU,
+``<prefix>.<rank>.et`` (system configuration key
+``all-gather-implementation-custom`` / ``reduce-scatter-...`` /
+``all-reduce-...`` set to ``[<prefix>]``). Each file is a length-prefixed
+protobuf stream: one ``GlobalMetadata`` message, then ``Node`` messages in
+the layout of ASTRA-sim's MSCCL-IR converter (``collectiveapi``):
+
+* every transfer ``u -> v`` is a ``COMM_SEND_NODE`` on ``u`` and a
+  ``COMM_RECV_NODE`` on ``v`` with attributes ``comm_type``, ``comm_size``
+  (bytes), ``comm_dst``/``comm_src`` and ``comm_tag``; the tag is the
+  transfer's row in the canonical schedule order, unique in the collective, so
+  a receive matches exactly one send;
+* a reduction adds a ``COMP_NODE`` after its receive (``duration_micros`` =
+  ``reduce_time_us``, default 0: ASTRA-sim then charges 1 ns);
+* ``data_deps``: a send waits for the node that produced the value it forwards
+  (the receive, or the reduction) and for the previous send on the same link,
+  so the simulator replays the synthesized per-link order; a reduction waits
+  for its receive and the previous partial sum.
+
+The protobuf schema comes from the ``mlc-chakra`` PyPI package (MLCommons
+Chakra); install it with ``pip install --no-deps mlc-chakra==1.0.0`` -- its
+only runtime need for this module is ``protobuf`` (already pulled in by
+OR-Tools); the package's other requirements serve its trace-linking tools.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..problem import Problem
+from ..schedule import REDUCE, Schedule
+from .common import ExportError, verified
+from .msccl import COLL_NAMES
+
+SCHEMA_TAG = "1.0.2-chakra.0.0.4"   # the schema string ASTRA-sim's collective converter writes
+
+
+def _chakra():
+    try:
+        from chakra.schema.protobuf import et_def_pb2
+        from chakra.src.third_party.utils.protolib import encodeMessage
+    except ImportError as e:
+        raise ExportError("the Chakra exporter needs the MLCommons Chakra schema: "
+                          "pip install --no-deps mlc-chakra==1.0.0 (" + str(e) + ")") from None
+    return et_def_pb2, encodeMessage
+
+
+def build_chakra_nodes(problem: Problem, schedule: Schedule, *, reduce_time_us: int = 0):
+    """Per-rank lists of Chakra ``Node`` messages (the schedule is verified first)."""
+    from ..verify import REL_TOL
+
+    pb, _ = _chakra()
+    verified(problem, schedule)
+    if isinstance(reduce_time_us, bool) or not isinstance(reduce_time_us, (int, np.integer)) or reduce_time_us < 0:
+        raise ExportError(f"reduce_time_us must be a non-negative integer (Chakra stores whole µs), "
+                          f"got {reduce_time_us!r}")
+    n = problem.num_npus
+    size = int(problem.chunk_bytes)
+    sched = schedule.sorted()
+    T = len(sched)
+    if T >= 2**31:
+        raise ExportError(f"{T} transfers do not fit Chakra's 32-bit comm_tag")
+    chunk, src, dst, op = (sched.chunk.tolist(), sched.src.tolist(), sched.dst.tolist(), sched.op.tolist())
+    tol = REL_TOL * max(1.0, abs(sched.makespan_us))
+    times = np.concatenate([sched.end_us - tol, sched.start_us])
+    kinds = np.concatenate([np.zeros(T, np.int8), np.ones(T, np.int8)])
+    ids = np.concatenate([np.arange(T), np.arange(T)])
+    order = np.lexsort((ids, kinds, times)).tolist()
+    kind = problem.kind
+
+    nodes: list[list] = [[] for _ in range(n)]
+    writer: dict[tuple[int, int], int] = {}       # (rank, chunk) -> node id holding the current value
+    holds: set[tuple[int, int]] = set()
+    if kind == "all_gather":
+        holds.update((c % n, c) for c in range(problem.num_chunks))
+    else:
+        holds.update((v, c) for v in range(n) for c in range(problem.num_chunks))
+    last_send_on_link: dict[tuple[int, int], int] = {}
+
+    def new_node(rank: int, name: str, ntype: int):
+        node = pb.Node()
+        node.id = len(nodes[rank])
+        node.name = name
+        node.type = ntype
+        nodes[rank].append(node)
+        return node
+
+    def comm_attrs(node, peer_key: str, peer: int, tag: int, ctype: int):
+        node.attr.append(pb.AttributeProto(name="comm_type", int64_val=ctype))
+        node.attr.append(pb.AttributeProto(name="comm_size", int64_val=size))
+        node.attr.append(pb.AttributeProto(name=peer_key, int32_val=peer))
+        node.attr.append(pb.AttributeProto(name="comm_tag", int32_val=tag))
+
+    for e in order:
+        t = ids[e]
+        c, u, v = chunk[t], src[t], dst[t]
+        if kinds[e]:
+            node = new_node(u, f"send_c{c}_to{v}_t{t}", pb.COMM_SEND_NODE)
+            comm_attrs(node, "comm_dst", v, t, pb.COMM_SEND_NODE)
+            deps = [writer[(u, c)]] if (u, c) in writer else []
+            if (u, v) in last_send_on_link:
+                deps.append(last_send_on_link[(u, v)])
+            node.data_deps.extend(sorted(set(deps)))
+            last_send_on_link[(u, v)] = node.id
+        else:
+            node = new_node(v, f"recv_c{c}_from{u}_t{t}", pb.COMM_RECV_NODE)
+            comm_attrs(node, "comm_src", u, t, pb.COMM_RECV_NODE)
+            if op[t] == REDUCE and (v, c) in holds:
+                comp = new_node(v, f"reduce_c{c}_t{t}", pb.COMP_NODE)
+                comp.duration_micros = int(reduce_time_us)
+                deps = [node.id] + ([writer[(v, c)]] if (v, c) in writer else [])
+                comp.data_deps.extend(sorted(deps))
+                writer[(v, c)] = comp.id
+            else:
+                writer[(v, c)] = node.id
+            holds.add((v, c))
+    meta = pb.GlobalMetadata(version=SCHEMA_TAG, attr=[
+        pb.AttributeProto(name="schema", string_val=SCHEMA_TAG),
+        pb.AttributeProto(name="collective", string_val=COLL_NAMES[kind]),
+        pb.AttributeProto(name="generator", string_val="tacos-bench"),
+        pb.AttributeProto(name="num_npus", int64_val=n),
+        pb.AttributeProto(name="chunk_bytes", int64_val=size),
+        pb.AttributeProto(name="topology", string_val=problem.topology.name),
+    ])
+    return meta, nodes
+
+
+def export_chakra(problem: Problem, schedule: Schedule, prefix: str | os.PathLike, *,
+                  reduce_time_us: int = 0) -> list[Path]:
+    """Write ``<prefix>.<rank>.et`` for every NPU; returns the paths.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> from tacos_bench import Collective, Problem, Schedule
+    >>> from tacos_bench.generators import ring
+    >>> p = Problem(ring(2), Collective("all_gather", 1, 1))
+    >>> t = float(p.link_time_us[0])
+    >>> s = Schedule.from_rows([(0, 0, 1, 0.0, t, "copy"), (1, 1, 0, 0.0, t, "copy")])
+    >>> d = tempfile.mkdtemp()
+    >>> [x.name for x in export_chakra(p, s, pathlib.Path(d) / "ag")]
+    ['ag.0.et', 'ag.1.et']
+    """
+    _, encode = _chakra()
+    meta, nodes = build_chakra_nodes(problem, schedule, reduce_time_us=reduce_time_us)
+    prefix = Path(prefix)
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for rank, rank_nodes in enumerate(nodes):
+        path = prefix.parent / f"{prefix.name}.{rank}.et"
+        with open(path, "wb") as fh:
+            encode(fh, meta)
+            for node in rank_nodes:
+                encode(fh, node)
+        paths.append(path)
+    return paths

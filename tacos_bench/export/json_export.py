@@ -1,0 +1,142 @@
+"""Versioned JSON form of a verified schedule and the problem it solves.
+
+The document is self-contained: the topology (every link with its bandwidth,
+latency and per-chunk time), the collective, the transfers and the verified
+collective time. :func:`load_json` reads it back into ``(problem, schedule)``.
+The schema is documented in ``docs/export.md``; ``schema_version`` changes
+whenever a field changes meaning or disappears (adding fields does not).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..collective import Collective
+from ..problem import Problem
+from ..schedule import COLUMNS, OPS, Schedule
+from ..topology import Topology
+from .common import ExportError, verified
+
+SCHEMA = "tacos-bench/schedule"
+SCHEMA_VERSION = 1
+
+# Run-record fields worth carrying along (the rest describe the machine, not the algorithm).
+_RECORD_KEYS = ("solver", "seed", "status", "valid", "collective_time_us", "lower_bound_us", "objective_us",
+                "best_bound_us", "synthesis_time_s", "experiment", "run_id", "git_commit", "timestamp")
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+def schedule_to_dict(problem: Problem, schedule: Schedule, *, record: Mapping[str, Any] | None = None) -> dict:
+    """The JSON document as a dict (the schedule is verified first).
+
+    Examples
+    --------
+    >>> from tacos_bench import Collective, Problem, Schedule
+    >>> from tacos_bench.generators import ring
+    >>> p = Problem(ring(2), Collective("all_gather", 1, 1))
+    >>> t = float(p.link_time_us[0])
+    >>> d = schedule_to_dict(p, Schedule.from_rows([(0, 0, 1, 0.0, t, "copy"), (1, 1, 0, 0.0, t, "copy")]))
+    >>> d["schema_version"], len(d["transfers"]), d["transfers"][0]["op"]
+    (1, 2, 'copy')
+    """
+    from .. import __version__
+
+    ver = verified(problem, schedule)
+    topo = problem.topology
+    coll = problem.collective
+    sched = schedule.sorted()
+    link = topo.link_ids(sched.src, sched.dst).tolist()
+    lt = problem.link_time_us.tolist()
+    doc: dict[str, Any] = {
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "generator": {"name": "tacos-bench", "version": __version__},
+        "units": {"time": "us", "bandwidth": "GiB/s", "size": "bytes"},
+        "collective": {
+            "kind": coll.kind,
+            "chunks_per_npu": coll.chunks_per_npu,
+            "buffer_mib": coll.buffer_mib,
+            "num_chunks": problem.num_chunks,
+            "chunk_bytes": problem.chunk_bytes,
+        },
+        "topology": {
+            "name": topo.name,
+            "num_npus": topo.num_npus,
+            "links": [{"id": i, "src": s, "dst": d, "bw_GiBps": b, "lat_us": la, "chunk_time_us": lt[i]}
+                      for i, (s, d, b, la) in enumerate(topo.edges())],
+        },
+        "transfers": [
+            {"chunk": c, "src": s, "dst": d, "link": lk, "start_us": t0, "end_us": t1, "op": OPS[o]}
+            for c, s, d, lk, t0, t1, o in zip(sched.chunk.tolist(), sched.src.tolist(), sched.dst.tolist(), link,
+                                              sched.start_us.tolist(), sched.end_us.tolist(), sched.op.tolist())
+        ],
+        "summary": {"num_transfers": len(sched), "collective_time_us": ver.collective_time_us, "verified": True},
+    }
+    if record:
+        doc["run"] = {k: _clean(record[k]) for k in _RECORD_KEYS if k in record}
+    return doc
+
+
+def export_json(problem: Problem, schedule: Schedule, *, record: Mapping[str, Any] | None = None,
+                indent: int | None = 1) -> str:
+    """JSON text of :func:`schedule_to_dict` (floats written with round-trip precision)."""
+    return json.dumps(schedule_to_dict(problem, schedule, record=record), indent=indent, allow_nan=False) + "\n"
+
+
+def load_json(source: str | os.PathLike | Mapping) -> tuple[Problem, Schedule]:
+    """Read a document written by :func:`export_json` back into ``(problem, schedule)``.
+
+    ``source`` is a path, JSON text, or the already parsed dict.
+    """
+    if isinstance(source, Mapping):
+        doc = source
+        where = "document"
+    else:
+        text = str(source)
+        if isinstance(source, os.PathLike) or not text.lstrip().startswith("{"):
+            path = Path(source)
+            if not path.is_file():
+                raise ExportError(f"{path}: no such file")
+            text, where = path.read_text(), str(path)
+        else:
+            where = "document"
+        try:
+            doc = json.loads(text)
+        except ValueError as e:
+            raise ExportError(f"{where}: not valid JSON: {e}") from None
+    if doc.get("schema") != SCHEMA:
+        raise ExportError(f"{where}: schema is {doc.get('schema')!r}, expected {SCHEMA!r}")
+    if doc.get("schema_version") != SCHEMA_VERSION:
+        raise ExportError(f"{where}: schema_version {doc.get('schema_version')!r} is not supported "
+                          f"(this tacos-bench reads {SCHEMA_VERSION})")
+    try:
+        t = doc["topology"]
+        topo = Topology.from_edges(int(t["num_npus"]),
+                                   [(lk["src"], lk["dst"], lk["bw_GiBps"], lk["lat_us"]) for lk in t["links"]],
+                                   name=str(t.get("name", "custom")))
+        c = doc["collective"]
+        problem = Problem(topo, Collective(c["kind"], int(c["chunks_per_npu"]), float(c["buffer_mib"])))
+        rows = doc["transfers"]
+        cols = {k: [r[k] for r in rows] for k in COLUMNS}
+    except (KeyError, TypeError, ValueError) as e:
+        raise ExportError(f"{where}: malformed document ({type(e).__name__}: {e})") from None
+    try:
+        schedule = Schedule(cols["chunk"], cols["src"], cols["dst"], cols["start_us"], cols["end_us"],
+                            [OPS.index(o) if o in OPS else -1 for o in cols["op"]])
+    except (TypeError, ValueError) as e:
+        raise ExportError(f"{where}: malformed transfers ({e})") from None
+    if problem.chunk_bytes != int(c.get("chunk_bytes", problem.chunk_bytes)):
+        raise ExportError(f"{where}: chunk_bytes {c['chunk_bytes']} does not match the collective "
+                          f"({problem.chunk_bytes})")
+    return problem, schedule
