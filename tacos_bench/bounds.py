@@ -1,0 +1,913 @@
+"""Lower bounds on the collective time (µs) of a :class:`~tacos_bench.problem.Problem`.
+
+Every number returned here is a *proven* lower bound on the makespan of any
+schedule the verifier accepts (store-and-forward, one chunk at a time per link,
+a transfer of a chunk over link ``l`` lasts at least ``t_l = problem.link_time_us[l]``,
+a node forwards only what it holds). They hold for any topology: heterogeneous,
+asymmetric, irregular. The derivations are in ``docs/bounds.md``; in short:
+
+``ingress``
+    A node must receive every chunk it lacks; in-link ``l`` completes at most
+    ``floor(T / t_l)`` deliveries by time ``T``. Refined (when all-pairs
+    distances are affordable) by the earliest time a chunk can *start* on a
+    node's in-links: chunks that cannot start before ``tau`` must fit in
+    ``[tau, T]``. For All-Reduce the count is ``N*cpn`` per node (every chunk,
+    both directions), plus a global bound from one-way gossip (every chunk needs
+    ``2(N-1)`` transfers).
+``distance``
+    A chunk cannot reach a node sooner than the shortest link-time path from
+    its owner: the weighted diameter.
+``cut``
+    ForestColl's cut bound: every chunk owned outside ``S`` must enter ``S``.
+    Maximised over all cuts with a parametric max-flow (Dinkelbach sweep over
+    pinned sinks), not enumeration.
+
+Reduce-Scatter uses the All-Gather bounds of the reversed topology; All-Reduce
+uses bounds valid for All-Reduce directly (never the RS+AG sum of optima, which
+is not a valid bound in general).
+
+Examples
+--------
+>>> from tacos_bench import Collective, Problem
+>>> from tacos_bench.generators import torus2d
+>>> b = lower_bounds(Problem(torus2d(4, 4), Collective("all_gather", 1, 1024)))
+>>> b["ingress_basic_steps"], b["ingress_steps"], b["best_us"]
+(4, 4, 5002.0)
+"""
+
+from __future__ import annotations
+
+
+import numpy as np
+from numba import njit
+
+from .collective import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER
+from .cost import BYTES_PER_GIB
+from .errors import ConfigError
+from .problem import Problem
+from .topology import Topology
+
+__all__ = ["lower_bounds", "lower_bound_us", "count_time_us", "max_ratio_cut", "min_in_cut", "npu_orbits"]
+
+# Defaults of the size limits above which a component switches to a cheaper valid bound.
+DISTANCE_EXACT_MAX_NPUS = 5000
+DISTANCE_EXACT_MAX_WORK = 4e8        # N * (N + L) edge relaxations for all-pairs
+REFINE_MAX_NPUS = 2048               # the refinement keeps an N x N matrix of entry times
+CUT_MAX_NPUS = 1024
+DISTANCE_SAMPLES = 32
+CUT_SAMPLE_PINS = 0                  # above CUT_MAX_NPUS: singleton cuts only (a flow costs ~diameter * L)
+
+_REL_TOL = 1e-12          # relative tolerance of the parametric cut sweep (termination only)
+_FLOW_EPS = 1e-13         # residual capacities (scaled to <= 1) below this count as zero
+
+
+# ============================================================================ whole-chunk count bound
+def count_time_us(t: np.ndarray, ptr: np.ndarray, need: np.ndarray) -> np.ndarray:
+    """Smallest ``T`` with ``sum_l floor(T / t_l) >= need`` for each group of links.
+
+    Group ``g`` owns the link times ``t[ptr[g]:ptr[g+1]]``. A link that carries
+    one chunk at a time and needs ``t_l`` per chunk completes at most
+    ``floor(T / t_l)`` chunks by ``T``, so ``T`` is a lower bound on delivering
+    ``need`` chunks through the group. The minimum is always a candidate
+    ``k * t_l``; only the candidates between ``need / R`` and ``(need + deg) / R``
+    (``R = sum 1/t_l``) can be it, about ``2 * deg`` per group, so the search is
+    a single vectorised sort.
+
+    Parameters
+    ----------
+    t : ndarray of float
+        Link times (> 0), grouped contiguously.
+    ptr : ndarray of int
+        Group boundaries, length ``G + 1``.
+    need : ndarray of int
+        Chunks to deliver per group; groups with ``need <= 0`` get 0.
+
+    Returns
+    -------
+    ndarray of float
+        ``T`` per group (``inf`` for a group without links that needs chunks).
+
+    Examples
+    --------
+    >>> count_time_us(np.array([1.0, 1.0, 1.0, 1.0]), np.array([0, 4]), np.array([15])).tolist()
+    [4.0]
+    >>> count_time_us(np.array([2.0, 3.0]), np.array([0, 2]), np.array([4])).tolist()
+    [6.0]
+    """
+    t = np.asarray(t, dtype=np.float64)
+    ptr = np.asarray(ptr, dtype=np.int64)
+    need = np.asarray(need, dtype=np.int64)
+    G = need.shape[0]
+    deg = np.diff(ptr)
+    out = np.zeros(G, dtype=np.float64)
+    out[(need > 0) & (deg == 0)] = np.inf
+    act = np.flatnonzero((need > 0) & (deg > 0))
+    if act.size == 0:
+        return out
+    grp_all = np.repeat(np.arange(G), deg)
+    tmin = np.full(G, np.inf)
+    tmax = np.zeros(G)
+    np.minimum.at(tmin, grp_all, t)
+    np.maximum.at(tmax, grp_all, t)
+    # Groups whose links are all equally fast: closed form ceil(need/deg) * t.
+    uni = act[tmin[act] == tmax[act]]
+    out[uni] = ((need[uni] + deg[uni] - 1) // deg[uni]) * tmin[uni]
+    gen = act[tmin[act] != tmax[act]]
+    if gen.size == 0:
+        return out
+    keep = np.zeros(G, dtype=bool)
+    keep[gen] = True
+    lk = np.flatnonzero(keep[grp_all])
+    g = grp_all[lk]
+    tl = t[lk]
+    R = np.bincount(g, weights=1.0 / tl, minlength=G)
+    lo = need / np.where(R > 0, R, 1.0)
+    hi = (need + deg) / np.where(R > 0, R, 1.0)
+    # Candidates below kmin on a link are < lo - t_l <= T*, so they only shift the rank (base);
+    # the -1 / +1 margins absorb rounding of the float ceil/floor.
+    kmin = np.maximum(1, np.ceil(lo[g] / tl).astype(np.int64) - 1)
+    kmax = np.maximum(kmin, np.floor(hi[g] / tl).astype(np.int64) + 1)
+    cnt = kmax - kmin + 1
+    base = np.zeros(G, dtype=np.int64)
+    np.add.at(base, g, kmin - 1)
+    rep = np.repeat(np.arange(lk.size), cnt)
+    k = kmin[rep] + (np.arange(rep.size) - np.repeat(np.cumsum(cnt) - cnt, cnt))
+    val = k * tl[rep]
+    gg = g[rep]
+    order = np.lexsort((val, gg))
+    per = np.bincount(gg, minlength=G)
+    start = np.cumsum(per) - per
+    rank = need[gen] - base[gen]
+    if np.any(rank < 1) or np.any(rank > per[gen]):  # pragma: no cover - guarded by the margins above
+        raise AssertionError("count_time_us: candidate window missed the optimum")
+    out[gen] = val[order[start[gen] + rank - 1]]
+    return out
+
+
+# ============================================================================ shortest paths (numba)
+@njit(cache=True)
+def _heap_push(hk, hv, size, key, val):
+    # Ties in key may pop in any order: Dijkstra's distances do not depend on it.
+    i = size
+    while i > 0:
+        p = (i - 1) >> 1
+        if hk[p] <= key:
+            break
+        hk[i] = hk[p]
+        hv[i] = hv[p]
+        i = p
+    hk[i] = key
+    hv[i] = val
+    return size + 1
+
+
+@njit(cache=True)
+def _heap_pop(hk, hv, size):
+    key = hk[0]
+    val = hv[0]
+    size -= 1
+    lk = hk[size]
+    lv = hv[size]
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= size:
+            break
+        if c + 1 < size and hk[c + 1] < hk[c]:
+            c += 1
+        if hk[c] >= lk:
+            break
+        hk[i] = hk[c]
+        hv[i] = hv[c]
+        i = c
+    hk[i] = lk
+    hv[i] = lv
+    return key, val, size
+
+
+@njit(cache=True)
+def _sssp(out_ptr, dst, w, source, uniform, dist, hops, hk, hv):
+    """Link-time distances from ``source`` into ``dist`` (BFS when all ``w`` are equal)."""
+    n = dist.shape[0]
+    for i in range(n):
+        dist[i] = np.inf
+    if uniform:
+        # hops * w keeps distances exact multiples of the link time (same products as the count bound).
+        w0 = w[0] if w.shape[0] > 0 else 0.0
+        for i in range(n):
+            hops[i] = -1
+        hops[source] = 0
+        hv[0] = source
+        head = 0
+        tail = 1
+        while head < tail:
+            u = hv[head]
+            head += 1
+            for j in range(out_ptr[u], out_ptr[u + 1]):
+                v = dst[j]
+                if hops[v] < 0:
+                    hops[v] = hops[u] + 1
+                    hv[tail] = v
+                    tail += 1
+        for i in range(n):
+            if hops[i] >= 0:
+                dist[i] = hops[i] * w0
+        return
+    dist[source] = 0.0
+    size = _heap_push(hk, hv, 0, 0.0, source)
+    while size > 0:
+        d, u, size = _heap_pop(hk, hv, size)
+        if d > dist[u]:
+            continue
+        for j in range(out_ptr[u], out_ptr[u + 1]):
+            v = dst[j]
+            nd = d + w[j]
+            if nd < dist[v]:
+                dist[v] = nd
+                size = _heap_push(hk, hv, size, nd, v)
+
+
+@njit(cache=True)
+def _distance_rows(out_ptr, dst, w, in_ptr, in_src, sources, uniform, want_entry):
+    """Per source: eccentricity, and optionally the entry-time row ``E[o, v] = min_{u in in(v)} d(o, u)``."""
+    n = out_ptr.shape[0] - 1
+    k = sources.shape[0]
+    ecc = np.empty(k)
+    E = np.empty((k if want_entry else 0, n))
+    dist = np.empty(n)
+    hops = np.empty(n, dtype=np.int64)
+    cap = max(dst.shape[0] + 1, n + 1)
+    hk = np.empty(cap)
+    hv = np.empty(cap, dtype=np.int64)
+    for i in range(k):
+        _sssp(out_ptr, dst, w, sources[i], uniform, dist, hops, hk, hv)
+        m = 0.0
+        for v in range(n):
+            if dist[v] > m:
+                m = dist[v]
+        ecc[i] = m
+        if want_entry:
+            for v in range(n):
+                e = np.inf
+                for j in range(in_ptr[v], in_ptr[v + 1]):
+                    dv = dist[in_src[j]]
+                    if dv < e:
+                        e = dv
+                E[i, v] = e
+    return ecc, E
+
+
+@njit(cache=True)
+def _distance_row(out_ptr, dst, w, source, uniform):
+    n = out_ptr.shape[0] - 1
+    dist = np.empty(n)
+    hops = np.empty(n, dtype=np.int64)
+    cap = max(dst.shape[0] + 1, n + 1)
+    _sssp(out_ptr, dst, w, source, uniform, dist, hops, np.empty(cap), np.empty(cap, dtype=np.int64))
+    return dist
+
+
+class _Graph:
+    """CSR views of a topology with one weight per link (internal)."""
+
+    def __init__(self, topo: Topology, w: np.ndarray):
+        self.n = topo.num_npus
+        self.src = np.asarray(topo.src, dtype=np.int64)
+        self.dst = np.asarray(topo.dst, dtype=np.int64)
+        self.w = np.ascontiguousarray(w, dtype=np.float64)
+        self.out_ptr = np.asarray(topo.out_ptr, dtype=np.int64)
+        self.in_order = np.asarray(topo.in_order, dtype=np.int64)
+        self.in_ptr = np.asarray(topo.in_ptr, dtype=np.int64)
+        self.in_src = self.src[self.in_order]
+        self.uniform = bool(self.w.size == 0 or np.ptp(self.w) == 0)
+
+    def reversed(self) -> "_Graph":
+        g = object.__new__(_Graph)
+        g.n = self.n
+        order = np.lexsort((self.src, self.dst))       # reversed link u->v becomes v->u, sorted by new src
+        g.src, g.dst, g.w = self.dst[order], self.src[order], self.w[order]
+        g.out_ptr = np.searchsorted(g.src, np.arange(g.n + 1)).astype(np.int64)
+        g.in_order = np.lexsort((g.src, g.dst)).astype(np.int64)
+        g.in_ptr = np.searchsorted(g.dst[g.in_order], np.arange(g.n + 1)).astype(np.int64)
+        g.in_src = g.src[g.in_order]
+        g.uniform = self.uniform
+        return g
+
+
+def _sampled_diameter(g: _Graph, samples: int) -> float:
+    """max d(o, v) over the pairs met by ``samples`` single-source runs (a valid lower bound on the diameter).
+
+    Runs alternate forward from a node and backward (on the reversed links)
+    from the farthest node found, a double sweep that finds the diameter of
+    many graphs quickly; when a sweep repeats itself the next source is taken
+    from an evenly spaced, deterministic list of NPUs.
+    """
+    rg = g.reversed()
+    spare = iter(np.unique(np.linspace(0, g.n - 1, max(2, samples)).round().astype(np.int64)).tolist())
+    best = 0.0
+    node, forward = 0, True
+    seen = set()
+    for _ in range(max(1, samples)):
+        while (node, forward) in seen:
+            node = next(spare, None)
+            if node is None:
+                return best
+        seen.add((node, forward))
+        gg = g if forward else rg
+        d = _distance_row(gg.out_ptr, gg.dst, gg.w, node, gg.uniform)
+        far = int(np.argmax(d))   # first farthest id: deterministic
+        best = max(best, float(d[far]))
+        node, forward = far, not forward
+    return best
+
+
+# ============================================================================ max-flow (numba Dinic)
+@njit(cache=True)
+def _dinic(n, adj_ptr, adj_e, to, cap, s, t, eps):
+    """Max flow ``s -> t`` on a residual graph (edge ``e`` and ``e ^ 1`` are a pair); ``cap`` is updated.
+
+    Returns the flow value and the mask of nodes reachable from ``s`` in the final residual graph
+    (the source side of the minimum cut closest to ``s``).
+    """
+    level = np.empty(n, dtype=np.int64)
+    it = np.empty(n, dtype=np.int64)
+    queue = np.empty(n, dtype=np.int64)
+    path = np.empty(n, dtype=np.int64)
+    flow = 0.0
+    while True:
+        for i in range(n):
+            level[i] = -1
+        level[s] = 0
+        queue[0] = s
+        head = 0
+        tail = 1
+        while head < tail:
+            u = queue[head]
+            head += 1
+            for j in range(adj_ptr[u], adj_ptr[u + 1]):
+                e = adj_e[j]
+                v = to[e]
+                if level[v] < 0 and cap[e] > eps:
+                    level[v] = level[u] + 1
+                    queue[tail] = v
+                    tail += 1
+        if level[t] < 0:
+            break
+        for i in range(n):
+            it[i] = adj_ptr[i]
+        plen = 0
+        u = s
+        while True:
+            if u == t:
+                f = np.inf
+                for i in range(plen):
+                    if cap[path[i]] < f:
+                        f = cap[path[i]]
+                cut = plen
+                for i in range(plen):
+                    e = path[i]
+                    cap[e] -= f
+                    cap[e ^ 1] += f
+                    if cut == plen and cap[e] <= eps:
+                        cut = i
+                flow += f
+                # Resume from the tail of the first saturated edge: the path prefix is still usable.
+                plen = cut
+                u = s if cut == 0 else to[path[cut - 1]]
+                continue
+            advanced = False
+            while it[u] < adj_ptr[u + 1]:
+                e = adj_e[it[u]]
+                v = to[e]
+                if cap[e] > eps and level[v] == level[u] + 1:
+                    path[plen] = e
+                    plen += 1
+                    u = v
+                    advanced = True
+                    break
+                it[u] += 1
+            if not advanced:
+                if u == s:
+                    break
+                level[u] = -1          # dead end for the rest of this phase
+                plen -= 1
+                u = to[path[plen] ^ 1]
+                it[u] += 1
+    reach = np.zeros(n, dtype=np.bool_)
+    for i in range(n):
+        reach[i] = level[i] >= 0
+    return flow, reach
+
+
+class _FlowNet:
+    """Residual network of the topology plus a super source ``s = N`` with an edge to every NPU."""
+
+    def __init__(self, topo: Topology, cap: np.ndarray):
+        n, L = topo.num_npus, topo.num_links
+        self.n, self.L = n, L
+        self.src = np.asarray(topo.src, dtype=np.int64)
+        self.dst = np.asarray(topo.dst, dtype=np.int64)
+        self.scale = float(cap.max())       # capacities scaled to <= 1 so that one absolute eps fits all
+        self.cap = np.asarray(cap, dtype=np.float64) / self.scale
+        m = L + n
+        tail = np.empty(2 * m, dtype=np.int64)
+        self.to = np.empty(2 * m, dtype=np.int64)
+        a = np.concatenate([self.src, np.full(n, n)])
+        b = np.concatenate([self.dst, np.arange(n)])
+        tail[0::2], self.to[0::2] = a, b
+        tail[1::2], self.to[1::2] = b, a
+        self.adj_e = np.argsort(tail, kind="stable").astype(np.int64)
+        self.adj_ptr = np.searchsorted(tail[self.adj_e], np.arange(n + 2)).astype(np.int64)
+        self.base = np.zeros(2 * m)
+        self.base[0:2 * L:2] = self.cap
+        self.flows = 0
+
+    def max_flow(self, s: int, t: int, lam: float):
+        """Flow from ``s`` to ``t`` with super-source edges of (scaled) capacity ``lam``."""
+        cap = self.base.copy()
+        cap[2 * self.L::2] = lam
+        self.flows += 1
+        return _dinic(self.n + 1, self.adj_ptr, self.adj_e, self.to, cap, s, t, _FLOW_EPS)
+
+    def in_capacity(self, S: np.ndarray) -> float:
+        """Scaled capacity of the links entering ``S`` (a boolean mask over NPUs)."""
+        return float(self.cap[~S[self.src] & S[self.dst]].sum())
+
+
+def _pins(n: int, max_pins: int | None) -> np.ndarray:
+    if max_pins is None or max_pins >= n:
+        return np.arange(n)
+    if max_pins <= 0:
+        return np.zeros(0, dtype=np.int64)
+    return np.unique(np.linspace(0, n - 1, max_pins).round().astype(np.int64))
+
+
+def _candidate_permutations(topo: Topology):
+    """Cheap guesses of NPU permutations that may be automorphisms (each is verified before use)."""
+    n = topo.num_npus
+    ids = np.arange(n)
+    yield (ids + 1) % n                                    # rings, fully connected
+    if n & (n - 1) == 0:
+        for k in range(n.bit_length() - 1):               # binary hypercubes
+            yield ids ^ (1 << k)
+    dims = topo.meta.get("dims") if isinstance(topo.meta, dict) else None
+    if dims and all(isinstance(d, (int, np.integer)) and d >= 1 for d in dims) and int(np.prod(dims)) == n:
+        dims = [int(d) for d in dims]
+        coords = np.stack(np.unravel_index(ids, dims[::-1])[::-1], axis=1)   # x fastest
+        strides = np.cumprod([1] + dims[:-1])
+        for a, size in enumerate(dims):
+            if size < 2:
+                continue
+            for newc in ((coords[:, a] + 1) % size, size - 1 - coords[:, a]):   # translation, reflection
+                c = coords.copy()
+                c[:, a] = newc
+                yield c @ strides
+        for a in range(len(dims)):
+            for b in range(a + 1, len(dims)):
+                if dims[a] == dims[b] and dims[a] > 1:
+                    c = coords.copy()
+                    c[:, [a, b]] = c[:, [b, a]]
+                    yield c @ strides
+
+
+def npu_orbits(topo: Topology, weight: np.ndarray) -> np.ndarray:
+    """Orbit label (smallest member) of every NPU under the verified automorphisms found.
+
+    Only permutations that map every link onto a link of equal ``weight`` are
+    used, so NPUs in one orbit are interchangeable for any cut problem on
+    ``weight``. Candidates are rotations, hypercube bit flips and grid
+    translations/reflections/axis swaps (from ``topo.meta["dims"]``); a graph
+    without any of these symmetries gets one orbit per NPU.
+
+    Examples
+    --------
+    >>> from tacos_bench.generators import torus2d, mesh2d
+    >>> len(set(npu_orbits(torus2d(4, 4), np.ones(64)).tolist()))
+    1
+    >>> len(set(npu_orbits(mesh2d(4, 4), np.ones(48)).tolist()))
+    3
+    """
+    n = topo.num_npus
+    weight = np.asarray(weight, dtype=np.float64)
+    parent = list(range(n))
+
+    def find(a):
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        return a
+
+    for perm in _candidate_permutations(topo):
+        perm = np.asarray(perm, dtype=np.int64)
+        if np.array_equal(perm, np.arange(n)) or np.unique(perm).size != n:
+            continue
+        img = topo.link_ids(perm[topo.src], perm[topo.dst])
+        if np.any(img < 0) or not np.array_equal(weight[img], weight):
+            continue
+        for a, b in zip(range(n), perm.tolist()):
+            ra, rb = find(a), find(b)
+            if ra != rb:
+                parent[max(ra, rb)] = min(ra, rb)
+    return np.array([find(a) for a in range(n)], dtype=np.int64)
+
+
+def max_ratio_cut(topo: Topology, cap: np.ndarray, max_pins: int | None = None) -> dict:
+    """``min over cuts S`` of ``cap(into S) / |V \\ S|`` by a parametric max-flow sweep.
+
+    ``S`` ranges over non-empty proper subsets of the NPUs. For a guess
+    ``lam`` some ``S`` containing a pinned NPU ``x`` has
+    ``cap(into S) < lam * |V \\ S|`` iff the max flow from a super source (edge
+    of capacity ``lam`` to every NPU) to ``x`` is below ``lam * N``; the min cut
+    then yields that ``S`` and ``lam`` drops to its ratio (Dinkelbach). A pin
+    certified at some ``lam`` stays certified for smaller ones, so one pass
+    over the pins (plus one flow per improvement) gives the exact optimum.
+
+    Parameters
+    ----------
+    topo : Topology
+    cap : ndarray
+        Capacity per link (link-id order), > 0.
+    max_pins : int or None
+        Pin only this many evenly spaced NPUs (0: only the singleton cuts
+        ``{v}`` and ``V - {v}``). The result is then still the ratio of a real
+        cut, hence a valid bound, but maybe not the minimum.
+
+    Returns
+    -------
+    dict
+        ``ratio`` (the minimum found), ``S`` (boolean mask), ``exact``
+        (every NPU pinned), ``flows`` (max-flow calls).
+
+    Examples
+    --------
+    >>> from tacos_bench.generators import ring
+    >>> r = max_ratio_cut(ring(4, bidirectional=False), np.ones(4))
+    >>> r["ratio"], int(r["S"].sum())
+    (0.3333333333333333, 1)
+    """
+    n = topo.num_npus
+    cap = np.asarray(cap, dtype=np.float64)
+    net = _FlowNet(topo, cap)
+    src, dst = net.src, net.dst
+    c = net.cap
+    cin = np.bincount(dst, weights=c, minlength=n)
+    cout = np.bincount(src, weights=c, minlength=n)
+    # Start from the best singleton cut: S = {v} (ratio cin/(N-1)) or S = V - {v} (ratio cout/1).
+    r_in = cin / (n - 1)
+    v_in, v_out = int(np.argmin(r_in)), int(np.argmin(cout))
+    S = np.zeros(n, dtype=bool)
+    if r_in[v_in] <= cout[v_out]:
+        lam = float(r_in[v_in])
+        S[v_in] = True
+    else:
+        lam = float(cout[v_out])
+        S[:] = True
+        S[v_out] = False
+    if max_pins is None:
+        # min over S containing x is the same for every x of an automorphism orbit: pin one per orbit.
+        pins = np.unique(npu_orbits(topo, cap))
+        exact = True
+    else:
+        pins = _pins(n, max_pins)
+        exact = pins.size == n
+    for x in pins.tolist():
+        while True:
+            _, reach = net.max_flow(n, x, lam)
+            cand = ~reach[:n]
+            n_out = n - int(cand.sum())
+            if n_out == 0:
+                break
+            ratio = net.in_capacity(cand) / n_out
+            if ratio < lam * (1 - _REL_TOL):
+                lam, S = ratio, cand
+                continue
+            break
+    return {"ratio": lam * net.scale, "S": S, "exact": bool(exact), "flows": net.flows}
+
+
+def min_in_cut(topo: Topology, cap: np.ndarray, max_pins: int | None = None) -> dict:
+    """``min over cuts S`` of ``cap(into S)`` (directed global min cut) with ``2(N-1)`` max flows.
+
+    With NPU 0 fixed, every cut separates 0 from some ``x``: flows ``0 -> x``
+    and ``x -> 0`` for every ``x`` cover all of them.
+
+    Examples
+    --------
+    >>> from tacos_bench.generators import ring
+    >>> min_in_cut(ring(5), np.ones(10))["value"]
+    2.0
+    """
+    n = topo.num_npus
+    net = _FlowNet(topo, np.asarray(cap, dtype=np.float64))
+    c = net.cap
+    cin = np.bincount(net.dst, weights=c, minlength=n)
+    cout = np.bincount(net.src, weights=c, minlength=n)
+    S = np.zeros(n, dtype=bool)
+    v_in, v_out = int(np.argmin(cin)), int(np.argmin(cout))
+    if cin[v_in] <= cout[v_out]:
+        best = float(cin[v_in])
+        S[v_in] = True
+    else:
+        best = float(cout[v_out])
+        S[:] = True
+        S[v_out] = False
+    pins = _pins(n, max_pins)
+    for x in pins.tolist():
+        if x == 0:
+            continue
+        for s, t in ((0, x), (x, 0)):
+            value, reach = net.max_flow(s, t, 0.0)
+            if value < best * (1 - _REL_TOL):
+                cand = ~reach[:n]
+                v = net.in_capacity(cand)
+                if v < best:
+                    best, S = v, cand
+    return {"value": best * net.scale, "S": S, "exact": bool(np.isin(np.arange(1, n), pins).all()),
+            "flows": net.flows}
+
+
+# ============================================================================ the bounds
+def _chunk_rate_caps(t: np.ndarray) -> np.ndarray:
+    """Chunks per µs a link can complete in the limit: 1 / t_l (latency included)."""
+    return 1.0 / t
+
+
+def _proportional(a: np.ndarray, b: np.ndarray) -> bool:
+    """True when ``a = k * b`` elementwise for one constant ``k`` (e.g. homogeneous links)."""
+    r = a / b
+    return bool(r.size == 0 or np.ptp(r) <= 1e-12 * abs(r[0]))
+
+
+def _bytes_per_us(bw_GiBps: np.ndarray) -> np.ndarray:
+    return np.asarray(bw_GiBps, dtype=np.float64) * BYTES_PER_GIB / 1e6
+
+
+class _Opts:
+    def __init__(self, distance_exact_max_npus, refine_max_npus, cut_max_npus, distance_samples, cut_sample_pins):
+        for name, v in (("distance_exact_max_npus", distance_exact_max_npus), ("refine_max_npus", refine_max_npus),
+                        ("cut_max_npus", cut_max_npus), ("distance_samples", distance_samples),
+                        ("cut_sample_pins", cut_sample_pins)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+                raise ConfigError(f"bounds option {name} must be an integer >= 0, got {v!r}")
+        self.distance_exact_max_npus = int(distance_exact_max_npus)
+        self.refine_max_npus = int(refine_max_npus)
+        self.cut_max_npus = int(cut_max_npus)
+        self.distance_samples = int(distance_samples)
+        self.cut_sample_pins = int(cut_sample_pins)
+
+
+def _distances(g: _Graph, opts: _Opts, want_entry: bool):
+    """``(diameter, exact, E)``: E is the entry-time matrix or None when not affordable."""
+    n, L = g.n, g.w.size
+    exact = n <= opts.distance_exact_max_npus and n * (n + L) <= DISTANCE_EXACT_MAX_WORK
+    entry = want_entry and exact and n <= opts.refine_max_npus
+    if exact:
+        ecc, E = _distance_rows(g.out_ptr, g.dst, g.w, g.in_ptr, g.in_src, np.arange(n, dtype=np.int64),
+                                g.uniform, entry)
+        return float(ecc.max()), True, (E if entry else None)
+    return _sampled_diameter(g, opts.distance_samples), False, None
+
+
+def _node_groups(g: _Graph):
+    """Link times grouped by receiving NPU (``t`` in in-link order, CSR ``in_ptr``)."""
+    return g.w[g.in_order], g.in_ptr
+
+
+def _refined_ingress(g: _Graph, E: np.ndarray, cpn: int, floor: float) -> float:
+    """max over v, tau of ``tau + F_v(#chunks that cannot start on v's in-links before tau)``.
+
+    ``floor`` is a value already proven (the plain count bound); queries whose
+    upper estimate cannot beat it are skipped. Columns are processed in blocks
+    and candidate windows in batches, so memory stays O(N * block).
+    """
+    n = g.n
+    t_in, ptr = _node_groups(g)
+    deg_i = np.diff(ptr)
+    R = np.add.reduceat(1.0 / t_in, ptr[:-1])          # every NPU has an in-link (strongly connected, N >= 2)
+    k = np.arange(n - 1)
+    need_k = (n - 1 - k) * cpn                           # owners with entry time >= the k-th smallest
+    best = float(floor)
+    block = max(1, int(2_000_000 // max(n, 1)))
+    qbatch = max(1, int(1_000_000 // max(int(deg_i.max()) * 4, 1)))
+    for c0 in range(0, n, block):
+        cols = np.arange(c0, min(n, c0 + block))
+        Eb = E[:, cols].copy()
+        Eb[cols, np.arange(cols.size)] = -np.inf       # the NPU's own chunks need no delivery
+        tau = np.sort(Eb, axis=0)[1:, :]               # (n-1, B): other owners' entry times, ascending
+        Rb, db = R[cols][None, :], deg_i[cols][None, :].astype(np.float64)
+        lo = tau + need_k[:, None] / Rb
+        hi = tau + (need_k[:, None] + db) / Rb
+        # tau + F lies in [lo, hi] (hi up to rounding): only queries whose hi reaches the best known
+        # value, or the block's best lower estimate, can hold the maximum.
+        thresh = max(best, float(lo.max()))
+        kk, jj = np.nonzero(hi >= thresh * (1 - 1e-9))
+        if kk.size == 0:
+            continue
+        vv = cols[jj]
+        for q0 in range(0, kk.size, qbatch):
+            qk, qv, qj = kk[q0:q0 + qbatch], vv[q0:q0 + qbatch], jj[q0:q0 + qbatch]
+            qdeg = deg_i[qv]
+            qptr = np.concatenate([[0], np.cumsum(qdeg)])
+            link_pos = np.repeat(ptr[qv], qdeg) + (np.arange(qptr[-1]) - np.repeat(qptr[:-1], qdeg))
+            F = count_time_us(t_in[link_pos], qptr, need_k[qk])
+            best = max(best, float((tau[qk, qj] + F).max()))
+    return best
+
+
+def _basic_ingress(g: _Graph, need_per_node: int) -> float:
+    t_in, ptr = _node_groups(g)
+    return float(count_time_us(t_in, ptr, np.full(g.n, need_per_node, dtype=np.int64)).max())
+
+
+def _steps(value: float | None, step: float | None):
+    if value is None or step is None or step <= 0:
+        return None
+    return int(round(value / step))
+
+
+def _cut_links_time(g: _Graph, S: np.ndarray, need: int) -> float:
+    """Whole-chunk count bound through the links entering ``S``."""
+    sel = ~S[g.src] & S[g.dst]
+    t = g.w[sel]
+    return float(count_time_us(t, np.array([0, t.size]), np.array([need]))[0])
+
+
+def _all_gather_bounds(topo: Topology, t: np.ndarray, cpn: int, chunk_bytes: int, opts: _Opts) -> dict:
+    """All-Gather bounds on ``topo`` with per-link chunk times ``t``."""
+    n = topo.num_npus
+    g = _Graph(topo, t)
+    need = (n - 1) * cpn
+    basic = _basic_ingress(g, need)
+    diameter, d_exact, E = _distances(g, opts, want_entry=True)
+    refined = _refined_ingress(g, E, cpn, basic) if E is not None else None
+    ingress = max(basic, refined) if refined is not None else basic
+    out = {"ingress_basic_us": basic, "ingress_refined": refined is not None, "ingress_us": ingress,
+           "distance_us": diameter, "distance_exact": d_exact}
+    out.update(_ag_cut(topo, g, t, cpn, chunk_bytes, opts))
+    return out
+
+
+def _cut_method(name: str, n: int, pins: int | None) -> str:
+    if pins is None:
+        return name
+    k = len(_pins(n, pins))
+    return f"singleton-cuts+{name}({k} pins)" if k else "singleton-cuts"
+
+
+def _ag_cut(topo, g, t, cpn, chunk_bytes, opts) -> dict:
+    n = topo.num_npus
+    pins = None if n <= opts.cut_max_npus else opts.cut_sample_pins
+    # Latency-aware: a link completes at most T / t_l chunks by T (>= the pure-bandwidth form on every cut).
+    r = max_ratio_cut(topo, _chunk_rate_caps(t), max_pins=pins)
+    cut_chunks = cpn / r["ratio"]
+    whole = _cut_links_time(g, r["S"], int(n - r["S"].sum()) * cpn)
+    # ForestColl's pure-bandwidth bound (no latency), reported for comparison.
+    bw = _bytes_per_us(topo.bw_GiBps)
+    if _proportional(bw, _chunk_rate_caps(t)):
+        # Same cut problem up to a constant factor: same optimal S, no second sweep.
+        rb = {"ratio": r["ratio"] * float(bw[0] * t[0]), "S": r["S"], "exact": r["exact"], "flows": 0}
+    else:
+        rb = max_ratio_cut(topo, bw, max_pins=pins)
+    cut_bw = cpn * chunk_bytes / rb["ratio"]
+    whole_bw = _cut_links_time(g, rb["S"], int(n - rb["S"].sum()) * cpn)
+    return {"cut_us": max(cut_chunks, whole, cut_bw, whole_bw), "cut_bw_us": cut_bw,
+            "cut_exact": r["exact"] and rb["exact"],
+            "cut_method": _cut_method("parametric-maxflow", n, pins),
+            "cut_flows": r["flows"] + rb["flows"], "cut_size": int(r["S"].sum())}
+
+
+def _all_reduce_bounds(problem: Problem, opts: _Opts) -> dict:
+    topo = problem.topology
+    n, cpn = topo.num_npus, problem.collective.chunks_per_npu
+    C = problem.num_chunks
+    t = np.asarray(problem.link_time_us, dtype=np.float64)
+    g = _Graph(topo, t)
+    rg = g.reversed()
+    # Every chunk needs one transfer into and one out of every NPU; the one carrying the farthest
+    # contribution into v cannot start before max_o E[o, v] (mirror image for the way out).
+    diameter, d_exact, E = _distances(g, opts, want_entry=True)
+    _, _, Er = _distances(rg, opts, want_entry=True) if E is not None else (None, None, None)
+    t_in, ptr = _node_groups(g)
+    F_in = count_time_us(t_in, ptr, np.full(n, C, dtype=np.int64))
+    t_out, optr = _node_groups(rg)
+    F_out = count_time_us(t_out, optr, np.full(n, C, dtype=np.int64))
+    basic = float(max(F_in.max(), F_out.max()))
+    ingress = basic
+    if E is not None:
+        E2, Er2 = E.copy(), Er.copy()
+        np.fill_diagonal(E2, -np.inf)
+        np.fill_diagonal(Er2, -np.inf)
+        ingress = max(ingress, float((E2.max(axis=0) + F_in).max()), float((Er2.max(axis=0) + F_out).max()))
+    # One-way gossip needs 2(N-1) transfers per chunk (Harary-Schwenk argument, see docs/bounds.md).
+    gossip = float(count_time_us(t, np.array([0, t.size]), np.array([2 * (n - 1) * C]))[0])
+    out = {"ingress_basic_us": basic, "ingress_refined": E is not None, "ingress_us": max(ingress, gossip),
+           "gossip_us": gossip, "distance_us": diameter, "distance_exact": d_exact}
+    pins = None if n <= opts.cut_max_npus else opts.cut_sample_pins
+    # Every chunk must enter every proper non-empty S at least once: C / min-cut.
+    r = min_in_cut(topo, _chunk_rate_caps(t), max_pins=pins)
+    whole = _cut_links_time(g, r["S"], C)
+    bw = _bytes_per_us(topo.bw_GiBps)
+    if _proportional(bw, _chunk_rate_caps(t)):
+        rb = {"value": r["value"] * float(bw[0] * t[0]), "S": r["S"], "exact": r["exact"], "flows": 0}
+    else:
+        rb = min_in_cut(topo, bw, max_pins=pins)
+    cut_bw = C * problem.chunk_bytes / rb["value"]
+    whole_bw = _cut_links_time(g, rb["S"], C)
+    out.update(cut_us=max(C / r["value"], whole, cut_bw, whole_bw), cut_bw_us=cut_bw,
+               cut_exact=r["exact"] and rb["exact"],
+               cut_method=_cut_method("global-min-cut", n, pins),
+               cut_flows=r["flows"] + rb["flows"], cut_size=int(r["S"].sum()))
+    return out
+
+
+def lower_bounds(problem: Problem, *, distance_exact_max_npus: int = DISTANCE_EXACT_MAX_NPUS,
+                 refine_max_npus: int = REFINE_MAX_NPUS, cut_max_npus: int = CUT_MAX_NPUS,
+                 distance_samples: int = DISTANCE_SAMPLES, cut_sample_pins: int = CUT_SAMPLE_PINS) -> dict:
+    """All lower bounds (µs) on the collective time of ``problem``.
+
+    Parameters
+    ----------
+    problem : Problem
+    distance_exact_max_npus : int
+        All-pairs shortest paths (exact diameter) up to this many NPUs (and
+        ``N*(N+L) <= 4e8``); above, the max over alternating forward/backward
+        sweeps from ``distance_samples`` sources (a valid, maybe smaller, bound).
+    refine_max_npus : int
+        The distance-refined ingress bound needs an ``N x N`` matrix; above this
+        only the plain count bound is used.
+    cut_max_npus : int
+        The cut bound is maximised exactly over all cuts up to this size
+        (All-Gather/Reduce-Scatter: one max flow per automorphism orbit of
+        NPUs plus one per improvement; All-Reduce: ``2(N-1)`` max flows);
+        above, only the singleton cuts ``{v}`` and ``V - {v}`` (O(L)) plus
+        ``cut_sample_pins`` evenly spaced pinned max flows are used: still
+        valid, flagged ``cut_exact=False``.
+    distance_samples, cut_sample_pins : int
+        Effort of the cheap fallbacks above the size limits.
+
+    Returns
+    -------
+    dict
+        ``ingress_us``, ``ingress_steps`` (``ingress_us`` in link times when the
+        topology is homogeneous, else None), ``ingress_basic_us`` /
+        ``ingress_basic_steps`` (plain count bound, no distance refinement),
+        ``distance_us``, ``cut_us`` (None only for one NPU), ``cut_bw_us`` (ForestColl's
+        bandwidth-only form), ``best_us`` (max of ingress, distance and cut),
+        ``best_source``, flags ``distance_exact``/``ingress_refined``/``cut_exact``,
+        ``cut_method``, ``cut_flows``, ``cut_size`` (NPUs in the best cut's
+        receiving side), ``kind``, ``step_us``; All-Reduce fills ``gossip_us``.
+        Every value is a scalar (flat records). Deterministic for a given
+        problem and options.
+
+    Examples
+    --------
+    >>> from tacos_bench import Collective, Problem
+    >>> from tacos_bench.generators import mesh2d
+    >>> b = lower_bounds(Problem(mesh2d(4, 4), Collective("all_gather", 1, 1024)))
+    >>> b["ingress_steps"], b["best_us"] == 8 * 1250.5
+    (8, True)
+    """
+    opts = _Opts(distance_exact_max_npus, refine_max_npus, cut_max_npus, distance_samples, cut_sample_pins)
+    topo = problem.topology
+    kind = problem.kind
+    n = topo.num_npus
+    step = float(problem.link_time_us[0]) if (topo.is_homogeneous and topo.num_links) else None
+    if n == 1:
+        res = {"ingress_us": 0.0, "ingress_basic_us": 0.0, "ingress_refined": True, "distance_us": 0.0,
+               "distance_exact": True, "cut_us": None, "cut_bw_us": None, "cut_exact": True,
+               "cut_method": "none (single NPU)", "cut_flows": 0}
+    elif kind == ALL_GATHER:
+        res = _all_gather_bounds(topo, np.asarray(problem.link_time_us, dtype=np.float64),
+                                 problem.collective.chunks_per_npu, problem.chunk_bytes, opts)
+    elif kind == REDUCE_SCATTER:
+        # Each All-Gather argument on the reversed links, mirrored in time, holds for Reduce-Scatter.
+        rp = problem.reversed_all_gather()
+        res = _all_gather_bounds(rp.topology, np.asarray(rp.link_time_us, dtype=np.float64),
+                                 problem.collective.chunks_per_npu, problem.chunk_bytes, opts)
+    elif kind == ALL_REDUCE:
+        res = _all_reduce_bounds(problem, opts)
+    else:  # pragma: no cover - Collective validates kinds
+        raise ConfigError(f"no lower bound for collective {kind!r}")
+    parts = {"ingress": res["ingress_us"], "distance": res["distance_us"], "cut": res["cut_us"]}
+    best = max(v for v in parts.values() if v is not None)
+    # Ties (common: the cut bound of a single NPU equals its ingress bound) go to the first listed.
+    best_source = next(k for k, v in parts.items() if v is not None and v >= best * (1 - 1e-12))
+    res.update(kind=kind, step_us=step, ingress_steps=_steps(res["ingress_us"], step),
+               ingress_basic_steps=_steps(res["ingress_basic_us"], step),
+               best_us=float(best), best_source=best_source)
+    res.setdefault("gossip_us", None)
+    res.setdefault("cut_size", None)
+    return res
+
+
+def lower_bound_us(problem: Problem, **options) -> float:
+    """The best lower bound (µs): ``lower_bounds(problem, **options)["best_us"]``.
+
+    Examples
+    --------
+    >>> from tacos_bench import Collective, Problem
+    >>> from tacos_bench.generators import ring
+    >>> lower_bound_us(Problem(ring(4, bidirectional=False), Collective("all_gather", 1, 1024)))
+    15001.5
+    """
+    return float(lower_bounds(problem, **options)["best_us"])
