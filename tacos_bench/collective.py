@@ -87,6 +87,8 @@ class Collective:
             raise CollectiveError(f"collective.buffer_mib must be a positive number, got {self.buffer_mib!r}")
         if not (size > 0) or not np.isfinite(size):
             raise CollectiveError(f"collective.buffer_mib must be a positive number, got {self.buffer_mib!r}")
+        if size * MIB >= 2.0**63:
+            raise CollectiveError(f"collective.buffer_mib must be below {2.0**63 / MIB:.3g} MiB, got {size:g}")
         object.__setattr__(self, "buffer_mib", size)
 
     @property

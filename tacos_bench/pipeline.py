@@ -18,6 +18,8 @@ import traceback
 from pathlib import Path
 from typing import Any, Mapping
 
+import numpy as np
+
 from .collective import Collective
 from .conf import SOLVER_COMMON_KEYS
 from .errors import ConfigError, TacosError
@@ -80,11 +82,14 @@ def run_job(cfg: Mapping[str, Any], out_dir, *, choices: Mapping[str, Any] | Non
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "traceback.txt").unlink(missing_ok=True)  # from an earlier run in the same dir
-    solver_cfg = dict(cfg.get("solver", {}))
-    topo_cfg = dict(cfg.get("topo", {}))
-    coll_cfg = dict(cfg.get("collective", {}))
-    seed = int(cfg.get("seed", 0))
+    for stale in ("traceback.txt", SCHEDULE_FILE, TOPOLOGY_FILE):  # from an earlier run in the same dir
+        (out_dir / stale).unlink(missing_ok=True)
+    config_error = None
+    try:
+        solver_cfg, topo_cfg, coll_cfg = (_section(cfg, k) for k in ("solver", "topo", "collective"))
+        seed = _seed(cfg.get("seed", 0))
+    except ConfigError as e:  # recorded below like any other failure
+        solver_cfg, topo_cfg, coll_cfg, seed, config_error = {}, {}, {}, None, e
     rec = new_record(
         experiment=cfg.get("experiment", "default"),
         solver=solver_cfg.get("name"),
@@ -104,6 +109,8 @@ def run_job(cfg: Mapping[str, Any], out_dir, *, choices: Mapping[str, Any] | Non
     rec.update(environment())
     stage = "building the problem"
     try:
+        if config_error is not None:
+            raise config_error
         problem = build_problem(topo_cfg, coll_cfg)
         rec.update(_problem_fields(problem))
         log.info("problem: %s", problem.describe())
@@ -121,12 +128,15 @@ def run_job(cfg: Mapping[str, Any], out_dir, *, choices: Mapping[str, Any] | Non
         rec.update(status=result.status, objective_us=result.objective_us, best_bound_us=result.best_bound_us,
                    solver_gap=result.gap, build_time_s=result.build_time_s, solve_time_s=result.solve_time_s)
         rec.update(flatten("s_", {k: v for k, v in dict(result.stats).items()
-                                  if isinstance(v, (int, float, str, bool, type(None), list, tuple, dict))}))
+                                  if isinstance(v, (int, float, str, bool, type(None), list, tuple, dict, np.generic))}))
         if result.message:
             rec["solver_message"] = result.message
         rec["error"] = None if result.status != "error" else (result.message or "solver reported an error")
 
         sched = result.schedule
+        if sched is None and rec["error"] is None:
+            rec["error"] = f"solver returned no schedule (status {result.status})" + (
+                f": {result.message}" if result.message else "")
         if sched is not None:
             stage = "saving the schedule"
             rec["num_transfers"] = len(sched)
@@ -163,6 +173,22 @@ def run_job(cfg: Mapping[str, Any], out_dir, *, choices: Mapping[str, Any] | Non
         (out_dir / "traceback.txt").write_text(traceback.format_exc())
     write_record(out_dir, rec)
     return rec
+
+
+def _section(cfg: Mapping[str, Any], key: str) -> dict:
+    v = cfg.get(key) or {}
+    if not isinstance(v, Mapping):
+        raise ConfigError(f"{key} must be a mapping of settings, got {v!r}")
+    return dict(v)
+
+
+def _seed(v) -> int:
+    try:
+        if isinstance(v, bool):
+            raise ValueError
+        return int(v)
+    except (TypeError, ValueError):
+        raise ConfigError(f"seed must be an integer, got {v!r}") from None
 
 
 def _bound(problem: Problem, rec: dict) -> None:

@@ -9,7 +9,7 @@ import numpy as np
 
 from .collective import ALL_GATHER, Collective
 from .cost import link_time_us
-from .errors import CollectiveError
+from .errors import CollectiveError, TopologyError
 from .topology import Topology
 
 
@@ -40,6 +40,13 @@ class Problem:
                 f"collective.buffer_mib={self.collective.buffer_mib:g} is too small for "
                 f"{self.num_chunks} chunks (chunk size would be 0 bytes)"
             )
+        bad = np.flatnonzero(~np.isfinite(self.link_time_us))
+        if bad.size:
+            i = int(bad[0])
+            t = self.topology
+            raise TopologyError(
+                f"link {int(t.src[i])}->{int(t.dst[i])}: a {self.chunk_bytes}-byte chunk would take forever "
+                f"(bw {t.bw_GiBps[i]:g} GiB/s, lat {t.lat_us[i]:g} µs)")
 
     @property
     def num_npus(self) -> int:
@@ -64,7 +71,8 @@ class Problem:
     @cached_property
     def link_time_us(self) -> np.ndarray:
         """Per-link time (µs) for one chunk, in link-id order."""
-        t = link_time_us(self.topology.bw_GiBps, self.topology.lat_us, self.chunk_bytes)
+        with np.errstate(over="ignore", divide="ignore"):  # overflow to inf is reported by __post_init__
+            t = link_time_us(self.topology.bw_GiBps, self.topology.lat_us, self.chunk_bytes)
         t.setflags(write=False)
         return t
 

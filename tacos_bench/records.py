@@ -75,10 +75,17 @@ def flatten(prefix: str, mapping: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(v, Mapping):
             out.update(flatten(key + "_", v))
         elif isinstance(v, (list, tuple)):
-            out[key] = json.dumps(list(v))
+            out[key] = json.dumps(list(v), default=_json_default)
         else:
             out[key] = v
     return out
+
+
+def _json_default(v: Any) -> Any:
+    """numpy scalars/arrays inside lists: their Python value; anything else: its string."""
+    if isinstance(v, (np.generic, np.ndarray)):
+        return v.tolist()
+    return str(v)
 
 
 def _jsonable(v: Any) -> Any:

@@ -135,8 +135,9 @@ class Schedule:
             i = int(np.flatnonzero(bad.to_numpy())[0])
             raise ScheduleError(f"schedule row {i + 1}: op must be copy or reduce, got {df['op'].iloc[i]!r}")
         codes = np.where(ops.to_numpy() == "reduce", REDUCE, COPY)
+        ids = {k: _int_column(df[k], k) for k in ("chunk", "src", "dst")}
         try:
-            return cls(df["chunk"].to_numpy(np.int64), df["src"].to_numpy(np.int64), df["dst"].to_numpy(np.int64),
+            return cls(ids["chunk"], ids["src"], ids["dst"],
                        df["start_us"].to_numpy(np.float64), df["end_us"].to_numpy(np.float64), codes)
         except (TypeError, ValueError) as e:
             raise ScheduleError(f"schedule has a non-numeric value: {e}")
@@ -159,12 +160,30 @@ class Schedule:
             raise ScheduleError(f"{path}: no such schedule file")
         except Exception as e:  # pandas raises many parser error types
             raise ScheduleError(f"{path}: cannot parse schedule CSV: {e}")
+        if not isinstance(df.index, pd.RangeIndex):  # pandas made the first field an index: rows too long
+            raise ScheduleError(f"{path}: rows have more fields than the {len(COLUMNS)} header columns "
+                                f"{','.join(COLUMNS)}")
         if list(df.columns) != list(COLUMNS):
             raise ScheduleError(f"{path}: header must be exactly {','.join(COLUMNS)}, got {','.join(map(str, df.columns))}")
         return cls.from_frame(df)
 
     def __repr__(self) -> str:
         return f"Schedule({len(self)} transfers, makespan {self.makespan_us:.6g} µs)"
+
+
+def _int_column(col, name: str) -> np.ndarray:
+    """An id column as int64; blank, fractional, boolean or out-of-range values raise ScheduleError."""
+    import pandas as pd
+
+    if col.dtype == np.int64:
+        return col.to_numpy(copy=True)
+    num = pd.to_numeric(col, errors="coerce").astype("float64")
+    is_bool = np.array([isinstance(v, (bool, np.bool_)) for v in col], dtype=bool)
+    bad = (num.isna() | (num != np.floor(num)) | (num.abs() >= 2.0**63)).to_numpy() | is_bool
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ScheduleError(f"schedule row {i + 1}: {name} must be an integer id, got {col.iloc[i]!r}")
+    return num.to_numpy().astype(np.int64)
 
 
 def _op_code(op) -> int:

@@ -33,6 +33,7 @@ from .problem import Problem
 from .schedule import COPY, OPS, REDUCE, Schedule
 
 REL_TOL = 1e-9
+TOL_LINK_FRACTION = 1e-3
 # Above this many (NPU, chunk) pairs the All-Gather replay sorts instead of using dense arrays.
 DENSE_LIMIT = 200_000_000
 
@@ -72,6 +73,10 @@ def verify(problem: Problem, schedule: Schedule) -> Verification:
     T = len(schedule)
     makespan = schedule.makespan_us
     tol = REL_TOL * max(1.0, abs(makespan))
+    if problem.num_links:
+        # The tolerance absorbs float rounding only: capped far below every link time, so neither a padded
+        # makespan nor tiny links let a transfer end before its own read or overlap/precede another one.
+        tol = min(tol, TOL_LINK_FRACTION * float(problem.link_time_us.min()))
 
     chunk, src, dst = schedule.chunk, schedule.src, schedule.dst
     start, end = schedule.start_us, schedule.end_us
@@ -205,6 +210,8 @@ def _replay_general(problem: Problem, schedule: Schedule, tol: float) -> None:
     idx = np.concatenate([np.arange(T), np.arange(T)])
     order = np.lexsort((idx, kinds, times))
     payload = [0] * T
+    end_l = schedule.end_us.tolist()
+    last = {}  # (npu, chunk) -> (time, op) of the latest arrival, to catch same-instant races
     for e in order.tolist():
         i = e if e < T else e - T
         if e >= T:  # read at start
@@ -216,17 +223,25 @@ def _replay_general(problem: Problem, schedule: Schedule, tol: float) -> None:
             payload[i] = v
         else:  # arrival
             v = payload[i]
+            d, c = dst[i], chunk[i]
+            cur = state[d][c]
             if op[i] == COPY:
-                state[dst[i]][chunk[i]] = v
+                new = v
             else:
-                cur = state[dst[i]][chunk[i]]
                 both = cur & v
                 if both:
                     twice = [k for k in range(n) if both >> k & 1][:5]
                     raise VerificationError(
                         f"{_row(schedule, i)}: reduction counts the contribution of NPU(s) "
-                        f"{', '.join(map(str, twice))} twice at NPU {dst[i]}")
-                state[dst[i]][chunk[i]] = cur | v
+                        f"{', '.join(map(str, twice))} twice at NPU {d}")
+                new = cur | v
+            prev = last.get((d, c))
+            if prev is not None and end_l[i] - prev[0] <= tol and COPY in (op[i], prev[1]) and new != cur:
+                raise VerificationError(
+                    f"{_row(schedule, i)}: races with another transfer landing on NPU {d}, chunk {c} at the same "
+                    f"instant; with a copy involved the result depends on their order")
+            state[d][c] = new
+            last[(d, c)] = (end_l[i], op[i])
     _check_post(problem, state)
 
 
