@@ -16,7 +16,7 @@ class CollectOnMultirunEnd(Callback):
     """Writes ``results.parquet`` (+ ``results.csv``) into the sweep directory."""
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from .collect import collect
+        from .collect import collect, count_failed
 
         sweep_dir = Path(config.hydra.sweep.dir)
         try:
@@ -24,5 +24,5 @@ class CollectOnMultirunEnd(Callback):
         except Exception as e:  # aggregation must never hide the runs themselves
             log.error("could not aggregate %s: %s", sweep_dir, e)
             return
-        n_err = int((df["status"] == "error").sum()) if "status" in df else 0
-        log.info("aggregated %d runs (%d errors) into %s", len(df), n_err, sweep_dir / "results.parquet")
+        log.info("aggregated %d runs (%d without a verified schedule) into %s", len(df), count_failed(df),
+                 sweep_dir / "results.parquet")

@@ -70,6 +70,14 @@ def _parquet_safe(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def count_failed(df: pd.DataFrame) -> int:
+    """Runs without a verified schedule: solver/input errors and schedules the verifier rejected."""
+    if df.empty or "status" not in df:
+        return 0
+    valid = df["valid"].astype("boolean").fillna(False) if "valid" in df else False
+    return int(((df["status"] == "error") | ~valid).sum())
+
+
 def collect(dirs, output=None) -> pd.DataFrame:
     """Load all records below ``dirs``; write ``output`` (.parquet) and a .csv twin if given."""
     df = load_records(find_records(*dirs))
@@ -95,8 +103,7 @@ def main(argv=None) -> int:
     if df.empty:
         print(f"collect: error: no {RESULT_FILE} found under {', '.join(args.dirs)}", file=sys.stderr)
         return 2
-    n_err = int((df.get("status") == "error").sum()) if "status" in df else 0
-    print(f"collected {len(df)} runs ({n_err} errors) -> {out}")
+    print(f"collected {len(df)} runs ({count_failed(df)} without a verified schedule) -> {out}")
     return 0
 
 

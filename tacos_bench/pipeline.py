@@ -111,6 +111,7 @@ def run_job(cfg: Mapping[str, Any], out_dir, *, choices: Mapping[str, Any] | Non
     try:
         if config_error is not None:
             raise config_error
+        _check_output_options(cfg)
         problem = build_problem(topo_cfg, coll_cfg)
         rec.update(_problem_fields(problem))
         log.info("problem: %s", problem.describe())
@@ -209,10 +210,21 @@ def _bound(problem: Problem, rec: dict) -> None:
             rec[f"lb_{k}"] = v
 
 
-def _save_schedule(cfg, problem: Problem, sched, out_dir: Path, rec: dict) -> None:
+EXPORT_FORMATS = ("none", "msccl", "json", "chakra")
+
+
+def _check_output_options(cfg) -> None:
+    """Reject bad output options before a possibly long solve, not after it."""
     mode = str(cfg.get("schedule_csv", "auto"))
     if mode not in ("auto", "always", "never"):
         raise ConfigError(f"schedule_csv must be auto, always or never, got {mode!r}")
+    fmt = str(cfg.get("export", "none"))
+    if fmt not in EXPORT_FORMATS:
+        raise ConfigError(f"export must be one of {', '.join(EXPORT_FORMATS)}, got {fmt!r}")
+
+
+def _save_schedule(cfg, problem: Problem, sched, out_dir: Path, rec: dict) -> None:
+    mode = str(cfg.get("schedule_csv", "auto"))
     limit = int(cfg.get("schedule_csv_max_rows", 20_000_000))
     if mode == "always" or (mode == "auto" and len(sched) <= limit):
         sched.to_csv(out_dir / SCHEDULE_FILE)

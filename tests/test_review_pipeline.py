@@ -217,7 +217,7 @@ def test_run_job_never_raises_on_bad_config(tmp_path, over):
     assert read_rec(tmp_path)["status"] == "error"
 
 
-@pytest.mark.parametrize("over,needle", [({"export": "bogus"}, "unknown export format 'bogus'"),
+@pytest.mark.parametrize("over,needle", [({"export": "bogus"}, "export must be one of none, msccl, json, chakra, got 'bogus'"),
                                           ({"schedule_csv": "bogus"}, "schedule_csv must be auto, always or never")])
 def test_bad_output_settings_are_recorded_errors(tmp_path, over, needle):
     rec = run_job(small_cfg(**over), tmp_path)
