@@ -38,6 +38,10 @@ class GreedyConf(SolverConf):
     link_tiebreak: str = "earliest_finish"
     restarts: int = 1
     duplicates: bool = False
+    matching: str = "greedy"
+    preempt: bool = False
+    window: int = 0
+    progress: Optional[bool] = None
 
 
 @dataclass
