@@ -9,6 +9,7 @@ its figures and tables — benchopt style: solvers never talk to plots.
 from __future__ import annotations
 
 import argparse
+import shutil
 import subprocess
 import sys
 import time
@@ -34,6 +35,8 @@ def parse_args(description: str, default_out: str):
 def run_sweep(experiment: str, out: Path, overrides: list[str], jobs: int = 1) -> pd.DataFrame:
     """Run the experiment's Hydra multirun into ``out/sweep`` and return its results table."""
     sweep = out / "sweep"
+    if sweep.exists():  # a smaller re-run must not aggregate the previous run's leftover jobs
+        shutil.rmtree(sweep)
     cmd = [sys.executable, str(ROOT / "run.py"), "-m", f"experiment={experiment}",
            f"hydra.sweep.dir={sweep}", *overrides]  # command-line sweeps win over the file's
     if jobs > 1:

@@ -1,4 +1,4 @@
-"""Study (c): ablation of the greedy's heuristics (chunk order x link tie-break x restarts) over seeds.
+"""Study (c): ablation of the greedy's heuristics (chunk order x link tie-break x matching x restarts) over seeds.
 
     python experiments/study_ablation.py [--jobs 2] [--docs docs/studies]
 
@@ -15,8 +15,8 @@ from _study import error_summary, load, ok_rows, parse_args, run_sweep, to_markd
 NAME = "ablation"
 QUICK = ["topo.name=torus4x4,hetero_mesh4x4", "seed=0,1",
          "solver.restarts=1,2", "solver.chunk_order=random,rarest",
-         "solver.link_tiebreak=earliest_finish,random"]
-KEYS = ["p_solver_chunk_order", "p_solver_link_tiebreak", "p_solver_restarts"]
+         "solver.link_tiebreak=earliest_finish,random", "solver.matching=greedy"]
+KEYS = ["p_solver_chunk_order", "p_solver_link_tiebreak", "p_solver_matching", "p_solver_restarts"]
 
 
 def main():
@@ -26,8 +26,8 @@ def main():
     df = load(out) if args.plot_only else run_sweep(NAME, out, QUICK if args.quick else [], args.jobs)
     good = ok_rows(df)
     good["ratio"] = good["collective_time_us"] / good["lower_bound_us"]
-    good["variant"] = (good["p_solver_chunk_order"] + "/" + good["p_solver_link_tiebreak"] + "/k="
-                       + good["p_solver_restarts"].astype(str))
+    good["order/tiebreak"] = good["p_solver_chunk_order"] + "/" + good["p_solver_link_tiebreak"]
+    good["matching/restarts"] = good["p_solver_matching"] + "/k=" + good["p_solver_restarts"].astype(str)
     table = (good.groupby(["topology"] + KEYS)["ratio"].agg(["mean", "std", "min", "max", "count"])
              .reset_index().sort_values(["topology", "mean"]))
     table = table.rename(columns={k: k.replace("p_solver_", "") for k in KEYS})
@@ -35,7 +35,7 @@ def main():
 
     figs = []
     for topo, g in good.groupby("topology"):
-        figs.append(plot_bars(g, "variant", "ratio", "topology", out / f"{NAME}_{topo}.png",
+        figs.append(plot_bars(g, "order/tiebreak", "ratio", "matching/restarts", out / f"{NAME}_{topo}.png",
                               title=f"greedy ablation on {topo}: collective time / lower bound (mean over seeds)",
                               ylabel="time / lower bound"))
     best = table.groupby("topology").head(3)

@@ -119,7 +119,7 @@ def plot_bars(df, category: str, value: str, group: str, path, *, title="", ylab
     cats = list(dict.fromkeys(df[category]))
     groups = sorted(df[group].unique())
     width = 0.8 / max(len(groups), 1)
-    fig, ax = plt.subplots(figsize=(max(7, 0.9 * len(cats) * max(1, len(groups)) / 2), 4.5))
+    fig, ax = plt.subplots(figsize=(min(16, max(7, 0.18 * len(cats) * max(1, len(groups)))), 5))
     x = np.arange(len(cats))
     for i, gname in enumerate(groups):
         g = df[df[group] == gname].groupby(category)[value].mean()
