@@ -113,22 +113,38 @@ def plot_lines(df, x: str, y: str, group: str, path, *, logx=False, logy=False, 
     return path
 
 
-def plot_bars(df, category: str, value: str, group: str, path, *, title="", ylabel=None, logy=False):
-    """Grouped bars: one group of bars per ``category``, one bar per ``group`` value."""
+def plot_bars(df, category: str, value: str, group: str, path, *, title="", ylabel=None, logy=False,
+              spread: bool = False, zoom: bool = False):
+    """Grouped bars: one group of bars per ``category``, one bar per ``group`` value (mean of ``value``).
+
+    ``spread`` adds min-max whiskers over repeated rows (e.g. seeds); ``zoom`` starts the y axis just below
+    the smallest bar so that small relative differences stay visible.
+    """
     plt = _plt()
     cats = list(dict.fromkeys(df[category]))
     groups = sorted(df[group].unique())
     width = 0.8 / max(len(groups), 1)
     fig, ax = plt.subplots(figsize=(min(16, max(7, 0.18 * len(cats) * max(1, len(groups)))), 5))
     x = np.arange(len(cats))
+    lows = []
     for i, gname in enumerate(groups):
-        g = df[df[group] == gname].groupby(category)[value].mean()
-        ax.bar(x + i * width, [g.get(c, np.nan) for c in cats], width, label=str(gname))
+        g = df[df[group] == gname].groupby(category)[value].agg(["mean", "min", "max"])
+        mean = np.array([g["mean"].get(c, np.nan) for c in cats])
+        yerr = None
+        if spread:
+            lo = np.array([g["min"].get(c, np.nan) for c in cats])
+            hi = np.array([g["max"].get(c, np.nan) for c in cats])
+            yerr = np.vstack([mean - lo, hi - mean])
+            lows.append(np.nanmin(lo))
+        lows.append(np.nanmin(mean))
+        ax.bar(x + i * width, mean, width, label=str(gname), yerr=yerr, capsize=2 if spread else 0)
     ax.set_xticks(x + width * (len(groups) - 1) / 2)
     ax.set_xticklabels(cats, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel(ylabel or value)
     if logy:
         ax.set_yscale("log")
+    elif zoom and lows:
+        ax.set_ylim(bottom=0.98 * float(np.nanmin(lows)))
     ax.set_title(title)
     ax.legend(fontsize=8)
     ax.grid(True, axis="y", alpha=0.3)
