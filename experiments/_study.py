@@ -32,6 +32,28 @@ def parse_args(description: str, default_out: str):
     return ap.parse_args()
 
 
+class Study:
+    """What a study script needs: its arguments, output dir and the results table (swept or re-read)."""
+
+    def __init__(self, script: str, doc: str, name: str, quick_overrides: list[str]):
+        self.script = Path(script).name
+        self.name = name
+        self.args = parse_args(doc.splitlines()[0], name)
+        self.out = Path(self.args.out)
+        self.out.mkdir(parents=True, exist_ok=True)
+        if self.args.plot_only:
+            self.df = load(self.out)
+        else:
+            self.df = run_sweep(name, self.out, quick_overrides if self.args.quick else [], self.args.jobs)
+        self.good = ok_rows(self.df)
+
+    def report(self, title: str, body: str, figures: list[Path]) -> Path:
+        a = self.args
+        cmd = f"python experiments/{self.script}" + (" --quick" if a.quick else "") + (
+            f" --jobs {a.jobs}" if a.jobs > 1 else "")
+        return write_report(self.out, self.name, title, cmd, body + "\n" + error_summary(self.df), figures, a.docs)
+
+
 def run_sweep(experiment: str, out: Path, overrides: list[str], jobs: int = 1) -> pd.DataFrame:
     """Run the experiment's Hydra multirun into ``out/sweep`` and return its results table."""
     sweep = out / "sweep"

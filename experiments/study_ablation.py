@@ -8,9 +8,8 @@ combination, per topology (All-Gather, 1 GiB, 1 chunk per NPU).
 
 from __future__ import annotations
 
-from pathlib import Path
 
-from _study import error_summary, load, ok_rows, parse_args, run_sweep, to_markdown, write_report
+from _study import Study, to_markdown
 
 NAME = "ablation"
 QUICK = ["topo.name=torus4x4,hetero_mesh4x4", "seed=0,1",
@@ -20,11 +19,8 @@ KEYS = ["p_solver_chunk_order", "p_solver_link_tiebreak", "p_solver_matching", "
 
 
 def main():
-    args = parse_args(__doc__.splitlines()[0], NAME)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    df = load(out) if args.plot_only else run_sweep(NAME, out, QUICK if args.quick else [], args.jobs)
-    good = ok_rows(df)
+    st = Study(__file__, __doc__, NAME, QUICK)
+    out, good = st.out, st.good
     good["ratio"] = good["collective_time_us"] / good["lower_bound_us"]
     good["order/tiebreak"] = good["p_solver_chunk_order"] + "/" + good["p_solver_link_tiebreak"]
     good["matching/restarts"] = good["p_solver_matching"] + "/k=" + good["p_solver_restarts"].astype(str)
@@ -41,10 +37,8 @@ def main():
     best = table.groupby("topology").head(3)
     body = ("Collective time divided by the lower bound (1.0 = provably optimal), over seeds. "
             "Best three variants per topology:\n\n" + to_markdown(best, ".4f")
-            + "\nAll variants:\n\n" + to_markdown(table, ".4f") + "\n" + error_summary(df))
-    cmd = "python experiments/study_ablation.py" + (" --quick" if args.quick else "") + (
-        f" --jobs {args.jobs}" if args.jobs > 1 else "")
-    write_report(out, NAME, "Study (c): greedy heuristic ablation", cmd, body, figs, args.docs)
+            + "\nAll variants:\n\n" + to_markdown(table, ".4f"))
+    st.report("Study (c): greedy heuristic ablation", body, figs)
 
 
 if __name__ == "__main__":

@@ -10,11 +10,10 @@ average at 256 NPUs over prior algorithms).
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pandas as pd
 
-from _study import error_summary, load, ok_rows, parse_args, run_sweep, to_markdown, write_report
+from _study import Study, to_markdown
 
 NAME = "allreduce_vs_baselines"
 QUICK = ["topo.name=mesh4x4,torus4x4,ring8", "solver=greedy,ring,direct"]
@@ -34,11 +33,8 @@ def speedups(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def main():
-    args = parse_args(__doc__.splitlines()[0], NAME)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    df = load(out) if args.plot_only else run_sweep(NAME, out, QUICK if args.quick else [], args.jobs)
-    good = ok_rows(df)
+    st = Study(__file__, __doc__, NAME, QUICK)
+    out, good = st.out, st.good
     from tacos_bench.plots import plot_bars
 
     wide = speedups(good)
@@ -55,10 +51,7 @@ def main():
                      f"{g[xcols].max().max():.2f} |\n")
         body += ("\nTACOS paper (different baselines and simulator): up to 4.27x at 64 NPUs, 1.44x on average "
                  "at 256 NPUs over prior algorithms.\n")
-    body += "\n" + error_summary(df)
-    cmd = "python experiments/study_allreduce.py" + (" --quick" if args.quick else "") + (
-        f" --jobs {args.jobs}" if args.jobs > 1 else "")
-    write_report(out, NAME, "Study (a): All-Reduce, greedy vs baselines", cmd, body, figs, args.docs)
+    st.report("Study (a): All-Reduce, greedy vs baselines", body, figs)
 
 
 if __name__ == "__main__":

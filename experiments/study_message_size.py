@@ -5,9 +5,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
-from _study import error_summary, load, ok_rows, parse_args, run_sweep, to_markdown, write_report
+from _study import Study, to_markdown
 
 NAME = "message_size"
 QUICK = ["topo.name=torus4x4", "solver=greedy,ring",
@@ -15,11 +14,8 @@ QUICK = ["topo.name=torus4x4", "solver=greedy,ring",
 
 
 def main():
-    args = parse_args(__doc__.splitlines()[0], NAME)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    df = load(out) if args.plot_only else run_sweep(NAME, out, QUICK if args.quick else [], args.jobs)
-    good = ok_rows(df)
+    st = Study(__file__, __doc__, NAME, QUICK)
+    out, good = st.out, st.good
     good["buffer_bytes"] = (good["buffer_mib"] * 2**20).round().astype("int64")
     from tacos_bench.plots import plot_lines
 
@@ -33,10 +29,8 @@ def main():
                                xlabel="collective size (bytes)", ylabel="algbw (GB/s)"))
     wide = good.pivot_table(index=["topology", "buffer_bytes"], columns="solver", values="collective_time_us",
                             aggfunc="min").reset_index()
-    body = "Collective time (µs) per collective size:\n\n" + to_markdown(wide, ".2f") + "\n" + error_summary(df)
-    cmd = "python experiments/study_message_size.py" + (" --quick" if args.quick else "") + (
-        f" --jobs {args.jobs}" if args.jobs > 1 else "")
-    write_report(out, NAME, "Study (d): collective time vs message size", cmd, body, figs, args.docs)
+    body = "Collective time (µs) per collective size:\n\n" + to_markdown(wide, ".2f")
+    st.report("Study (d): collective time vs message size", body, figs)
 
 
 if __name__ == "__main__":

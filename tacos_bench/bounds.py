@@ -778,7 +778,7 @@ def _ag_cut(topo, g, t, cpn, chunk_bytes, opts) -> dict:
 
 def _all_reduce_bounds(problem: Problem, opts: _Opts) -> dict:
     topo = problem.topology
-    n, cpn = topo.num_npus, problem.collective.chunks_per_npu
+    n = topo.num_npus
     C = problem.num_chunks
     t = np.asarray(problem.link_time_us, dtype=np.float64)
     g = _Graph(topo, t)

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..collective import Collective
-from ..errors import ExportError, TacosError  # noqa: F401 - ExportError re-exported
+from ..errors import ExportError  # noqa: F401 - re-exported for the export modules
 from ..problem import Problem
 from ..schedule import Schedule
 
