@@ -58,10 +58,12 @@ class MilpConf(SolverConf):
 @dataclass
 class CpSatConf(SolverConf):
     name: str = "cpsat"
-    num_workers: int = 8
+    model: str = "time_indexed"
+    num_workers: Optional[int] = None
     time_step_us: Optional[float] = None
     horizon_steps: Optional[int] = None
     warm_start: bool = True
+    mip_gap: float = 0.0
     log: bool = False
 
 

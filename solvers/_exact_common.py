@@ -1,0 +1,589 @@
+"""Shared machinery of the exact backends (:mod:`solvers.milp`, :mod:`solvers.cpsat`).
+
+Both backends solve the same All-Gather model on the discretized time-expanded
+network of :mod:`tacos_bench.ten`; this module builds the index structure of
+that model once (as numpy arrays), gets a warm start and a lower bound, runs
+the backend under one wall-clock deadline, maps the plan back to a continuous
+schedule and turns Reduce-Scatter / All-Reduce into All-Gathers through
+:func:`solvers.compose.solve_via_all_gather`.
+
+The model (binary ``x_i`` = candidate send ``i`` of :meth:`TimeExpandedNetwork.send_vars`):
+
+* **receipt** -- every NPU ``v`` other than the owner receives chunk ``c``
+  exactly once: ``sum_{i in R(c,v)} x_i = 1``;
+* **hold** -- ``h[c,u,k]`` (NPU ``u`` holds ``c`` at step ``k``) is at most
+  ``h[c,u,k-1]`` plus the receipts arriving at ``k``; a send needs its hold:
+  ``x_i <= h[c_i, src_i, step_i]`` (owners hold their chunks from step 0 and
+  need no variable). Holds are monotone; multicast (one hold feeding several
+  out-links) is free;
+* **link** -- a link of ``d`` steps carries at most one chunk in any window of
+  ``d`` consecutive start steps;
+* **makespan** -- ``T >= sum_{i in R(c,v)} arrive_i x_i`` for every ``(c, v)``;
+  minimize ``T`` (integer steps, ``lb <= T <= H``);
+* **symmetry** (``chunks_per_npu > 1`` only) -- chunks of one owner are
+  interchangeable, so their arrival steps at one fixed NPU are ordered.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tacos_bench.collective import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER
+from tacos_bench.errors import SolverError, TacosError
+from tacos_bench.problem import Problem
+from tacos_bench.schedule import Schedule
+from tacos_bench.ten import SendVars, TimeExpandedNetwork
+
+from .base import Solver, SolveResult, reject_unknown_options
+from .compose import solve_via_all_gather
+
+COMMON_OPTIONS = ("time_step_us", "horizon_steps", "warm_start", "mip_gap", "log")
+_BOUND_EPS = 1e-6
+
+
+# ---------------------------------------------------------------------------- options
+def _as_bool(name: str, v) -> bool:
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if isinstance(v, str) and v.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
+        return v.strip().lower() in ("true", "1", "yes")
+    if isinstance(v, (int, np.integer)) and v in (0, 1):
+        return bool(v)
+    raise SolverError(f"option {name} must be true or false, got {v!r}")
+
+
+def parse_common(options: dict[str, Any]) -> dict[str, Any]:
+    """Validate the options both exact backends share; ``None`` means default."""
+    out: dict[str, Any] = {}
+    ts = options.get("time_step_us")
+    if ts is not None:
+        try:
+            ts = float(ts)
+        except (TypeError, ValueError):
+            raise SolverError(f"option time_step_us must be a positive number, got {ts!r}")
+        if not (ts > 0) or not math.isfinite(ts):
+            raise SolverError(f"option time_step_us must be a positive number, got {ts!r}")
+    out["time_step_us"] = ts
+    hs = options.get("horizon_steps")
+    if hs is not None:
+        if isinstance(hs, bool) or not isinstance(hs, (int, np.integer)) or hs < 1:
+            raise SolverError(f"option horizon_steps must be a positive integer, got {hs!r}")
+        hs = int(hs)
+    out["horizon_steps"] = hs
+    ws = options.get("warm_start")
+    out["warm_start"] = True if ws is None else _as_bool("warm_start", ws)
+    gap = options.get("mip_gap")
+    if gap is None:
+        gap = 0.0
+    try:
+        gap = float(gap)
+    except (TypeError, ValueError):
+        raise SolverError(f"option mip_gap must be a number in [0, 1), got {gap!r}")
+    if not (0.0 <= gap < 1.0):
+        raise SolverError(f"option mip_gap must be a number in [0, 1), got {gap!r}")
+    out["mip_gap"] = gap
+    lg = options.get("log")
+    out["log"] = False if lg is None else _as_bool("log", lg)
+    return out
+
+
+def solver_time_limit(left_s: float, model_size: int) -> float:
+    """Time limit to hand a solver that must be done ``left_s`` from now.
+
+    HiGHS and CP-SAT check their limits only between phases; on models with a
+    few hundred thousand rows plus columns both overshot by 2-4 s. Keep 3 % plus
+    ~1e-5 s per row/column in reserve, never more than 10 % of what is left.
+    """
+    margin = min(0.10 * left_s, 0.03 * left_s + 1e-5 * model_size)
+    return max(0.01, left_s - margin)
+
+
+def check_run_args(time_limit_s, seed, threads) -> tuple[float | None, int, int]:
+    if time_limit_s is not None:
+        try:
+            time_limit_s = float(time_limit_s)
+        except (TypeError, ValueError):
+            raise SolverError(f"time_limit_s must be a positive number, got {time_limit_s!r}")
+        if not (time_limit_s > 0):
+            raise SolverError(f"time_limit_s must be a positive number, got {time_limit_s!r}")
+    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
+        raise SolverError(f"threads must be a positive integer, got {threads!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise SolverError(f"seed must be an integer, got {seed!r}")
+    return time_limit_s, int(seed), int(threads)
+
+
+# ---------------------------------------------------------------------------- model index
+def _groups(keys: np.ndarray):
+    """Sort ``keys``; return (order, unique keys, start offsets incl. end)."""
+    order = np.argsort(keys, kind="stable")
+    k = keys[order]
+    if len(k) == 0:
+        return order, k, np.zeros(1, np.int64)
+    brk = np.flatnonzero(k[1:] != k[:-1]) + 1
+    starts = np.concatenate([[0], brk, [len(k)]]).astype(np.int64)
+    return order, k[starts[:-1]], starts
+
+
+@dataclass
+class AgModel:
+    """Index structure of the All-Gather TEN model, independent of the backend.
+
+    Lists of index arrays into the send variables; backends turn them into
+    constraints. ``hold_*`` describe the hold variables: hold ``j`` is
+    ``(hold_chunk[j], hold_npu[j], hold_step[j])``; ``hold_prev[j]`` is the hold
+    one step earlier (``-1`` at its first step) and ``hold_in[j]`` the sends
+    arriving exactly then; ``send_hold[i]`` is the hold send ``i`` needs
+    (``-1`` if its source owns the chunk).
+    """
+
+    ten: TimeExpandedNetwork
+    sv: SendVars
+    receipt: list[np.ndarray]
+    receipt_key: np.ndarray          # (chunk, npu) per receipt group, as chunk*N + npu
+    capacity: list[np.ndarray]
+    hold_chunk: np.ndarray
+    hold_npu: np.ndarray
+    hold_step: np.ndarray
+    hold_prev: np.ndarray
+    hold_in: list[np.ndarray]
+    send_hold: np.ndarray
+    symmetry: list[tuple[np.ndarray, np.ndarray]]   # (receipts of c1, receipts of c2) at one NPU
+    lb_steps: int
+    ub_steps: int
+
+    @property
+    def num_sends(self) -> int:
+        return len(self.sv)
+
+    @property
+    def num_holds(self) -> int:
+        return int(self.hold_chunk.shape[0])
+
+
+def build_ag_model(ten: TimeExpandedNetwork, lb_steps: int) -> AgModel:
+    """Index the model on ``ten`` (horizon ``ten.horizon``)."""
+    sv = ten.send_vars()
+    n, H = ten.num_npus, ten.horizon
+    owner = ten.owner
+    # receipt groups
+    rkey = sv.chunk * n + sv.dst
+    order, ukeys, starts = _groups(rkey)
+    receipt = [order[starts[g]:starts[g + 1]] for g in range(len(ukeys))]
+    # link capacity: at most one chunk per window of d consecutive start steps. Windows
+    # starting where the link has no candidate are dominated by the next one, so one
+    # window per (link, candidate step) suffices.
+    capacity = []
+    d_all = ten.link_steps
+    lorder, lkeys, lstarts = _groups(sv.link * (H + 1) + sv.step)
+    g_link, g_step = np.divmod(lkeys, H + 1)
+    for g0 in range(len(lkeys)):
+        li, k = int(g_link[g0]), int(g_step[g0])
+        d = int(d_all[li])
+        g1 = g0
+        while g1 + 1 < len(lkeys) and g_link[g1 + 1] == li and g_step[g1 + 1] < k + d:
+            g1 += 1
+        members = lorder[lstarts[g0]:lstarts[g1 + 1]]
+        if len(members) > 1:
+            capacity.append(members)
+    # holds: (c, u) with u != owner, for steps from the first possible arrival to the last send step
+    need = sv.src != owner[sv.chunk]
+    send_hold = np.full(len(sv), -1, dtype=np.int64)
+    hold_c, hold_u, hold_k, hold_prev, hold_in = [], [], [], [], []
+    if np.any(need):
+        nkey = sv.chunk[need] * n + sv.src[need]
+        # last step at which (c, u) must be known to hold
+        last = {}
+        for key, k in zip(nkey.tolist(), sv.step[need].tolist()):
+            if k > last.get(key, -1):
+                last[key] = k
+        akey = sv.chunk * n + sv.dst
+        aorder, aukeys, astarts = _groups(akey * (H + 1) + sv.arrive)
+        arr_at = {int(k): aorder[astarts[g]:astarts[g + 1]] for g, k in enumerate(aukeys)}
+        earliest = ten.earliest_step()
+        hold_index = {}
+        empty = np.zeros(0, np.int64)
+        for key in sorted(last):
+            c, u = divmod(key, n)
+            k0 = int(earliest[c, u])
+            prev = -1
+            for k in range(k0, last[key] + 1):
+                j = len(hold_c)
+                hold_c.append(c)
+                hold_u.append(u)
+                hold_k.append(k)
+                hold_prev.append(prev)
+                hold_in.append(arr_at.get(key * (H + 1) + k, empty))
+                hold_index[key * (H + 1) + k] = j
+                prev = j
+        idx_need = np.flatnonzero(need)
+        send_hold[idx_need] = [hold_index[(c * n + u) * (H + 1) + k] for c, u, k in
+                               zip(sv.chunk[idx_need].tolist(), sv.src[idx_need].tolist(), sv.step[idx_need].tolist())]
+    # symmetry among chunks of one owner (cpn > 1): order arrivals at NPU (owner + 1) mod n
+    symmetry = []
+    cpn = ten.problem.collective.chunks_per_npu
+    if cpn > 1 and n > 1:
+        gidx = {int(k): g for g, k in enumerate(ukeys.tolist())}
+        for o in range(n):
+            v = (o + 1) % n
+            chunks = [o + j * n for j in range(cpn)]
+            for c1, c2 in zip(chunks[:-1], chunks[1:]):
+                g1, g2 = gidx.get(c1 * n + v), gidx.get(c2 * n + v)
+                if g1 is not None and g2 is not None:
+                    symmetry.append((receipt[g1], receipt[g2]))
+    return AgModel(ten, sv, receipt, ukeys, capacity,
+                   np.asarray(hold_c, np.int64), np.asarray(hold_u, np.int64), np.asarray(hold_k, np.int64),
+                   np.asarray(hold_prev, np.int64), hold_in, send_hold, symmetry, int(lb_steps), int(H))
+
+
+def model_is_trivially_infeasible(model: AgModel) -> bool:
+    """True when some (chunk, NPU) has no candidate receipt within the horizon."""
+    ten = model.ten
+    return len(model.receipt) != ten.num_chunks * (ten.num_npus - 1)
+
+
+def hint_vector(model: AgModel, plan) -> np.ndarray | None:
+    """0/1 value per send variable for a TEN plan, or ``None`` if the plan does not fit the model."""
+    c, l, k = plan
+    sv = model.sv
+    L, H = model.ten.problem.num_links, model.ten.horizon
+    key_sv = (sv.chunk * L + sv.link) * (H + 2) + sv.step
+    key_p = (c * L + l) * (H + 2) + np.minimum(k, H + 1)
+    pos = np.searchsorted(key_sv, key_p)  # send_vars are sorted by (chunk, link, step)
+    pos_c = np.minimum(pos, max(len(sv) - 1, 0))
+    if len(sv) == 0 or np.any(key_sv[pos_c] != key_p):
+        return None
+    x = np.zeros(len(sv), dtype=np.int8)
+    x[pos_c] = 1
+    return x
+
+
+def hold_values(model: AgModel, x: np.ndarray) -> np.ndarray:
+    """True holds implied by send values ``x`` (for hints)."""
+    n = model.ten.num_npus
+    sv = model.sv
+    arrive_at = np.full(model.ten.num_chunks * n, np.iinfo(np.int64).max)
+    sel = np.flatnonzero(x > 0.5)
+    np.minimum.at(arrive_at, sv.chunk[sel] * n + sv.dst[sel], sv.arrive[sel])
+    return (arrive_at[model.hold_chunk * n + model.hold_npu] <= model.hold_step).astype(np.int8)
+
+
+# ---------------------------------------------------------------------------- warm start and bounds
+def continuous_lower_bound_us(problem: Problem) -> tuple[float | None, str]:
+    """Best continuous lower bound from :mod:`tacos_bench.bounds`, if that module is available."""
+    try:
+        from tacos_bench import bounds
+    except ImportError:
+        return None, "unavailable"
+    try:
+        if hasattr(bounds, "lower_bound_us"):
+            return float(bounds.lower_bound_us(problem)), "bounds.lower_bound_us"
+        if hasattr(bounds, "lower_bounds"):
+            v = bounds.lower_bounds(problem).get("best_us")
+            return (None if v is None else float(v)), "bounds.lower_bounds"
+    except Exception as e:  # an optional helper must not take the exact solve down with it
+        return None, f"failed ({type(e).__name__}: {e})"
+    return None, "unavailable"
+
+
+def greedy_schedule(problem: Problem, seed: int, time_limit_s: float | None) -> tuple[Schedule | None, str]:
+    """The greedy backend's schedule for ``problem``, or ``None`` when it is unavailable."""
+    from .base import get_solver
+
+    try:
+        greedy = get_solver("greedy")
+    except SolverError as e:
+        return None, f"greedy unavailable ({e})"
+    try:
+        res = greedy.solve(problem, time_limit_s=time_limit_s, seed=seed)
+    except Exception as e:  # the warm start is optional: fall back to the TEN list schedule
+        return None, f"greedy failed ({type(e).__name__}: {e})"
+    if res.schedule is None or res.status not in ("optimal", "feasible"):
+        return None, f"greedy returned {res.status}"
+    return res.schedule, "greedy"
+
+
+@dataclass
+class WarmStart:
+    plan: tuple[np.ndarray, np.ndarray, np.ndarray]
+    steps: int
+    source: str
+    note: str = ""
+
+
+def best_warm_start(ten: TimeExpandedNetwork, seed: int, use_greedy: bool,
+                    greedy_time_s: float | None) -> tuple[WarmStart, dict[str, Any]]:
+    """Best of the TEN list schedule and (if wanted and available) the greedy, snapped to the TEN."""
+    info: dict[str, Any] = {}
+    plan = ten.list_schedule()
+    best = WarmStart(plan, ten.plan_makespan_steps(plan[1], plan[2]), "ten_list")
+    info["warm_list_steps"] = best.steps
+    if use_greedy:
+        t0 = time.perf_counter()
+        sched, note = greedy_schedule(ten.problem, seed, greedy_time_s)
+        info["warm_greedy_time_s"] = time.perf_counter() - t0
+        info["warm_greedy_note"] = note
+        if sched is not None:
+            info["greedy_makespan_us"] = sched.makespan_us
+            try:
+                gp = ten.from_schedule(sched)
+            except SolverError as e:
+                info["warm_greedy_note"] = f"greedy schedule not usable: {e}"
+            else:
+                gsteps = ten.plan_makespan_steps(gp[1], gp[2])
+                info["warm_greedy_steps"] = gsteps
+                if gsteps <= best.steps:
+                    best = WarmStart(gp, gsteps, "greedy")
+    info["warm_source"] = best.source
+    info["warm_steps"] = best.steps
+    return best, info
+
+
+# ---------------------------------------------------------------------------- backend protocol
+@dataclass
+class ModelOutcome:
+    """What a backend reports about one model solve."""
+
+    status: str                     # optimal | feasible | infeasible | no_solution | error
+    x: np.ndarray | None = None     # 0/1 per send variable when a solution exists
+    objective_steps: int | None = None
+    bound_steps: float | None = None
+    num_vars: int = 0
+    num_constraints: int = 0
+    build_time_s: float = 0.0
+    solve_time_s: float = 0.0
+    message: str = ""
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class AgResult:
+    """Outcome of one All-Gather sub-solve (in µs and steps)."""
+
+    status: str
+    schedule: Schedule | None
+    objective_us: float | None
+    bound_us: float | None
+    build_time_s: float
+    solve_time_s: float
+    stats: dict[str, Any]
+    message: str = ""
+
+
+class _NoSchedule(Exception):
+    def __init__(self, result: AgResult):
+        super().__init__(result.message)
+        self.result = result
+
+
+def _topology_key(problem: Problem):
+    t = problem.topology
+    return (t.num_npus, t.src.tobytes(), t.dst.tobytes(), t.bw_GiBps.tobytes(), t.lat_us.tobytes(),
+            problem.collective)
+
+
+class ExactSolverBase(Solver):
+    """Driver shared by the exact backends; subclasses implement :meth:`_run_model`."""
+
+    extra_options: tuple[str, ...] = ()
+
+    # -------------------------------------------------------------- subclass hooks
+    def _parse_extra(self, options: dict[str, Any], threads: int) -> dict[str, Any]:
+        return {}
+
+    def _run_model(self, model: AgModel, hint: np.ndarray | None, deadline: float | None,
+                   seed: int, threads: int, opts: dict[str, Any]) -> ModelOutcome:
+        """Build and solve the backend model; stop by ``deadline`` (``time.perf_counter()`` clock)."""
+        raise NotImplementedError
+
+    # -------------------------------------------------------------- driver
+    def solve(self, problem: Problem, *, time_limit_s: float | None = None, seed: int = 0,
+              threads: int = 1, **options) -> SolveResult:
+        reject_unknown_options(self.name, options, COMMON_OPTIONS + self.extra_options)
+        self.check_supported(problem)
+        time_limit_s, seed, threads = check_run_args(time_limit_s, seed, threads)
+        opts = parse_common(options)
+        opts.update(self._parse_extra(options, threads))
+        t_start = time.perf_counter()
+        deadline = None if time_limit_s is None else t_start + time_limit_s
+        parts: list[AgResult] = []
+        cache: dict[Any, AgResult] = {}
+        # All-Reduce solves two All-Gathers (reversed and forward topology); on a
+        # symmetric topology they are the same problem and are solved once.
+        n_sub = 1
+        if problem.kind == ALL_REDUCE:
+            n_sub = 1 if problem.topology.is_symmetric else 2
+
+        def ag_solve(agp: Problem) -> Schedule:
+            key = _topology_key(agp)
+            if key in cache:
+                parts.append(cache[key])
+                return cache[key].schedule
+            sub_deadline = deadline
+            remaining_subs = n_sub - len(cache)
+            if deadline is not None and remaining_subs > 1:
+                sub_deadline = time.perf_counter() + (deadline - time.perf_counter()) / remaining_subs
+            r = self._solve_all_gather(agp, sub_deadline, seed, threads, opts)
+            cache[key] = r
+            parts.append(r)
+            if r.schedule is None:
+                raise _NoSchedule(r)
+            return r.schedule
+
+        try:
+            schedule = solve_via_all_gather(problem, ag_solve)
+        except _NoSchedule as e:
+            r = e.result
+            return SolveResult(r.status, None, None, r.bound_us, r.build_time_s, r.solve_time_s,
+                               stats=self._merge_stats(parts, problem), message=r.message)
+        return self._combine(problem, schedule, parts)
+
+    def _merge_stats(self, parts: list[AgResult], problem: Problem) -> dict[str, Any]:
+        stats: dict[str, Any] = {"backend_name": self.name, "subproblems": len(parts)}
+        if len(parts) == 1:
+            stats.update(parts[0].stats)
+        else:
+            names = ("rs", "ag") if problem.kind == ALL_REDUCE else tuple(f"p{i}" for i in range(len(parts)))
+            for nm, p in zip(names, parts):
+                for k, v in p.stats.items():
+                    stats[f"{nm}_{k}"] = v
+        return stats
+
+    def _combine(self, problem: Problem, schedule: Schedule, parts: list[AgResult]) -> SolveResult:
+        stats = self._merge_stats(parts, problem)
+        build = sum(p.build_time_s for p in {id(p): p for p in parts}.values())
+        solve_t = sum(p.solve_time_s for p in {id(p): p for p in parts}.values())
+        msgs = "; ".join(p.message for p in parts if p.message)
+        if problem.kind in (ALL_GATHER, REDUCE_SCATTER):
+            # Reduce-Scatter schedules are exactly the time-reversed All-Gathers of the
+            # reversed topology (each NPU sends its partial sum once), so the sub-status carries over.
+            p = parts[0]
+            return SolveResult(p.status, schedule, p.objective_us, p.bound_us, build, solve_t, stats, msgs)
+        # All-Reduce: back-to-back RS + AG. Each half alone is a valid lower bound
+        # (the AG's / RS's information flows are sub-schedules of any All-Reduce),
+        # but the sum of two optima is not proven optimal unless it meets that bound.
+        rs, ag = parts
+        obj = None if rs.objective_us is None or ag.objective_us is None else rs.objective_us + ag.objective_us
+        bounds = [b for b in (rs.bound_us, ag.bound_us) if b is not None]
+        bound = max(bounds) if bounds else None
+        if any(p.status == "error" for p in parts):
+            status = "error"
+        elif obj is not None and bound is not None and obj <= bound * (1 + 1e-9):
+            status = "optimal"
+        else:
+            status = "feasible"
+        stats["all_reduce_note"] = ("sum of two All-Gather optima (RS then AG); optimal for each phase, "
+                                    "not proven optimal for the All-Reduce")
+        return SolveResult(status, schedule, obj, bound, build, solve_t, stats, msgs)
+
+    def _solve_all_gather(self, problem: Problem, deadline: float | None, seed: int, threads: int,
+                          opts: dict[str, Any]) -> AgResult:
+        t0 = time.perf_counter()
+        stats: dict[str, Any] = {}
+        if problem.num_npus == 1:  # nothing to move
+            stats.update(model_vars=0, model_constraints=0, objective_steps=0, bound_steps=0, source="trivial")
+            return AgResult("optimal", Schedule.empty(), 0.0, 0.0, time.perf_counter() - t0, 0.0, stats)
+        ten = TimeExpandedNetwork.build(problem, opts["time_step_us"], horizon_steps=1)
+        tau = ten.tau_us
+        stats.update(tau_us=tau, ten_exact=ten.exact, link_steps_max=int(ten.link_steps.max()))
+        # --- lower bound (steps) -------------------------------------------------
+        lb_ten = ten.lower_bound_steps()
+        lb_us, lb_src = continuous_lower_bound_us(problem)
+        lb_cont = 0 if lb_us is None else int(math.ceil(lb_us / tau - 1e-9))
+        lb = max(lb_ten, lb_cont)
+        stats.update(lb_ten_steps=lb_ten, lb_continuous_us=lb_us, lb_continuous_source=lb_src, lb_steps=lb)
+        # --- warm start / horizon ------------------------------------------------
+        remaining = None if deadline is None else max(0.0, deadline - time.perf_counter())
+        greedy_budget = None if remaining is None else 0.2 * remaining
+        warm, winfo = best_warm_start(ten, seed, opts["warm_start"], greedy_budget)
+        stats.update(winfo)
+        U = warm.steps
+        if opts["horizon_steps"] is not None:
+            H = opts["horizon_steps"]
+            use_warm = opts["warm_start"] and U <= H
+            hint_model = use_warm
+        elif opts["warm_start"]:
+            # The warm plan is already known; ask the model only for something strictly
+            # better (a smaller model). Infeasible then means the warm plan is optimal.
+            H = U - 1
+            use_warm = True
+            hint_model = False
+        else:
+            H = U
+            use_warm = False
+            hint_model = False
+        stats.update(horizon_steps=H, upper_bound_steps=U)
+        warm_sched = ten.to_schedule(*warm.plan) if use_warm else None
+        if H < lb:
+            # Nothing better than the warm plan can exist: it meets the lower bound.
+            stats.update(model_vars=0, model_constraints=0, proof="warm start meets the lower bound")
+            if use_warm:
+                stats.update(objective_steps=U, bound_steps=U, source="warm_start")
+            build = time.perf_counter() - t0
+            if use_warm:
+                return AgResult("optimal", warm_sched, U * tau, U * tau, build, 0.0, stats)
+            return AgResult("infeasible", None, None, lb * tau, build, 0.0, stats,
+                            f"horizon_steps={H} is below the lower bound of {lb} steps")
+        ten_h = ten.with_horizon(H)
+        model = build_ag_model(ten_h, lb)
+        hint = hint_vector(model, warm.plan) if hint_model else None
+        stats["hinted"] = hint is not None
+        stats["index_time_s"] = time.perf_counter() - t0
+        if model_is_trivially_infeasible(model):
+            out = ModelOutcome("infeasible", message="some chunk cannot reach some NPU within the horizon")
+        elif deadline is not None and time.perf_counter() >= deadline:
+            out = ModelOutcome("no_solution", message="time limit reached while indexing the model")
+        else:
+            try:
+                out = self._run_model(model, hint, deadline, seed, threads, opts)
+            except TacosError:
+                raise
+            except Exception as e:  # a backend crash must not lose the warm schedule
+                out = ModelOutcome("error", message=f"{type(e).__name__}: {e}")
+        stats.update(model_vars=out.num_vars, model_constraints=out.num_constraints, model_status=out.status)
+        stats.update(out.stats)
+        build = (time.perf_counter() - t0) - out.solve_time_s
+        return self._finish(model, out, warm_sched, U if use_warm else None, lb, stats, build)
+
+    def _finish(self, model: AgModel, out: ModelOutcome, warm_sched, warm_steps, lb, stats, build):
+        ten = model.ten
+        tau = ten.tau_us
+        H = ten.horizon
+        bound = lb if out.bound_steps is None else max(lb, int(math.ceil(out.bound_steps - _BOUND_EPS)))
+        if out.x is not None and out.status in ("optimal", "feasible"):
+            sel = np.flatnonzero(out.x > 0.5)
+            sv = model.sv
+            plan = (sv.chunk[sel], sv.link[sel], sv.step[sel])
+            steps = ten.plan_makespan_steps(plan[1], plan[2])
+            sched = ten.to_schedule(*plan)
+            status = "optimal" if bound >= steps else "feasible"
+            stats.update(objective_steps=steps, bound_steps=bound, source="model")
+            return AgResult(status, sched, steps * tau, bound * tau, build, out.solve_time_s, stats, out.message)
+        if out.status == "infeasible":
+            # Nothing within H = (warm - 1) steps: the warm plan is optimal (or, without one, the horizon is too short).
+            if warm_sched is not None and warm_steps == H + 1:
+                stats.update(objective_steps=warm_steps, bound_steps=warm_steps, source="warm_start",
+                             proof="model with horizon warm-1 is infeasible")
+                return AgResult("optimal", warm_sched, warm_steps * tau, warm_steps * tau, build,
+                                out.solve_time_s, stats, out.message)
+            if warm_sched is not None:
+                stats.update(objective_steps=warm_steps, bound_steps=warm_steps, source="warm_start")
+                return AgResult("optimal" if warm_steps <= H + 1 else "feasible", warm_sched, warm_steps * tau,
+                                (H + 1) * tau, build, out.solve_time_s, stats, out.message)
+            return AgResult("infeasible", None, None, (H + 1) * tau, build, out.solve_time_s, stats,
+                            out.message or f"no All-Gather plan within {H} steps")
+        # no_solution / error: fall back to the warm plan if there is one
+        if warm_sched is not None:
+            stats.update(objective_steps=warm_steps, bound_steps=bound, source="warm_start")
+            status = "optimal" if bound >= warm_steps else "feasible"
+            if out.status == "error":
+                stats["model_error"] = out.message
+            return AgResult(status, warm_sched, warm_steps * tau, bound * tau, build, out.solve_time_s, stats,
+                            out.message)
+        status = "error" if out.status == "error" else "no_solution"
+        return AgResult(status, None, None, bound * tau, build, out.solve_time_s, stats, out.message)

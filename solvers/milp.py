@@ -1,0 +1,363 @@
+"""Time-indexed MILP on the discretized time-expanded network (PuLP; HiGHS or CBC).
+
+The model is the one described in :mod:`solvers._exact_common` (binary send
+variables ``x[c, link, step]``, continuous hold variables ``h[c, npu, step]``,
+exactly-once receipt, one chunk per link per window of its duration, integer
+makespan ``T`` minimized), built with PuLP 3.3's ``add_variable`` API and
+solved by HiGHS (``backend="highs"``, default, through ``highspy``) or CBC
+(``backend="cbc"``, PuLP's bundled binary).
+
+Status is read from PuLP's ``sol_status`` (a time-limited run is reported by
+PuLP as ``Optimal`` with ``sol_status == IntegerFeasible``); the best bound
+comes from HiGHS's ``mip_dual_bound`` or CBC's log.
+
+Examples
+--------
+>>> from tacos_bench import Collective, Problem
+>>> from tacos_bench.generators import ring
+>>> r = MilpSolver().solve(Problem(ring(4), Collective("all_gather")), time_limit_s=30)
+>>> r.status, r.objective_us == 2 * float(Problem(ring(4), Collective("all_gather")).link_time_us[0])
+('optimal', True)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import time
+import warnings
+from typing import Any
+
+import numpy as np
+
+from tacos_bench.errors import SolverError
+
+from ._exact_common import AgModel, ExactSolverBase, ModelOutcome, hold_values, solver_time_limit
+from .base import (CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_EXACT, CAP_REDUCE_SCATTER, CAP_THREADS,
+                   CAP_TIME_LIMIT, CAP_WARM_START)
+
+BACKENDS = ("highs", "cbc")
+
+
+def _build_pulp(model: AgModel, hint: np.ndarray | None):
+    """The PuLP problem plus its variable lists."""
+    import pulp
+
+    sv = model.sv
+    prob = pulp.LpProblem("tacos_ten_all_gather", pulp.LpMinimize)
+    x = [prob.add_variable(f"x{i}", 0, 1, pulp.LpBinary) for i in range(len(sv))]
+    h = [prob.add_variable(f"h{j}", 0, 1, pulp.LpContinuous) for j in range(model.num_holds)]
+    T = prob.add_variable("T", model.lb_steps, model.ub_steps, pulp.LpInteger)
+    prob.setObjective(pulp.LpAffineExpression([(T, 1.0)]))
+    LE, EQ = pulp.LpConstraintLE, pulp.LpConstraintEQ
+    E = pulp.LpAffineExpression
+    add = prob.addConstraint
+    arrive = sv.arrive.tolist()
+    for g, idx in enumerate(model.receipt):
+        il = idx.tolist()
+        add(pulp.LpConstraint(E([(x[i], 1.0) for i in il]), EQ, rhs=1), f"recv{g}")
+        add(pulp.LpConstraint(E([(x[i], float(arrive[i])) for i in il] + [(T, -1.0)]), LE, rhs=0), f"span{g}")
+    for g, idx in enumerate(model.capacity):
+        add(pulp.LpConstraint(E([(x[i], 1.0) for i in idx.tolist()]), LE, rhs=1), f"link{g}")
+    prev = model.hold_prev.tolist()
+    for j in range(model.num_holds):
+        terms = [(h[j], 1.0)] + [(x[i], -1.0) for i in model.hold_in[j].tolist()]
+        if prev[j] >= 0:
+            terms.append((h[prev[j]], -1.0))
+        add(pulp.LpConstraint(E(terms), LE, rhs=0), f"hold{j}")
+    for i, j in enumerate(model.send_hold.tolist()):
+        if j >= 0:
+            add(pulp.LpConstraint(E([(x[i], 1.0), (h[j], -1.0)]), LE, rhs=0), f"cause{i}")
+    for g, (a, b) in enumerate(model.symmetry):
+        terms = [(x[i], float(arrive[i])) for i in a.tolist()] + [(x[i], -float(arrive[i])) for i in b.tolist()]
+        add(pulp.LpConstraint(E(terms), LE, rhs=0), f"sym{g}")
+    if hint is not None:
+        for var, val in zip(x, hint.tolist()):
+            var.setInitialValue(val)
+        for var, val in zip(h, hold_values(model, hint).tolist()):
+            var.setInitialValue(val)
+        T.setInitialValue(int(np.max(sv.arrive[hint > 0])))
+    return prob, x, T
+
+
+def _highs_solver_class():
+    import highspy
+    import pulp
+
+    S = highspy.HighsModelStatus
+    _with_incumbent = (S.kTimeLimit, S.kIterationLimit, S.kInterrupt, S.kObjectiveBound, S.kObjectiveTarget,
+                       S.kSolutionLimit) if hasattr(S, "kSolutionLimit") else \
+        (S.kTimeLimit, S.kIterationLimit, S.kInterrupt, S.kObjectiveBound, S.kObjectiveTarget)
+
+    class _HighsWarm(pulp.HiGHS):
+        """PuLP's HiGHS interface plus a MIP start, a deadline and a lean read-back.
+
+        PuLP 3.3's ``HiGHS`` has no ``warmStart``: the initial values are passed to
+        ``highspy`` just before the run. The time limit is set from the absolute
+        deadline after PuLP has handed the model over (that takes a while on
+        large models). Reading back only the column values (no duals, slacks or
+        re-sorting of variables) keeps the time after the limit short; the status
+        mapping is PuLP's own (a stopped run with an incumbent is
+        ``sol_status == LpSolutionIntegerFeasible``).
+        """
+
+        def __init__(self, warm: bool, seed: int, deadline: float | None, **kw):
+            super().__init__(**kw)
+            self._warm = warm
+            self._seed = seed
+            self._deadline = deadline
+            self.run_time_s = 0.0
+            self.col_value = None
+
+        def callSolver(self, lp):
+            lp.solverModel.setOptionValue("random_seed", int(self._seed) % 2147483647)
+            if self._deadline is not None:
+                left = self._deadline - time.perf_counter()
+                size = lp.solverModel.getNumCol() + lp.solverModel.getNumRow()
+                lp.solverModel.setOptionValue("time_limit", solver_time_limit(left, size))
+                # HiGHS checks its time limit only now and then (3.6 s late on a 240k-variable
+                # model); its interrupt callbacks fire often, so they enforce the real deadline.
+                deadline = self._deadline
+
+                def stop_at_deadline(event):
+                    if time.perf_counter() >= deadline:
+                        event.interrupt()
+
+                for cbk in (lp.solverModel.cbSimplexInterrupt, lp.solverModel.cbIpmInterrupt,
+                            lp.solverModel.cbMipInterrupt):
+                    cbk.subscribe(stop_at_deadline)
+            if self._warm:
+                # PuLP's setInitialValue stores the start in varValue (what warmStart=True reads for CBC).
+                start = [(v.index, float(v.varValue)) for v in lp.variables() if v.varValue is not None]
+                idx = np.array([i for i, _ in start], dtype=np.int32)
+                val = np.array([x for _, x in start], dtype=np.float64)
+                if len(idx):
+                    lp.solverModel.setSolution(len(idx), idx, val)
+            t0 = time.perf_counter()
+            lp.solverModel.run()
+            self.run_time_s = time.perf_counter() - t0
+
+        def actualSolve(self, lp, callback=None):
+            self.createAndConfigureSolver(lp)
+            self.buildSolverModel(lp)
+            self.callSolver(lp)
+            hs = lp.solverModel
+            st = hs.getModelStatus()
+            has_sol = hs.getInfo().primal_solution_status == 2
+            if st == S.kOptimal:
+                status, sol_status = pulp.LpStatusOptimal, pulp.LpSolutionOptimal
+            elif st in (S.kInfeasible, S.kUnboundedOrInfeasible):
+                status, sol_status = pulp.LpStatusInfeasible, pulp.LpSolutionInfeasible
+            elif st in _with_incumbent and has_sol:
+                status, sol_status = pulp.LpStatusOptimal, pulp.LpSolutionIntegerFeasible
+            else:
+                status, sol_status = pulp.LpStatusNotSolved, pulp.LpSolutionNoSolutionFound
+            if has_sol:
+                self.col_value = np.asarray(hs.getSolution().col_value, dtype=np.float64)
+            lp.assignStatus(status, sol_status)
+            return status
+
+    return _HighsWarm
+
+
+def _solve_highs(prob, cols, hint, deadline, seed, threads, opts):
+    """Run HiGHS; return (status, bound, run seconds, stats, column values of ``cols``)."""
+    import highspy
+    import pulp
+
+    cls = _highs_solver_class()
+    kw: dict[str, Any] = dict(msg=opts["log"], threads=threads, gapRel=opts["mip_gap"], gapAbs=0.0)
+    solver = cls(hint is not None, seed, deadline, **kw)
+    t0 = time.perf_counter()
+    prob.solve(solver)
+    total = time.perf_counter() - t0
+    hs = prob.solverModel
+    info = hs.getInfo()
+    mstatus = hs.getModelStatus()
+    bound = float(info.mip_dual_bound) if np.isfinite(info.mip_dual_bound) else None
+    stats = {"highs_status": hs.modelStatusToString(mstatus), "mip_nodes": int(info.mip_node_count),
+             "highs_run_s": solver.run_time_s, "highs_handover_s": total - solver.run_time_s,
+             "pulp_status": pulp.LpStatus[prob.status], "pulp_sol_status": int(prob.sol_status)}
+    vals = None
+    if solver.col_value is not None:
+        vals = solver.col_value[np.array([v.index for v in cols], dtype=np.int64)]
+    if mstatus == highspy.HighsModelStatus.kInfeasible:
+        return "infeasible", bound, solver.run_time_s, stats, None
+    if prob.sol_status == pulp.LpSolutionOptimal:
+        return "optimal", bound, solver.run_time_s, stats, vals
+    if prob.sol_status == pulp.LpSolutionIntegerFeasible and vals is not None:
+        return "feasible", bound, solver.run_time_s, stats, vals
+    st = "error" if mstatus in (highspy.HighsModelStatus.kSolveError, highspy.HighsModelStatus.kModelError) \
+        else "no_solution"
+    return st, bound, solver.run_time_s, stats, None
+
+
+_CBC_BOUND = re.compile(r"(?:lower bound|best possible)\s*:?\s*(-?[0-9.]+(?:[eE][-+]?[0-9]+)?)", re.IGNORECASE)
+# CBC does not check its time limit everywhere (we saw it sit in root processing for
+# minutes past "-sec 2"), so the process gets SIGINT shortly before the deadline and
+# is killed at the deadline if it has not stopped.
+_CBC_SIGINT_GRACE_S = 0.5
+
+
+def _cbc_solver_class():
+    import pulp
+
+    class _CbcHardLimit(pulp.PULP_CBC_CMD):
+        """PuLP's bundled CBC with a hard wall-clock deadline (same files, options and parsing)."""
+
+        def __init__(self, deadline: float | None, log_path: str, **kw):
+            super().__init__(**kw)
+            self._deadline = deadline
+            self._log_path = log_path
+            self.run_time_s = 0.0
+            self.interrupted = ""
+
+        def solve_CBC(self, lp, use_mps=True):
+            tmp_lp, tmp_mps, tmp_sol, tmp_mst = self.create_tmp_files(lp.name, "lp", "mps", "sol", "mst")
+            vs, vnames, cnames, _ = lp.writeMPS(tmp_mps, rename=1)
+            args = [self.path, tmp_mps]
+            if self.optionsDict.get("warmStart", False):
+                self.writesol(tmp_mst, lp, vs, vnames, cnames)
+                args += ["-mips", tmp_mst]
+            if self._deadline is not None:
+                left = self._deadline - time.perf_counter()
+                args += ["-sec", f"{max(0.01, 0.97 * left):.3f}"]
+            for o in self.options + self.getOptions():
+                args += ("-" + o).split()
+            args += ["-solve", "-printingOptions", "all", "-solution", tmp_sol]
+            t0 = time.perf_counter()
+            with open(self._log_path, "w") as pipe:
+                proc = subprocess.Popen(args, stdout=pipe, stderr=pipe, stdin=subprocess.DEVNULL)
+                left = None if self._deadline is None else max(0.0, self._deadline - time.perf_counter())
+                grace = 0.0 if left is None else min(_CBC_SIGINT_GRACE_S, 0.03 * left)
+                try:
+                    proc.wait(timeout=None if left is None else left - grace)
+                except subprocess.TimeoutExpired:
+                    proc.send_signal(signal.SIGINT)
+                    self.interrupted = "sigint"
+                    try:
+                        proc.wait(timeout=max(0.05, grace))
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+                        proc.wait()
+                        self.interrupted = "killed"
+            self.run_time_s = time.perf_counter() - t0
+            status, sol_status = pulp.LpStatusNotSolved, pulp.LpSolutionNoSolutionFound
+            try:
+                if os.path.exists(tmp_sol) and os.path.getsize(tmp_sol) > 0:
+                    status, values, _, _, _, sol_status = self.readsol_MPS(tmp_sol, lp, vs, vnames, cnames)
+                    lp.assignVarsVals(values)
+            except (ValueError, IndexError, OSError):  # a solution file cut short by the kill
+                status, sol_status = pulp.LpStatusNotSolved, pulp.LpSolutionNoSolutionFound
+            finally:
+                self.delete_tmp_files(tmp_mps, tmp_lp, tmp_sol, tmp_mst)
+            if self.interrupted == "killed":
+                status, sol_status = pulp.LpStatusNotSolved, pulp.LpSolutionNoSolutionFound
+            lp.assignStatus(status, sol_status)
+            return status
+
+    return _CbcHardLimit
+
+
+def _solve_cbc(prob, cols, hint, deadline, seed, threads, opts):
+    """Run CBC; return (status, bound, run seconds, stats, column values of ``cols``)."""
+    import pulp
+
+    fd, log_path = tempfile.mkstemp(prefix="tacos_cbc_", suffix=".log")
+    os.close(fd)
+    try:
+        cls = _cbc_solver_class()
+        with warnings.catch_warnings():
+            # PULP_CBC_CMD is deprecated for PuLP 4 only; pyproject pins pulp < 4.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            solver = cls(deadline, log_path, msg=False, threads=threads, gapRel=opts["mip_gap"],
+                         warmStart=hint is not None,
+                         options=[f"randomCbcSeed {int(seed) % 2147483646 + 1}",
+                                  f"randomSeed {int(seed) % 2147483646 + 1}"])
+        prob.solve(solver)
+        with open(log_path, errors="replace") as f:
+            log = f.read()
+    finally:
+        try:
+            os.unlink(log_path)
+        except OSError:
+            pass
+    if opts["log"]:
+        print(log)
+    bound = None
+    for m in _CBC_BOUND.finditer(log):
+        try:
+            bound = float(m.group(1))
+        except ValueError:
+            pass
+    stats = {"pulp_status": pulp.LpStatus[prob.status], "pulp_sol_status": int(prob.sol_status),
+             "cbc_interrupted": solver.interrupted or "no"}
+    vals = None
+    if prob.sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
+        vals = np.array([v.varValue if v.varValue is not None else 0.0 for v in cols])
+    if prob.status == pulp.LpStatusInfeasible and prob.sol_status == pulp.LpSolutionInfeasible:
+        return "infeasible", bound, solver.run_time_s, stats, None
+    if prob.sol_status == pulp.LpSolutionOptimal:
+        return "optimal", bound, solver.run_time_s, stats, vals
+    if prob.sol_status == pulp.LpSolutionIntegerFeasible:
+        return "feasible", bound, solver.run_time_s, stats, vals
+    return "no_solution", bound, solver.run_time_s, stats, None
+
+
+class MilpSolver(ExactSolverBase):
+    """Exact All-Gather (and RS/AR by reversal) as a time-indexed MILP on the TEN.
+
+    Options
+    -------
+    backend : {"highs", "cbc"}
+        MILP solver (default ``highs``: much stronger on this model).
+    time_step_us : float, optional
+        TEN step ``tau`` (default: fastest link's chunk time).
+    horizon_steps : int, optional
+        Fixed horizon ``H``; default: one step less than the warm start.
+    warm_start : bool
+        Seed with the greedy / TEN list schedule (default true).
+    mip_gap : float
+        Relative gap at which to stop (default 0: prove optimality).
+    log : bool
+        Show the solver log.
+    """
+
+    name = "milp"
+    capabilities = frozenset({CAP_ALL_GATHER, CAP_REDUCE_SCATTER, CAP_ALL_REDUCE, CAP_EXACT,
+                              CAP_TIME_LIMIT, CAP_WARM_START, CAP_THREADS})
+    extra_options = ("backend",)
+
+    def _parse_extra(self, options, threads):
+        b = options.get("backend")
+        b = "highs" if b is None else str(b).strip().lower()
+        if b not in BACKENDS:
+            raise SolverError(f"option backend must be one of {', '.join(BACKENDS)}, got {options.get('backend')!r}")
+        return {"backend": b}
+
+    def _run_model(self, model: AgModel, hint, deadline, seed, threads, opts) -> ModelOutcome:
+        t0 = time.perf_counter()
+        prob, x, T = _build_pulp(model, hint)
+        nv, nc = prob.numVariables(), prob.numConstraints()
+        build = time.perf_counter() - t0
+        if deadline is not None and time.perf_counter() >= deadline:
+            return ModelOutcome("no_solution", None, None, None, nv, nc, build, 0.0,
+                                message="time limit reached while building the MILP",
+                                stats={"backend": opts["backend"], "pulp_build_time_s": build})
+        cols = x + [T]
+        run = _solve_highs if opts["backend"] == "highs" else _solve_cbc
+        st, bound, solve_s, stats, vals = run(prob, cols, hint, deadline, seed, threads, opts)
+        stats.update(backend=opts["backend"], pulp_build_time_s=build)
+        xv = None
+        obj = None
+        if st in ("optimal", "feasible") and vals is not None:
+            xv = (vals[:-1] > 0.5).astype(np.int8)
+            obj = int(round(vals[-1]))
+            if st == "optimal" and opts["mip_gap"] == 0.0:
+                bound = float(obj)  # proven at zero gap; the solver's bound may carry tolerance noise
+        elif st in ("optimal", "feasible"):
+            st = "error"
+        return ModelOutcome(st, xv, obj, bound, nv, nc, build, solve_s, stats=stats)
