@@ -45,6 +45,7 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 ORDER_RANDOM, ORDER_RAREST, ORDER_FARTHEST, ORDER_OLDEST = 0, 1, 2, 3
@@ -85,6 +86,25 @@ def _ctz(typingctx, x):
     def codegen(context, builder, signature, args):
         fn = builder.module.declare_intrinsic("llvm.cttz", [ir.IntType(64), ir.IntType(1)])
         return builder.call(fn, [args[0], ir.Constant(ir.IntType(1), 0)])
+
+    return sig, codegen
+
+
+@intrinsic
+def _prefetch(typingctx, arr, idx):
+    """Hint the CPU to fetch ``arr[idx]`` (1-D) into the cache for writing; no effect on results."""
+    sig = types.void(arr, types.intp)
+
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False)
+        i8p = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
+        builder.call(fn, [builder.bitcast(ptr, i8p), i32(1), i32(3), i32(1)])
+        return context.get_dummy_value()
 
     return sig, codegen
 
@@ -846,5 +866,409 @@ def run_events(N, lsrc, ldst, ltime, lclass, in_ptr, in_order, out_ptr,
                 if not preempted or rounds > maxdeg * maxdeg + 1:
                     break
     if ctr[C_REMAINING] == 0:
+        return ST_DONE
+    return ST_SLICE
+
+
+
+
+# ============================================================================ the scale kernel
+# The default rule (random chunk order, greedy matching, no duplicates, no window) for very large topologies:
+# the same decisions as the fast path of `run_events` (every distinct candidate chunk of the free in-links
+# equally likely, then the link by `link_tiebreak`), with a layout and loop structure built for memory-level
+# parallelism rather than cache hits. At 40,000 NPUs the state is gigabytes and nearly every access misses;
+# a dependent miss costs ~400 ns on this VM, an overlapped (prefetched) one ~10-25 ns.
+#
+# * `state[c, v]` (uint8/16/32/64 by in-degree): bit 0 = v holds chunk c, bit 1 = v holds or receives it
+#   ("claimed"), bit 2 + j = the sender of v's j-th in-link (`in_order[in_ptr[v] + j]`) holds it.
+#   Chunk-major, so one transfer's words (its chunk at the receiver and at the neighbours) share cache lines
+#   when neighbour ids are close (grids: +-1, +-X): a draw needs one line to know every in-link that can
+#   carry the chunk.
+# * Candidate set of destination v: `S[v, :slen[v]]`, every chunk that some in-neighbour holds and v has not
+#   claimed, without repeats (appended when the first in-neighbour gets the chunk, swap-removed when v
+#   claims it; a claim always comes from a draw in S[v], so no entry is ever stale). `jinfo[j, J_TOT]` counts the
+#   candidates of in-link j exactly (as `tot` in `run_events`), to know when the free in-links have nothing
+#   left. Per-link arrays are indexed by in-position (the link's index in `in_order`), so a destination's
+#   in-links are contiguous in memory.
+# * A draw takes a uniform entry of S[v] and keeps it when a free in-link can carry it: uniform over the
+#   distinct candidates of the free in-links. After SCALE_REJECT_SCAN misses in a row, the entries are
+#   probed in order from a random position instead, and the first carriable one is taken (cheaper when few
+#   entries are carriable; a slight bias toward entries that follow non-carriable ones).
+# * Every phase is a loop over independent items (arrivals; active destinations, one draw each per round),
+#   with software prefetches one stage or a fixed distance ahead, so the cache misses overlap.
+ST_EVFULL, ST_GROW = 4, 5
+SCALE_REJECT_SCAN = 6
+SCALE_PF_DIST = 16  # items are prefetched this many places ahead
+SCALE_PF_SCAN = 8   # probes of a scan are prefetched this many entries ahead
+J_TOT, J_CUR = 0, 1  # fields of the per-in-position records `jinfo`
+SCALE_BLOCK = 512   # the stages of a round run block by block, so a block's lines stay in L2 between stages
+S_HELD, S_CLAIMED, S_SHIFT = 1, 2, 2
+(SC_EVENTS, SC_REMAINING, SC_OUT, SC_DRAWS, SC_REJECTED, SC_SCANS, SC_SCANNED, SC_MATCHES, SC_ROUNDS,
+ SC_CANDIDATES, SC_SMAX) = range(11)
+NUM_SCALE_COUNTERS = 11
+
+
+@njit(cache=True, inline="always")
+def _below32(rng, n):
+    """Uniform integer in ``[0, n)`` for n < 2**32 by multiply-shift (bias < n / 2**32, no division)."""
+    return np.int64(((_next_u64(rng) >> np.uint64(32)) * np.uint64(n)) >> np.uint64(32))
+
+
+@njit(cache=True, inline="always")
+def _nth_bit(x, r):
+    """Index of the ``r``-th (0-based) set bit of ``x``."""
+    for _ in range(r):
+        x &= x - _U1
+    return np.int64(_ctz(x))
+
+
+def scale_state_dtype(max_in_degree: int):
+    """Smallest unsigned dtype holding the 2 flag bits and one bit per in-link."""
+    bits = S_SHIFT + max_in_degree
+    for dt in (np.uint8, np.uint16, np.uint32, np.uint64):
+        if bits <= np.dtype(dt).itemsize * 8:
+            return dt
+    return None
+
+
+@njit(cache=True, _nrt=False)
+def scale_init(N, C, ldst, out_ptr, jpos, in_ptr, state, S, slen, jinfo, ctr):
+    """Owners hold their chunks from time 0 (chunk c is owned by NPU c mod N); candidate sets and counts."""
+    for c in range(C):
+        v = c % N
+        state[c, v] |= S_HELD | S_CLAIMED
+    for c in range(C):
+        u = c % N
+        for ol in range(out_ptr[u], out_ptr[u + 1]):
+            nb = ldst[ol]
+            j = jpos[ol]
+            st = state[c, nb]
+            state[c, nb] = st | (1 << (S_SHIFT + j - in_ptr[nb]))
+            if st & S_CLAIMED:
+                continue
+            jinfo[j, J_TOT] += 1
+            if (st >> S_SHIFT) == 0:
+                n = slen[nb]
+                S[nb, n] = c
+                slen[nb] = n + 1
+                if n + 1 > ctr[SC_SMAX]:
+                    ctr[SC_SMAX] = n + 1
+
+
+@njit(cache=True, _nrt=False)
+def _scale_arrivals(lo, hi, n_arr, arr_j, arr_c, N, jdst, in_ptr, out_ptr, ldst, jpos,
+                    state, S, slen, jinfo, pctr, dirty, is_dirty, statef, Sf, jinfof):
+    """Apply the arrivals of one event to the NPUs ``lo .. hi-1`` (receivers and neighbours in that range).
+
+    Every update has one owner (the NPU whose state, candidate set or in-link record it changes), so the
+    partitions can run concurrently; each goes through the arrivals in the same order, so the result is
+    that of one sequential pass. Returns the length of the partition's dirty list (``dirty[lo:]``).
+    """
+    scap = S.shape[1]
+    nd = 0
+    for i in range(n_arr):
+        if i + SCALE_PF_DIST < n_arr:
+            j2 = arr_j[i + SCALE_PF_DIST]
+            row = arr_c[i + SCALE_PF_DIST] * N
+            v2 = jdst[j2]
+            if lo <= v2 < hi:
+                _prefetch(statef, row + v2)
+            for ol in range(out_ptr[v2], out_ptr[v2 + 1]):
+                nb = ldst[ol]
+                if lo <= nb < hi:
+                    _prefetch(statef, row + nb)
+                    _prefetch(Sf, nb * scap + slen[nb])
+                    _prefetch(jinfof, jpos[ol] * 2)
+        j = arr_j[i]
+        c = arr_c[i]
+        v = jdst[j]
+        if lo <= v < hi:
+            jinfo[j, J_CUR] = -1
+            state[c, v] |= S_HELD
+            if not is_dirty[v]:
+                is_dirty[v] = True
+                dirty[lo + nd] = v
+                nd += 1
+        for ol in range(out_ptr[v], out_ptr[v + 1]):
+            nb = ldst[ol]
+            if nb < lo or nb >= hi:
+                continue
+            jo = jpos[ol]
+            st = state[c, nb]
+            state[c, nb] = st | (1 << (S_SHIFT + jo - in_ptr[nb]))
+            if st & S_CLAIMED:
+                continue
+            jinfo[jo, J_TOT] += 1
+            if (st >> S_SHIFT) == 0:  # the first in-neighbour of nb with c: a new candidate
+                n = slen[nb]
+                S[nb, n] = c
+                slen[nb] = n + 1
+                if n + 1 > pctr[SC_SMAX]:
+                    pctr[SC_SMAX] = n + 1
+            if jinfo[jo, J_CUR] < 0 and not is_dirty[nb]:
+                is_dirty[nb] = True
+                dirty[lo + nd] = nb
+                nd += 1
+    return nd
+
+
+@njit(cache=True, _nrt=False)
+def _scale_match(lo, nd, e, N, jlink, jtime, in_ptr, link_tiebreak, state, S, slen, jinfo, rng, pctr,
+                 dirty, is_dirty, act, act_q, act_c, act_rej, act_fm, st_j, st_c, st0, statef, Sf, jinfof):
+    """The matchings of one event for the dirty NPUs ``dirty[lo:lo+nd]`` (one partition).
+
+    Reads and writes only these NPUs' candidate sets, state words (column v) and in-link records, so the
+    partitions can run concurrently. Started transfers go to ``st_j/st_c[st0:]``; returns how many.
+    """
+    scap = S.shape[1]
+    nact = 0
+    for di in range(nd):
+        v = dirty[lo + di]
+        is_dirty[v] = False
+        act[lo + nact] = v
+        act_rej[lo + nact] = 0
+        nact += 1
+    nst = 0
+    first_round = True
+    while nact > 0:
+        pctr[SC_ROUNDS] += 1
+        # the three stages run block by block (a block's cache lines stay in L2 from one stage to the next)
+        n2 = 0
+        for b0 in range(0, nact, SCALE_BLOCK):
+            b1 = min(b0 + SCALE_BLOCK, nact)
+            m0 = n2
+            # stage 1: does v still have a free in-link with a candidate? then draw an entry of S[v]
+            for a in range(lo + b0, lo + b1):
+                if a + SCALE_PF_DIST < lo + nact:
+                    _prefetch(jinfof, in_ptr[act[a + SCALE_PF_DIST]] * 2)
+                v = act[a]
+                T = 0
+                fm = 0
+                j0 = in_ptr[v]
+                for j in range(j0, in_ptr[v + 1]):
+                    if jinfo[j, J_CUR] < 0:
+                        T += jinfo[j, J_TOT]
+                        fm |= 1 << (j - j0)
+                if T == 0:
+                    continue
+                if first_round:
+                    pctr[SC_MATCHES] += 1
+                    pctr[SC_CANDIDATES] += slen[v]
+                k = lo + n2
+                act[k] = v
+                act_rej[k] = act_rej[a]
+                act_fm[k] = fm
+                q = _below32(rng, slen[v])
+                act_q[k] = q
+                _prefetch(Sf, v * scap + q)
+                n2 += 1
+            # stage 2: the drawn chunks (prefetched by stage 1); prefetch the state word stage 3 needs
+            for a in range(lo + m0, lo + n2):
+                v = act[a]
+                c = np.int64(S[v, act_q[a]])
+                act_c[a] = c
+                _prefetch(statef, c * N + v)
+                _prefetch(Sf, v * scap + slen[v] - 1)
+            # stage 3: assign the chunk to a free in-link that can carry it, or count a miss
+            for a in range(lo + m0, lo + n2):
+                v = act[a]
+                q = act_q[a]
+                c = act_c[a]
+                fm = act_fm[a]
+                pctr[SC_DRAWS] += 1
+                st = state[c, v]
+                carr = np.uint64(st >> S_SHIFT) & np.uint64(fm)
+                if carr == _U0:
+                    pctr[SC_REJECTED] += 1
+                    act_rej[a] += 1
+                    if act_rej[a] < SCALE_REJECT_SCAN:
+                        continue
+                    # many misses in a row: probe the entries in order from a random position
+                    pctr[SC_SCANS] += 1
+                    nS = slen[v]
+                    i = _below32(rng, nS)
+                    for _k in range(nS):
+                        pctr[SC_SCANNED] += 1
+                        ip = i + SCALE_PF_SCAN
+                        if ip >= nS:
+                            ip -= nS
+                        if ip < nS:
+                            _prefetch(statef, np.int64(S[v, ip]) * N + v)
+                        ci = np.int64(S[v, i])
+                        sti = state[ci, v]
+                        carr = np.uint64(sti >> S_SHIFT) & np.uint64(fm)
+                        if carr != _U0:
+                            q = i
+                            c = ci
+                            st = sti
+                            break
+                        i += 1
+                        if i == nS:
+                            i = 0
+                act_rej[a] = 0
+                # the in-link, by the tie-break rule among those that can carry c
+                j0 = in_ptr[v]
+                if link_tiebreak == TIE_RANDOM:
+                    jb = _nth_bit(carr, _below32(rng, np.int64(_popcount(carr))))
+                else:
+                    jb = -1
+                    ties = 0
+                    x = carr
+                    while x != _U0:
+                        jj = np.int64(_ctz(x))
+                        x &= x - _U1
+                        if jb < 0:
+                            jb, ties = jj, 1
+                        elif link_tiebreak == TIE_LOWEST:
+                            if jlink[j0 + jj] < jlink[j0 + jb]:
+                                jb = jj
+                        else:
+                            lt, lb = jtime[j0 + jj], jtime[j0 + jb]
+                            if lt < lb:
+                                jb, ties = jj, 1
+                            elif lt == lb:
+                                ties += 1
+                                if _below32(rng, ties) == 0:
+                                    jb = jj
+                best = j0 + jb
+                # claim c for v: out of S[v], and out of the counts of every in-link whose sender holds it
+                state[c, v] = st | S_CLAIMED
+                n = slen[v] - 1
+                S[v, q] = S[v, n]
+                slen[v] = n
+                x = np.uint64(st >> S_SHIFT)
+                while x != _U0:
+                    jinfo[j0 + np.int64(_ctz(x)), J_TOT] -= 1
+                    x &= x - _U1
+                act_fm[a] = fm & ~(1 << jb)
+                jinfo[best, J_CUR] = c
+                st_j[st0 + nst] = best
+                st_c[st0 + nst] = c
+                nst += 1
+        nact = n2
+        first_round = False
+    return nst
+
+
+@njit(cache=True)
+def run_scale(N, jdst, jlink, jtime, jclass, in_ptr, out_ptr, ldst, jpos, link_tiebreak,
+              state, S, slen, jinfo,
+              q_pos, q_chunk, q_sev, q_end, r_off, r_cap, r_head, r_size, cheap, cpos, csize, chead,
+              rngs, clock, ctr, pctr, ev_time, ev_base,
+              out_c, out_l, out_s, out_e, max_events,
+              dirty, is_dirty, act, act_q, act_c, act_rej, act_fm, arr_j, arr_c, st_j, st_c,
+              part_lo, grow_margin, statef, Sf, jinfof):
+    """Advance the scale kernel by at most ``max_events`` event times (status ``ST_*``).
+
+    Links are addressed by their *in-position* ``j`` (their index in ``in_order``): the in-links of v are
+    ``j = in_ptr[v] .. in_ptr[v+1]-1``, so everything a matching reads about them is contiguous. ``jdst``,
+    ``jlink``, ``jtime``, ``jclass`` give the receiver, link id, chunk time and time class of position j;
+    ``jpos[l]`` is the position of link ``l``. ``jinfo[j]`` (int32, 8 bytes per position, so a destination's
+    in-links share a cache line) holds the number of candidates of position j (``J_TOT``) and the chunk in
+    flight on it (``J_CUR``, -1: idle). The event queue entries carry the position, chunk, start event and
+    end time of each transfer in flight.
+
+    The NPUs are split into ``P = len(part_lo) - 1`` contiguous partitions (``part_lo[p] .. part_lo[p+1]``),
+    each with its own random stream ``rngs[p]`` and counters ``pctr[p]``; the arrivals and the matchings of
+    an event touch one partition's data at a time, so partitions could run on separate threads. (They run
+    one after the other: on this shared 2-core machine a second thread gave no speed-up, see docs/scale.md.)
+    Finished transfers go to ``out_*[:ctr[SC_OUT]]`` as (chunk, link id, start event, end event); event
+    ``e`` happens at ``ev_time[e - ev_base[0]]``. Before an event it returns ``ST_FLUSH`` when fewer than
+    ``num_links`` output rows are free, ``ST_EVFULL`` when ``ev_time`` is full and ``ST_GROW`` when a
+    candidate set could outgrow ``S`` (up to ``grow_margin`` entries can join one set per event).
+    ``statef``, ``Sf`` and ``jinfof`` are flat views of ``state``, ``S`` and ``jinfo`` for prefetch hints.
+    """
+    M = jdst.shape[0]
+    P = part_lo.shape[0] - 1
+    cap = out_c.shape[0]
+    nd = np.zeros(P, dtype=np.int64)
+    nst = np.zeros(P, dtype=np.int64)
+    events = 0
+    while events < max_events:
+        if ctr[SC_REMAINING] == 0:
+            return ST_DONE
+        if cap - ctr[SC_OUT] < M:
+            return ST_FLUSH
+        e = ctr[SC_EVENTS]
+        if e - ev_base[0] >= ev_time.shape[0]:
+            return ST_EVFULL
+        smax = 0
+        for p in range(P):
+            smax = max(smax, pctr[p, SC_SMAX])
+        if smax + grow_margin > S.shape[1]:
+            return ST_GROW
+        if clock[0] < 0.0:
+            t = 0.0
+            for p in range(P):
+                nd[p] = part_lo[p + 1] - part_lo[p]
+                for v in range(part_lo[p], part_lo[p + 1]):
+                    dirty[v] = v
+                    is_dirty[v] = True
+        else:
+            if csize[0] == 0:
+                return ST_STUCK
+            t = chead[cheap[0]]
+            # the arrivals at t, in queue order: output rows now, state updates per partition below
+            n_arr = 0
+            while csize[0] > 0 and chead[cheap[0]] == t:
+                kc = cheap[0]
+                off, rc = r_off[kc], r_cap[kc]
+                while r_size[kc] > 0:
+                    s = off + r_head[kc]
+                    if q_end[s] != t:
+                        break
+                    j = q_pos[s]
+                    c = q_chunk[s]
+                    h = r_head[kc] + 1
+                    r_head[kc] = 0 if h == rc else h
+                    r_size[kc] -= 1
+                    arr_j[n_arr] = j
+                    arr_c[n_arr] = c
+                    n_arr += 1
+                    o = ctr[SC_OUT]
+                    out_c[o] = c
+                    out_l[o] = jlink[j]
+                    out_s[o] = q_sev[s]
+                    out_e[o] = e
+                    ctr[SC_OUT] = o + 1
+                if r_size[kc] == 0:
+                    _heap_remove(cheap, cpos, csize, chead, kc)
+                else:
+                    chead[kc] = q_end[off + r_head[kc]]
+                    _sift_down(cheap, cpos, chead, cpos[kc], csize[0])
+            ctr[SC_REMAINING] -= n_arr
+            for p in range(P):
+                nd[p] = _scale_arrivals(part_lo[p], part_lo[p + 1], n_arr, arr_j, arr_c, N, jdst, in_ptr,
+                                        out_ptr, ldst, jpos, state, S, slen, jinfo, pctr[p], dirty, is_dirty,
+                                        statef, Sf, jinfof)
+        clock[0] = t
+        ev_time[e - ev_base[0]] = t
+        events += 1
+        ctr[SC_EVENTS] = e + 1
+        # the matchings, one partition per thread
+        for p in range(P):
+            nst[p] = _scale_match(part_lo[p], nd[p], e, N, jlink, jtime, in_ptr, link_tiebreak, state, S, slen,
+                                  jinfo, rngs[p], pctr[p], dirty, is_dirty, act, act_q, act_c, act_rej, act_fm,
+                                  st_j, st_c, in_ptr[part_lo[p]], statef, Sf, jinfof)
+        # the started transfers join the event queue (partition by partition: deterministic)
+        for p in range(P):
+            st0 = in_ptr[part_lo[p]]
+            for k in range(st0, st0 + nst[p]):
+                j = st_j[k]
+                kc = jclass[j]
+                end_t = t + jtime[j]
+                if r_size[kc] == 0:
+                    chead[kc] = end_t
+                    _heap_push(cheap, cpos, csize, chead, kc)
+                s = r_head[kc] + r_size[kc]
+                if s >= r_cap[kc]:
+                    s -= r_cap[kc]
+                s += r_off[kc]
+                q_pos[s] = j
+                q_chunk[s] = st_c[k]
+                q_sev[s] = e
+                q_end[s] = end_t
+                r_size[kc] += 1
+    if ctr[SC_REMAINING] == 0:
         return ST_DONE
     return ST_SLICE

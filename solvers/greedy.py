@@ -33,6 +33,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -57,6 +58,17 @@ PROGRESS_DELAY_S = 2.0
 SLICE_TARGET_S = 0.25
 # finished transfers are drained from the kernel in batches of at most this many rows
 OUT_BUFFER_ROWS = 1 << 22
+# the default rule runs on the scale kernel (see docs/scale.md) from this many (NPU, chunk) pairs on
+ENGINES = ("auto", "classic", "scale")
+SCALE_MIN_PAIRS = 1 << 22
+# All-Gather schedules with more transfers than this come back as a CompactSchedule (tacos_bench.compact)
+OUTPUTS = ("auto", "table", "compact")
+COMPACT_MIN_ROWS = 20_000_000
+# event times are drained in blocks of this many
+EVENT_BUFFER = 1 << 16
+# the scale engine can split the NPUs into partitions with their own random streams (ready for one thread
+# each); one partition runs fastest here (see docs/scale.md). Changing it changes the schedules.
+SCALE_PARTITIONS = 1
 
 
 # ---------------------------------------------------------------------------- options
@@ -281,6 +293,179 @@ class _Instance:
         return arrays, counters
 
 
+class _ScaleInstance:
+    """Static arrays of one All-Gather problem for the scale kernel (the default rule only)."""
+
+    def __init__(self, problem: Problem, opts: GreedyOptions):
+        from . import _greedy_kernel as K
+
+        self.K = K
+        topo = problem.topology
+        self.problem = problem
+        self.opts = opts
+        self.N, self.C, self.M = problem.num_npus, problem.num_chunks, topo.num_links
+        self.ldst = np.ascontiguousarray(topo.dst, dtype=np.int64)
+        ltime = np.ascontiguousarray(problem.link_time_us, dtype=np.float64)
+        self.in_ptr = np.ascontiguousarray(topo.in_ptr, dtype=np.int64)
+        in_order = np.ascontiguousarray(topo.in_order, dtype=np.int64)
+        self.out_ptr = np.ascontiguousarray(topo.out_ptr, dtype=np.int64)
+        deg = np.diff(self.in_ptr)
+        self.maxdeg = int(deg.max()) if self.N else 0
+        # links addressed by in-position j (index in in_order): a destination's in-links are contiguous
+        self.jlink = in_order
+        self.jpos = np.empty(self.M, dtype=np.int64)
+        self.jpos[in_order] = np.arange(self.M)
+        self.jdst = self.ldst[in_order]
+        self.jtime = ltime[in_order]
+        times, jclass = np.unique(self.jtime, return_inverse=True)
+        self.jclass = jclass.astype(np.int64)
+        self.r_cap = np.bincount(self.jclass, minlength=len(times)).astype(np.int64)
+        self.r_off = np.concatenate([[0], np.cumsum(self.r_cap)[:-1]]).astype(np.int64)
+        self.K_classes = len(times)
+        self.state_dtype = K.scale_state_dtype(self.maxdeg)
+        self.tie_code = LINK_TIEBREAKS.index(opts.link_tiebreak)
+
+    @staticmethod
+    def supports(problem: Problem, opts: GreedyOptions) -> bool:
+        from . import _greedy_kernel as K
+
+        if (opts.chunk_order, opts.matching, opts.duplicates, opts.window) != ("random", "greedy", False, 0):
+            return False
+        deg = np.diff(problem.topology.in_ptr)
+        return problem.num_npus > 1 and K.scale_state_dtype(int(deg.max())) is not None
+
+    def run(self, kseed: np.uint64, bar=None, sink=None):
+        """One greedy run, its transfers streamed to ``sink`` (``add_events``/``append``); returns counters."""
+        K = self.K
+        N, C, M = self.N, self.C, self.M
+        state = np.zeros((C, N), dtype=self.state_dtype)
+        # candidate sets start with the in-neighbours' own chunks (up to maxdeg * C/N) and grow on demand
+        start_cap = 64
+        while start_cap < self.maxdeg * (C // N) + self.maxdeg * self.maxdeg + 1:
+            start_cap *= 2
+        S = np.zeros((N, start_cap), dtype=np.uint16 if C <= 1 << 16 else np.uint32)
+        slen = np.zeros(N, dtype=np.int64)
+        # per in-position: candidates and chunk in flight (-1 idle); a destination's in-links share a line
+        jinfo = np.zeros((M, 2), dtype=np.int32)
+        jinfo[:, K.J_CUR] = -1
+        P = SCALE_PARTITIONS
+        part_lo = np.array([N * p // P for p in range(P + 1)], dtype=np.int64)
+        ctr = np.zeros(K.NUM_SCALE_COUNTERS, dtype=np.int64)
+        # per-partition counters and random states, each row on its own cache lines (no false sharing)
+        pctr = np.zeros((P, 64), dtype=np.int64)
+        remaining = N * C - C
+        ctr[K.SC_REMAINING] = remaining
+        K.scale_init(N, C, self.ldst, self.out_ptr, self.jpos, self.in_ptr, state, S, slen, jinfo, pctr[0])
+        q_pos = np.zeros(M, dtype=np.int64)
+        q_chunk = np.zeros(M, dtype=np.int64)
+        q_sev = np.zeros(M, dtype=np.int64)
+        q_end = np.zeros(M)
+        kc = self.K_classes
+        r_head = np.zeros(kc, dtype=np.int64)
+        r_size = np.zeros(kc, dtype=np.int64)
+        cheap = np.zeros(kc, dtype=np.int64)
+        cpos = np.full(kc, -1, dtype=np.int64)
+        csize = np.zeros(1, dtype=np.int64)
+        chead = np.zeros(kc)
+        # one random stream per partition, all determined by the run's seed
+        rngs = np.zeros((P, 8), dtype=np.uint64)
+        rngs[:, 0] = np.random.SeedSequence(int(kseed)).generate_state(P, dtype=np.uint64)
+        clock = np.full(1, -1.0)
+        ev_time = np.zeros(EVENT_BUFFER)
+        ev_base = np.zeros(1, dtype=np.int64)
+        cap = min(remaining, OUT_BUFFER_ROWS) + M
+        out = [np.empty(cap, dtype=np.int32) for _ in range(4)]
+        dirty = np.empty(N, dtype=np.int64)
+        is_dirty = np.zeros(N, dtype=np.bool_)
+        act = [np.empty(N, dtype=np.int64) for _ in range(5)]
+        arr = [np.empty(M, dtype=np.int64) for _ in range(2)]
+        started = [np.empty(M, dtype=np.int64) for _ in range(2)]
+        # at most maxdeg arrivals at each of maxdeg in-neighbours can join one candidate set per event
+        margin = self.maxdeg * self.maxdeg + 1
+        max_events = 8
+        done_before = 0
+        while True:
+            t0 = time.perf_counter()
+            st = K.run_scale(N, self.jdst, self.jlink, self.jtime, self.jclass, self.in_ptr, self.out_ptr,
+                             self.ldst, self.jpos, self.tie_code, state, S, slen, jinfo,
+                             q_pos, q_chunk, q_sev, q_end, self.r_off, self.r_cap, r_head, r_size, cheap, cpos,
+                             csize, chead, rngs, clock, ctr, pctr, ev_time, ev_base,
+                             out[0], out[1], out[2], out[3], max_events,
+                             dirty, is_dirty, act[0], act[1], act[2], act[3], act[4], arr[0], arr[1],
+                             started[0], started[1], part_lo, margin,
+                             state.reshape(-1), S.reshape(-1), jinfo.reshape(-1))
+            dt = time.perf_counter() - t0
+            if bar is not None:
+                done = remaining - int(ctr[K.SC_REMAINING])
+                bar.update(done - done_before)
+                done_before = done
+            if st == K.ST_DONE:
+                break
+            if st == K.ST_FLUSH:
+                n = int(ctr[K.SC_OUT])
+                sink.append(out[0][:n], out[1][:n], out[2][:n], out[3][:n])
+                ctr[K.SC_OUT] = 0
+            elif st == K.ST_EVFULL:
+                sink.add_events(ev_time)
+                ev_base[0] += len(ev_time)
+            elif st == K.ST_GROW:
+                S2 = np.zeros((N, 2 * S.shape[1]), dtype=S.dtype)
+                S2[:, :S.shape[1]] = S
+                S = S2
+            elif st == K.ST_STUCK:  # cannot happen on a strongly connected topology
+                raise SolverError(f"greedy stalled with {int(ctr[K.SC_REMAINING])} (NPU, chunk) pairs undelivered")
+            elif dt < SLICE_TARGET_S / 2:
+                max_events = min(max_events * 2, 1 << 30)
+            elif dt > SLICE_TARGET_S * 2 and max_events > 1:
+                max_events //= 2
+        sink.add_events(ev_time[:int(ctr[K.SC_EVENTS] - ev_base[0])])
+        n = int(ctr[K.SC_OUT])
+        sink.append(out[0][:n], out[1][:n], out[2][:n], out[3][:n])
+        ctr += pctr[:, :K.NUM_SCALE_COUNTERS].sum(axis=0)
+        ctr[K.SC_SMAX] = pctr[:, K.SC_SMAX].max()
+        return {
+            "events": int(ctr[K.SC_EVENTS]),
+            "transfers_started": remaining,
+            "wasted_transfers": 0,
+            "cancelled_transfers": 0,
+            "wasted_link_time_us": 0.0,
+            "cancelled_link_time_us": 0.0,
+            "augmentations": 0,
+            "matchings": int(ctr[K.SC_MATCHES]),
+            "scanned": int(ctr[K.SC_SCANNED]),
+            "candidates": int(ctr[K.SC_CANDIDATES]),
+            "draws": int(ctr[K.SC_DRAWS]),
+            "rejected_draws": int(ctr[K.SC_REJECTED]),
+            "probe_scans": int(ctr[K.SC_SCANS]),
+            "match_rounds": int(ctr[K.SC_ROUNDS]),
+            "max_candidate_set": int(ctr[K.SC_SMAX]),
+        }
+
+
+class _TableSink:
+    """Collects streamed transfers as schedule columns (for schedules that fit in memory)."""
+
+    def __init__(self, lsrc, ldst):
+        self.lsrc, self.ldst = lsrc, ldst
+        self.events: list[np.ndarray] = []
+        self.parts: list[tuple] = []
+
+    def add_events(self, times):
+        self.events.append(np.array(times, dtype=np.float64))
+
+    def append(self, chunk, link, start_ev, end_ev):
+        if len(chunk):
+            self.parts.append((chunk.astype(np.int64), link.astype(np.int64), start_ev.astype(np.int64),
+                               end_ev.astype(np.int64)))
+
+    def schedule(self) -> Schedule:
+        ev = np.concatenate(self.events) if self.events else np.zeros(0)
+        if not self.parts:
+            return Schedule.empty()
+        chunk, link, s, e = (np.concatenate(cols) for cols in zip(*self.parts))
+        return Schedule(chunk, self.lsrc[link], self.ldst[link], ev[s], ev[e], np.full(len(chunk), COPY, np.int8))
+
+
 _WARM = {"done": False, "seconds": 0.0}
 
 
@@ -299,6 +484,8 @@ def warmup() -> float:
     for order in CHUNK_ORDERS:
         _Instance(p, GreedyOptions(chunk_order=order, matching="maximum", duplicates=True,
                                    preempt=True)).run(np.uint64(1))
+    inst = _ScaleInstance(p, GreedyOptions())
+    inst.run(np.uint64(1), sink=_TableSink(inst.ldst, inst.ldst))
     _WARM["done"] = True
     _WARM["seconds"] = time.perf_counter() - t0
     return _WARM["seconds"]
@@ -314,8 +501,22 @@ def _progress_bar(opts: GreedyOptions, total: int, desc: str):
                 leave=False, file=sys.stderr)
 
 
+def pick_engine(problem: Problem, opts: GreedyOptions, engine: str = "auto") -> str:
+    """``"scale"`` or ``"classic"``: which kernel runs (``auto``: scale for the default rule on large problems)."""
+    if engine not in ENGINES:
+        raise SolverError(f"greedy engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    ok = _ScaleInstance.supports(problem, opts)
+    if engine == "scale" and not ok:
+        raise SolverError("the scale engine runs the default rule only (chunk_order=random, matching=greedy, "
+                          "no duplicates, no window, in-degree <= 62)")
+    if engine == "auto":
+        return "scale" if ok and problem.num_npus * problem.num_chunks >= SCALE_MIN_PAIRS else "classic"
+    return engine
+
+
 def greedy_all_gather(problem: Problem, *, seed: int = 0, deadline: float | None = None,
-                      opts: GreedyOptions | None = None, stats: dict | None = None) -> Schedule:
+                      opts: GreedyOptions | None = None, stats: dict | None = None, engine: str = "auto",
+                      output: str = "table", spool=None):
     """Best-of-``opts.restarts`` greedy All-Gather schedule.
 
     Parameters
@@ -331,6 +532,18 @@ def greedy_all_gather(problem: Problem, *, seed: int = 0, deadline: float | None
         Parsed options (defaults when omitted).
     stats : dict, optional
         Filled with the run statistics (restarts run, best seed, counters).
+    engine : {"auto", "classic", "scale"}
+        The kernel: ``scale`` (docs/scale.md) runs the default rule with a
+        memory layout for very large topologies; ``auto`` uses it from
+        ``SCALE_MIN_PAIRS`` (NPU, chunk) pairs on when the options allow.
+    output : {"table", "compact", "auto"}
+        ``table`` returns a :class:`Schedule`; ``compact`` a
+        :class:`tacos_bench.compact.CompactSchedule` streamed to disk while
+        the kernel runs (scale engine only); ``auto`` is compact above
+        ``COMPACT_MIN_ROWS`` transfers when the scale engine runs.
+    spool : path, optional
+        Directory for the compact output (default: a temporary directory that
+        is removed with the object unless :meth:`CompactSchedule.save` moves it).
 
     Examples
     --------
@@ -339,41 +552,84 @@ def greedy_all_gather(problem: Problem, *, seed: int = 0, deadline: float | None
     >>> s = greedy_all_gather(Problem(mesh2d(3, 3), Collective("all_gather")), seed=3)
     >>> len(s)
     72
+    >>> c = greedy_all_gather(Problem(mesh2d(3, 3), Collective("all_gather")), engine="scale", output="compact")
+    >>> len(c), c.is_compact
+    (72, True)
     """
     if problem.kind != ALL_GATHER:
         raise SolverError(f"greedy_all_gather needs an all_gather problem, got {problem.kind}")
+    if output not in OUTPUTS:
+        raise SolverError(f"greedy output must be one of {', '.join(OUTPUTS)}, got {output!r}")
     opts = opts or GreedyOptions()
-    inst = _Instance(problem, opts)
+    engine = pick_engine(problem, opts, engine)
+    total = (problem.num_npus - 1) * problem.num_chunks
+    if output == "auto":
+        output = "compact" if engine == "scale" and total > COMPACT_MIN_ROWS else "table"
+    if output == "compact" and engine != "scale":
+        raise SolverError("compact output needs the scale engine (the default rule)")
+    inst = _Instance(problem, opts) if engine == "classic" else _ScaleInstance(problem, opts)
     seeds = restart_seeds(seed, opts.restarts)
     best = None
     makespans = []
-    total = (problem.num_npus - 1) * problem.num_chunks
     for i, ks in enumerate(seeds):
         if i > 0 and deadline is not None and time.perf_counter() >= deadline:
             break
         bar = _progress_bar(opts, total, f"greedy {problem.topology.name} run {i + 1}/{len(seeds)}")
         try:
-            arrays, counters = inst.run(ks, bar)
+            if engine == "classic":
+                arrays, counters = inst.run(ks, bar)
+                result = Schedule(*arrays, np.full(len(arrays[0]), COPY, dtype=np.int8))
+            else:
+                result, counters = _run_scale(inst, ks, bar, output, spool if len(seeds) == 1 else None)
         finally:
             if bar is not None:
                 bar.close()
-        ms = float(arrays[4].max()) if len(arrays[4]) else 0.0
+        ms = result.makespan_us
         makespans.append(ms)
         if best is None or ms < best[0]:
-            best = (ms, i, int(ks), arrays, counters)
-    ms, i, ks, arrays, counters = best
-    sched = Schedule(*arrays, np.full(len(arrays[0]), COPY, dtype=np.int8))
+            if best is not None and output == "compact":
+                best[3].delete()
+            best = (ms, i, int(ks), result, counters)
+        elif output == "compact":
+            result.delete()
+    ms, i, ks, result, counters = best
+    if output == "compact" and spool is not None and len(seeds) > 1:
+        result = result.save(spool)
     if stats is not None:
         stats.update({
+            "engine": engine,
+            "output": output,
             "restarts": opts.restarts,
             "restarts_run": len(makespans),
             "best_restart": i,
             "best_seed": ks,
             "makespans_us": makespans,
-            "transfers": len(sched),
+            "transfers": len(result),
             **counters,
         })
-    return sched
+    return result
+
+
+def _run_scale(inst: _ScaleInstance, kseed, bar, output: str, spool):
+    """One scale-kernel run into a table or a compact schedule."""
+    topo = inst.problem.topology
+    if output == "table":
+        sink = _TableSink(np.asarray(topo.src, dtype=np.int64), inst.ldst)
+        counters = inst.run(kseed, bar, sink)
+        return sink.schedule(), counters
+    from tacos_bench.compact import CompactWriter, spool_dir
+
+    path = Path(spool) if spool is not None else spool_dir()
+    writer = CompactWriter(path, inst.N, inst.C, topo.src, topo.dst, topology=topo.name)
+    try:
+        counters = inst.run(kseed, bar, writer)
+    except BaseException:
+        writer.abort()
+        raise
+    compact = writer.close({"solver": "greedy", "engine": "scale", "kernel_seed": int(kseed)})
+    if spool is None:
+        compact._own_temporary()
+    return compact, counters
 
 
 # ---------------------------------------------------------------------------- the solver
@@ -402,9 +658,14 @@ class GreedySolver(Solver):
         deadline = None if time_limit_s is None else t0 + float(time_limit_s)
         phases: list[dict] = []
 
+        # an All-Gather on its own may come back compact (tacos_bench.compact) when it is very large;
+        # Reduce-Scatter and All-Reduce are composed from tables
+        output = "auto" if problem.kind == ALL_GATHER else "table"
+
         def ag_solve(ag_problem: Problem) -> Schedule:
             st: dict = {}
-            sched = greedy_all_gather(ag_problem, seed=seed, deadline=deadline, opts=opts, stats=st)
+            sched = greedy_all_gather(ag_problem, seed=seed, deadline=deadline, opts=opts, stats=st,
+                                      output=output)
             phases.append(st)
             return sched
 

@@ -13,6 +13,7 @@ studies in ``experiments/`` alike.
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 import traceback
 from pathlib import Path
@@ -84,6 +85,9 @@ def run_job(cfg: Mapping[str, Any], out_dir, *, choices: Mapping[str, Any] | Non
     out_dir.mkdir(parents=True, exist_ok=True)
     for stale in ("traceback.txt", SCHEDULE_FILE, TOPOLOGY_FILE):  # from an earlier run in the same dir
         (out_dir / stale).unlink(missing_ok=True)
+    from .compact import COMPACT_DIR
+
+    shutil.rmtree(out_dir / COMPACT_DIR, ignore_errors=True)
     config_error = None
     try:
         solver_cfg, topo_cfg, coll_cfg = (_section(cfg, k) for k in ("solver", "topo", "collective"))
@@ -141,13 +145,21 @@ def run_job(cfg: Mapping[str, Any], out_dir, *, choices: Mapping[str, Any] | Non
         if sched is not None:
             stage = "saving the schedule"
             rec["num_transfers"] = len(sched)
-            _save_schedule(cfg, problem, sched, out_dir, rec)
+            # a very large All-Gather may come back as a CompactSchedule (tacos_bench.compact): saved as
+            # schedule_compact/, schedule.csv only up to schedule_csv_max_rows, verified in one pass
+            compact = bool(getattr(sched, "is_compact", False))
+            sched = _save_schedule(cfg, problem, sched, out_dir, rec)
 
             stage = "verifying"
-            from .verify import check
-
             t0 = time.perf_counter()
-            ver = check(problem, sched)
+            if compact:
+                from .verify_compact import check_compact
+
+                ver = check_compact(problem, sched)
+            else:
+                from .verify import check
+
+                ver = check(problem, sched)
             rec["verify_time_s"] = time.perf_counter() - t0
             rec["valid"] = ver.valid
             if ver.valid:
@@ -163,6 +175,8 @@ def run_job(cfg: Mapping[str, Any], out_dir, *, choices: Mapping[str, Any] | Non
                 log.error("schedule REJECTED by the verifier: %s", ver.message)
             if ver.valid and str(cfg.get("export", "none")) != "none":
                 stage = "exporting"
+                if compact:
+                    sched = sched.to_schedule(max_rows=int(cfg.get("schedule_csv_max_rows", 20_000_000)))
                 _export(str(cfg.get("export")), problem, sched, out_dir, rec)
     except TacosError as e:
         rec["status"] = "error"
@@ -223,7 +237,15 @@ def _check_output_options(cfg) -> None:
         raise ConfigError(f"export must be one of {', '.join(EXPORT_FORMATS)}, got {fmt!r}")
 
 
-def _save_schedule(cfg, problem: Problem, sched, out_dir: Path, rec: dict) -> None:
+def _save_schedule(cfg, problem: Problem, sched, out_dir: Path, rec: dict):
+    """Write schedule.csv (up to ``schedule_csv_max_rows``) and the topology; a compact schedule is first
+    moved into ``schedule_compact/``. Returns the schedule as it now lives (compact ones are re-homed)."""
+    if getattr(sched, "is_compact", False):
+        from .compact import COMPACT_DIR
+
+        sched = sched.save(out_dir / COMPACT_DIR)
+        rec["schedule_compact_dir"] = COMPACT_DIR
+        rec["schedule_compact_bytes"] = sched.nbytes_on_disk
     mode = str(cfg.get("schedule_csv", "auto"))
     limit = int(cfg.get("schedule_csv_max_rows", 20_000_000))
     if mode == "always" or (mode == "auto" and len(sched) <= limit):
@@ -236,6 +258,7 @@ def _save_schedule(cfg, problem: Problem, sched, out_dir: Path, rec: dict) -> No
 
         save_topology(problem.topology, out_dir / TOPOLOGY_FILE)
         rec["topology_file"] = TOPOLOGY_FILE
+    return sched
 
 
 def _export(fmt: str, problem: Problem, sched, out_dir: Path, rec: dict) -> None:
