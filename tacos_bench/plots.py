@@ -153,3 +153,34 @@ def plot_bars(df, category: str, value: str, group: str, path, *, title="", ylab
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def main(argv=None) -> int:
+    """``python -m tacos_bench.plots RESULT_DIR [-o gantt.png]``: Gantt chart + utilization of a run."""
+    import argparse
+    import sys
+
+    from .errors import TacosError
+
+    ap = argparse.ArgumentParser(prog="python -m tacos_bench.plots", description=main.__doc__)
+    ap.add_argument("result_dir", help="a run directory (result.json, schedule.csv, topology.txt)")
+    ap.add_argument("-o", "--output", default=None, help="PNG to write (default: RESULT_DIR/gantt.png)")
+    ap.add_argument("--max-links", type=int, default=64, help="draw at most this many links")
+    args = ap.parse_args(argv)
+    try:
+        from .export import load_run
+
+        problem, schedule, rec = load_run(args.result_dir)
+        out = args.output or str(Path(args.result_dir) / "gantt.png")
+        title = (f"{rec.get('solver')}: {problem.kind} on {problem.topology.name}, "
+                 f"{schedule.makespan_us:.1f} µs, {len(schedule)} transfers")
+        plot_schedule(problem, schedule, out, max_links=args.max_links, title=title)
+    except TacosError as e:
+        print(f"plots: error: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -48,3 +48,18 @@ def test_slurm_preset_composes(root):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "SlurmLauncher" in r.stdout and "mem_gb: 24" in r.stdout
+
+
+def test_gantt_chart_of_a_run(root, tmp_path):
+    run_dir = tmp_path / "run"
+    r = subprocess.run([sys.executable, str(root / "run.py"), "solver=greedy", "topo=ring8", "collective=all_reduce",
+                        f"hydra.run.dir={run_dir}"], cwd=root, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    png = tmp_path / "g.png"
+    r = subprocess.run([sys.executable, "-m", "tacos_bench.plots", str(run_dir), "-o", str(png)], cwd=root,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    r = subprocess.run([sys.executable, "-m", "tacos_bench.plots", str(tmp_path / "nope")], cwd=root,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
