@@ -45,9 +45,10 @@ class GreedyConf(SolverConf):
 
 
 @dataclass
-class MilpConf(SolverConf):
-    name: str = "milp"
-    backend: str = "highs"
+class ExactConf(SolverConf):
+    """Options shared by the exact backends on the discretized time-expanded network."""
+
+    name: str = MISSING
     time_step_us: Optional[float] = None
     horizon_steps: Optional[int] = None
     warm_start: bool = True
@@ -56,15 +57,16 @@ class MilpConf(SolverConf):
 
 
 @dataclass
-class CpSatConf(SolverConf):
+class MilpConf(ExactConf):
+    name: str = "milp"
+    backend: str = "highs"
+
+
+@dataclass
+class CpSatConf(ExactConf):
     name: str = "cpsat"
     model: str = "time_indexed"
     num_workers: Optional[int] = None
-    time_step_us: Optional[float] = None
-    horizon_steps: Optional[int] = None
-    warm_start: bool = True
-    mip_gap: float = 0.0
-    log: bool = False
 
 
 @dataclass
