@@ -141,6 +141,11 @@ def fmt(v, nd=1):
     return str(v)
 
 
+def fint(v):
+    """A count (CSV round trips turn them into floats when a row has none)."""
+    return "–" if v is None or v != v else f"{int(v):,}"
+
+
 def markdown(rows, header: str) -> str:
     lines = [header, "",
              "| topology | NPUs | links | transfers | wall s | peak RSS GiB | synthesis s | verify s | "
@@ -148,7 +153,7 @@ def markdown(rows, header: str) -> str:
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(
-            f"| {r['topology']} | {fmt(r['num_npus'])} | {fmt(r['num_links'])} | {fmt(r['num_transfers'])} | "
+            f"| {r['topology']} | {fint(r['num_npus'])} | {fint(r['num_links'])} | {fint(r['num_transfers'])} | "
             f"{fmt(r['wall_s'])} | {fmt(r['peak_rss_gib'], 2)} | {fmt(r['synthesis_s'])} | {fmt(r['verify_s'])} | "
             f"{fmt(r['collective_time_us'], 2)} | {fmt(r['lower_bound_us'], 2)} | {fmt(r['ratio_to_bound'], 4)} | "
             f"{fmt(r['valid'])} | {fmt(r['compact_gib'], 2)} | {fmt(r['load_avg'])} |")
