@@ -61,6 +61,23 @@ def _before(a, b, ready, prio):
 
 
 @njit(cache=True)
+def _heap_push(heap, size, i, ready, prio):
+    """Push task ``i`` onto the binary min-heap ``heap[:size]`` (order: ``_before``); returns the new size."""
+    heap[size] = i
+    k = size
+    while k > 0:
+        parent = (k - 1) >> 1
+        if _before(heap[k], heap[parent], ready, prio):
+            tmp = heap[k]
+            heap[k] = heap[parent]
+            heap[parent] = tmp
+            k = parent
+        else:
+            break
+    return size + 1
+
+
+@njit(cache=True)
 def _simulate(link, dur, release, prio, succ_ptr, succ_idx, npred, link_free):
     """Event-driven FCFS list scheduling of a transfer DAG (see module docstring)."""
     T = link.shape[0]
@@ -72,19 +89,7 @@ def _simulate(link, dur, release, prio, succ_ptr, succ_idx, npred, link_free):
     size = 0
     for i in range(T):
         if remaining[i] == 0:
-            # sift up
-            heap[size] = i
-            k = size
-            size += 1
-            while k > 0:
-                parent = (k - 1) >> 1
-                if _before(heap[k], heap[parent], ready, prio):
-                    tmp = heap[k]
-                    heap[k] = heap[parent]
-                    heap[parent] = tmp
-                    k = parent
-                else:
-                    break
+            size = _heap_push(heap, size, i, ready, prio)
     done = 0
     while size > 0:
         i = heap[0]
@@ -123,18 +128,7 @@ def _simulate(link, dur, release, prio, succ_ptr, succ_idx, npred, link_free):
                 ready[j] = e
             remaining[j] -= 1
             if remaining[j] == 0:
-                heap[size] = j
-                k = size
-                size += 1
-                while k > 0:
-                    parent = (k - 1) >> 1
-                    if _before(heap[k], heap[parent], ready, prio):
-                        tmp = heap[k]
-                        heap[k] = heap[parent]
-                        heap[parent] = tmp
-                        k = parent
-                    else:
-                        break
+                size = _heap_push(heap, size, j, ready, prio)
     return start, end, done
 
 
