@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -904,8 +904,9 @@ J_TOT, J_CUR = 0, 1  # fields of the per-in-position records `jinfo`
 SCALE_BLOCK = 512   # the stages of a round run block by block, so a block's lines stay in L2 between stages
 S_HELD, S_CLAIMED, S_SHIFT = 1, 2, 2
 (SC_EVENTS, SC_REMAINING, SC_OUT, SC_DRAWS, SC_REJECTED, SC_SCANS, SC_SCANNED, SC_MATCHES, SC_ROUNDS,
- SC_CANDIDATES, SC_SMAX) = range(11)
-NUM_SCALE_COUNTERS = 11
+ SC_CANDIDATES, SC_SMAX, SC_STALE) = range(12)
+NUM_SCALE_COUNTERS = 12
+SCALE_MAX_GROUPS = 4  # in-link groups (by link time) per destination, each with its own candidate set
 
 
 @njit(cache=True, inline="always")
@@ -931,8 +932,16 @@ def scale_state_dtype(max_in_degree: int):
     return None
 
 
+@njit(cache=True, inline="always")
+def _first_in_group(G, st, jgmask, j):
+    """Whether no sender of j's group held the chunk before (``st``: the receiver's word before the update)."""
+    if G == 1:
+        return (st >> S_SHIFT) == 0
+    return (np.uint64(st >> S_SHIFT) & jgmask[j]) == _U0
+
+
 @njit(cache=True, _nrt=False)
-def scale_init(N, C, ldst, out_ptr, jpos, in_ptr, state, S, slen, jinfo, ctr):
+def scale_init(N, C, G, ldst, out_ptr, jpos, in_ptr, jgrp, jgmask, state, S, slen, jinfo, ctr):
     """Owners hold their chunks from time 0 (chunk c is owned by NPU c mod N); candidate sets and counts."""
     for c in range(C):
         v = c % N
@@ -947,16 +956,17 @@ def scale_init(N, C, ldst, out_ptr, jpos, in_ptr, state, S, slen, jinfo, ctr):
             if st & S_CLAIMED:
                 continue
             jinfo[j, J_TOT] += 1
-            if (st >> S_SHIFT) == 0:
-                n = slen[nb]
-                S[nb, n] = c
-                slen[nb] = n + 1
+            if _first_in_group(G, st, jgmask, j):
+                r = nb * G + jgrp[j]
+                n = slen[r]
+                S[r, n] = c
+                slen[r] = n + 1
                 if n + 1 > ctr[SC_SMAX]:
                     ctr[SC_SMAX] = n + 1
 
 
 @njit(cache=True, _nrt=False)
-def _scale_arrivals(lo, hi, n_arr, arr_j, arr_c, N, jdst, in_ptr, out_ptr, ldst, jpos,
+def _scale_arrivals(lo, hi, n_arr, arr_j, arr_c, N, G, jdst, in_ptr, out_ptr, ldst, jpos, jgrp, jgmask,
                     state, S, slen, jinfo, pctr, dirty, is_dirty, statef, Sf, jinfof):
     """Apply the arrivals of one event to the NPUs ``lo .. hi-1`` (receivers and neighbours in that range).
 
@@ -977,7 +987,8 @@ def _scale_arrivals(lo, hi, n_arr, arr_j, arr_c, N, jdst, in_ptr, out_ptr, ldst,
                 nb = ldst[ol]
                 if lo <= nb < hi:
                     _prefetch(statef, row + nb)
-                    _prefetch(Sf, nb * scap + slen[nb])
+                    r2 = nb * G + jgrp[jpos[ol]] if G > 1 else nb
+                    _prefetch(Sf, r2 * scap + slen[r2])
                     _prefetch(jinfof, jpos[ol] * 2)
         j = arr_j[i]
         c = arr_c[i]
@@ -999,10 +1010,11 @@ def _scale_arrivals(lo, hi, n_arr, arr_j, arr_c, N, jdst, in_ptr, out_ptr, ldst,
             if st & S_CLAIMED:
                 continue
             jinfo[jo, J_TOT] += 1
-            if (st >> S_SHIFT) == 0:  # the first in-neighbour of nb with c: a new candidate
-                n = slen[nb]
-                S[nb, n] = c
-                slen[nb] = n + 1
+            if _first_in_group(G, st, jgmask, jo):  # the first in-neighbour of nb's group with c: a new candidate
+                r = nb * G + jgrp[jo]
+                n = slen[r]
+                S[r, n] = c
+                slen[r] = n + 1
                 if n + 1 > pctr[SC_SMAX]:
                     pctr[SC_SMAX] = n + 1
             if jinfo[jo, J_CUR] < 0 and not is_dirty[nb]:
@@ -1013,8 +1025,9 @@ def _scale_arrivals(lo, hi, n_arr, arr_j, arr_c, N, jdst, in_ptr, out_ptr, ldst,
 
 
 @njit(cache=True, _nrt=False)
-def _scale_match(lo, nd, e, N, jlink, jtime, in_ptr, link_tiebreak, state, S, slen, jinfo, rng, pctr,
-                 dirty, is_dirty, act, act_q, act_c, act_rej, act_fm, st_j, st_c, st0, statef, Sf, jinfof):
+def _scale_match(lo, nd, e, N, G, jlink, jtime, in_ptr, jgrp, vgmask, link_tiebreak, state, S, slen, jinfo,
+                 rng, pctr, dirty, is_dirty, act, act_q, act_c, act_rej, act_fm, act_row, act_em, st_j, st_c, st0,
+                 statef, Sf, jinfof):
     """The matchings of one event for the dirty NPUs ``dirty[lo:lo+nd]`` (one partition).
 
     Reads and writes only these NPUs' candidate sets, state words (column v) and in-link records, so the
@@ -1044,58 +1057,117 @@ def _scale_match(lo, nd, e, N, jlink, jtime, in_ptr, link_tiebreak, state, S, sl
                 v = act[a]
                 T = 0
                 fm = 0
+                em = 0  # eligible groups: those with an idle in-link that has a candidate
                 j0 = in_ptr[v]
                 for j in range(j0, in_ptr[v + 1]):
                     if jinfo[j, J_CUR] < 0:
-                        T += jinfo[j, J_TOT]
+                        tj = jinfo[j, J_TOT]
+                        T += tj
                         fm |= 1 << (j - j0)
+                        if G > 1 and tj > 0:
+                            em |= 1 << jgrp[j]
                 if T == 0:
                     continue
-                if first_round:
-                    pctr[SC_MATCHES] += 1
-                    pctr[SC_CANDIDATES] += slen[v]
                 k = lo + n2
                 act[k] = v
                 act_rej[k] = act_rej[a]
                 act_fm[k] = fm
-                q = _below32(rng, slen[v])
+                if G == 1:
+                    row = v
+                    if first_round:
+                        pctr[SC_CANDIDATES] += slen[v]
+                    q = _below32(rng, slen[v])
+                else:
+                    # one draw over the entries of the eligible groups' sets picks the group and the entry
+                    tot = 0
+                    for g in range(G):
+                        if (em >> g) & 1:
+                            tot += slen[v * G + g]
+                    if first_round:
+                        pctr[SC_CANDIDATES] += tot
+                    q = _below32(rng, tot)
+                    row = v * G
+                    for g in range(G):
+                        if (em >> g) & 1:
+                            L = slen[v * G + g]
+                            if q < L:
+                                row = v * G + g
+                                break
+                            q -= L
+                    act_em[k] = em
+                    _prefetch(vgmask, v * G)
+                if first_round:
+                    pctr[SC_MATCHES] += 1
+                act_row[k] = row
                 act_q[k] = q
-                _prefetch(Sf, v * scap + q)
+                _prefetch(Sf, row * scap + q)
                 n2 += 1
             # stage 2: the drawn chunks (prefetched by stage 1); prefetch the state word stage 3 needs
             for a in range(lo + m0, lo + n2):
                 v = act[a]
-                c = np.int64(S[v, act_q[a]])
+                row = act_row[a]
+                c = np.int64(S[row, act_q[a]])
                 act_c[a] = c
                 _prefetch(statef, c * N + v)
-                _prefetch(Sf, v * scap + slen[v] - 1)
+                _prefetch(Sf, row * scap + slen[row] - 1)
             # stage 3: assign the chunk to a free in-link that can carry it, or count a miss
             for a in range(lo + m0, lo + n2):
                 v = act[a]
                 q = act_q[a]
                 c = act_c[a]
                 fm = act_fm[a]
+                row = act_row[a]
                 pctr[SC_DRAWS] += 1
                 st = state[c, v]
                 carr = np.uint64(st >> S_SHIFT) & np.uint64(fm)
-                if carr == _U0:
+                ok = carr != _U0
+                if G > 1:
+                    if st & S_CLAIMED:
+                        # left behind by a claim through another group: drop it
+                        pctr[SC_STALE] += 1
+                        n = slen[row] - 1
+                        S[row, q] = S[row, n]
+                        slen[row] = n
+                        ok = False
+                    elif ok:
+                        # c has an entry in every eligible group holding it: keep it with probability 1/m
+                        em = act_em[a]
+                        m = 0
+                        for g in range(G):
+                            if (em >> g) & 1 and (np.uint64(st >> S_SHIFT) & vgmask[v * G + g]) != _U0:
+                                m += 1
+                        if m > 1 and _below32(rng, m) != 0:
+                            ok = False
+                if not ok:
                     pctr[SC_REJECTED] += 1
                     act_rej[a] += 1
                     if act_rej[a] < SCALE_REJECT_SCAN:
                         continue
-                    # many misses in a row: probe the entries in order from a random position
+                    # many misses in a row: probe the group's entries in order from a random position (a
+                    # carriable one exists: the group has an idle in-link with a candidate)
                     pctr[SC_SCANS] += 1
-                    nS = slen[v]
+                    nS = slen[row]
                     i = _below32(rng, nS)
-                    for _k in range(nS):
+                    carr = _U0
+                    for _k in range(2 * nS):
                         pctr[SC_SCANNED] += 1
                         ip = i + SCALE_PF_SCAN
                         if ip >= nS:
                             ip -= nS
                         if ip < nS:
-                            _prefetch(statef, np.int64(S[v, ip]) * N + v)
-                        ci = np.int64(S[v, i])
+                            _prefetch(statef, np.int64(S[row, ip]) * N + v)
+                        ci = np.int64(S[row, i])
                         sti = state[ci, v]
+                        if G > 1 and sti & S_CLAIMED:
+                            pctr[SC_STALE] += 1
+                            nS -= 1
+                            S[row, i] = S[row, nS]
+                            slen[row] = nS
+                            if nS == 0:
+                                break
+                            if i == nS:
+                                i = 0
+                            continue
                         carr = np.uint64(sti >> S_SHIFT) & np.uint64(fm)
                         if carr != _U0:
                             q = i
@@ -1105,6 +1177,8 @@ def _scale_match(lo, nd, e, N, jlink, jtime, in_ptr, link_tiebreak, state, S, sl
                         i += 1
                         if i == nS:
                             i = 0
+                    if carr == _U0:  # cannot happen (see above); a safe retry next round
+                        continue
                 act_rej[a] = 0
                 # the in-link, by the tie-break rule among those that can carry c
                 j0 = in_ptr[v]
@@ -1133,9 +1207,9 @@ def _scale_match(lo, nd, e, N, jlink, jtime, in_ptr, link_tiebreak, state, S, sl
                 best = j0 + jb
                 # claim c for v: out of S[v], and out of the counts of every in-link whose sender holds it
                 state[c, v] = st | S_CLAIMED
-                n = slen[v] - 1
-                S[v, q] = S[v, n]
-                slen[v] = n
+                n = slen[row] - 1
+                S[row, q] = S[row, n]
+                slen[row] = n
                 x = np.uint64(st >> S_SHIFT)
                 while x != _U0:
                     jinfo[j0 + np.int64(_ctz(x)), J_TOT] -= 1
@@ -1150,13 +1224,13 @@ def _scale_match(lo, nd, e, N, jlink, jtime, in_ptr, link_tiebreak, state, S, sl
     return nst
 
 
-@njit(cache=True)
-def run_scale(N, jdst, jlink, jtime, jclass, in_ptr, out_ptr, ldst, jpos, link_tiebreak,
+@njit(cache=True, parallel=True)
+def run_scale(N, G, jdst, jlink, jtime, jclass, jgrp, jgmask, vgmask, in_ptr, out_ptr, ldst, jpos, link_tiebreak,
               state, S, slen, jinfo,
               q_pos, q_chunk, q_sev, q_end, r_off, r_cap, r_head, r_size, cheap, cpos, csize, chead,
               rngs, clock, ctr, pctr, ev_time, ev_base,
               out_c, out_l, out_s, out_e, max_events,
-              dirty, is_dirty, act, act_q, act_c, act_rej, act_fm, arr_j, arr_c, st_j, st_c,
+              dirty, is_dirty, act, act_q, act_c, act_rej, act_fm, act_row, act_em, arr_j, arr_c, st_j, st_c,
               part_lo, grow_margin, statef, Sf, jinfof):
     """Advance the scale kernel by at most ``max_events`` event times (status ``ST_*``).
 
@@ -1170,8 +1244,8 @@ def run_scale(N, jdst, jlink, jtime, jclass, in_ptr, out_ptr, ldst, jpos, link_t
 
     The NPUs are split into ``P = len(part_lo) - 1`` contiguous partitions (``part_lo[p] .. part_lo[p+1]``),
     each with its own random stream ``rngs[p]`` and counters ``pctr[p]``; the arrivals and the matchings of
-    an event touch one partition's data at a time, so partitions could run on separate threads. (They run
-    one after the other: on this shared 2-core machine a second thread gave no speed-up, see docs/scale.md.)
+    an event touch one partition's data at a time, so the partitions run on parallel threads (``prange``,
+    as many as ``numba.set_num_threads`` allows) with the same result as one after the other.
     Finished transfers go to ``out_*[:ctr[SC_OUT]]`` as (chunk, link id, start event, end event); event
     ``e`` happens at ``ev_time[e - ev_base[0]]``. Before an event it returns ``ST_FLUSH`` when fewer than
     ``num_links`` output rows are free, ``ST_EVFULL`` when ``ev_time`` is full and ``ST_GROW`` when a
@@ -1237,19 +1311,20 @@ def run_scale(N, jdst, jlink, jtime, jclass, in_ptr, out_ptr, ldst, jpos, link_t
                     chead[kc] = q_end[off + r_head[kc]]
                     _sift_down(cheap, cpos, chead, cpos[kc], csize[0])
             ctr[SC_REMAINING] -= n_arr
-            for p in range(P):
-                nd[p] = _scale_arrivals(part_lo[p], part_lo[p + 1], n_arr, arr_j, arr_c, N, jdst, in_ptr,
-                                        out_ptr, ldst, jpos, state, S, slen, jinfo, pctr[p], dirty, is_dirty,
-                                        statef, Sf, jinfof)
+            for p in prange(P):
+                nd[p] = _scale_arrivals(part_lo[p], part_lo[p + 1], n_arr, arr_j, arr_c, N, G, jdst, in_ptr,
+                                        out_ptr, ldst, jpos, jgrp, jgmask, state, S, slen, jinfo, pctr[p], dirty,
+                                        is_dirty, statef, Sf, jinfof)
         clock[0] = t
         ev_time[e - ev_base[0]] = t
         events += 1
         ctr[SC_EVENTS] = e + 1
         # the matchings, one partition per thread
-        for p in range(P):
-            nst[p] = _scale_match(part_lo[p], nd[p], e, N, jlink, jtime, in_ptr, link_tiebreak, state, S, slen,
-                                  jinfo, rngs[p], pctr[p], dirty, is_dirty, act, act_q, act_c, act_rej, act_fm,
-                                  st_j, st_c, in_ptr[part_lo[p]], statef, Sf, jinfof)
+        for p in prange(P):
+            nst[p] = _scale_match(part_lo[p], nd[p], e, N, G, jlink, jtime, in_ptr, jgrp, vgmask, link_tiebreak,
+                                  state, S, slen, jinfo, rngs[p], pctr[p], dirty, is_dirty, act, act_q, act_c,
+                                  act_rej, act_fm, act_row, act_em, st_j, st_c, in_ptr[part_lo[p]], statef, Sf,
+                                  jinfof)
         # the started transfers join the event queue (partition by partition: deterministic)
         for p in range(P):
             st0 = in_ptr[part_lo[p]]

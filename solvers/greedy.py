@@ -30,6 +30,7 @@ Examples
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -38,13 +39,14 @@ from typing import Any
 
 import numpy as np
 
+from tacos_bench._memory import huge_zeros
 from tacos_bench.collective import ALL_GATHER
 from tacos_bench.errors import SolverError
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import COPY, Schedule
 
-from .base import (CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_RANDOMIZED, CAP_REDUCE_SCATTER, CAP_TIME_LIMIT,
-                   Solver, SolveResult, reject_unknown_options)
+from .base import (CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_RANDOMIZED, CAP_REDUCE_SCATTER, CAP_THREADS,
+                   CAP_TIME_LIMIT, Solver, SolveResult, reject_unknown_options)
 from .compose import solve_via_all_gather
 
 CHUNK_ORDERS = ("random", "rarest", "farthest", "oldest")
@@ -66,9 +68,10 @@ OUTPUTS = ("auto", "table", "compact")
 COMPACT_MIN_ROWS = 20_000_000
 # event times are drained in blocks of this many
 EVENT_BUFFER = 1 << 16
-# the scale engine can split the NPUs into partitions with their own random streams (ready for one thread
-# each); one partition runs fastest here (see docs/scale.md). Changing it changes the schedules.
-SCALE_PARTITIONS = 1
+# the scale engine splits the NPUs into partitions with their own random streams, one thread each at most;
+# the schedule depends on the number of partitions, never on the number of threads. Changing it changes the
+# schedules (docs/scale.md).
+SCALE_PARTITIONS = 2
 
 
 # ---------------------------------------------------------------------------- options
@@ -322,8 +325,31 @@ class _ScaleInstance:
         self.r_cap = np.bincount(self.jclass, minlength=len(times)).astype(np.int64)
         self.r_off = np.concatenate([[0], np.cumsum(self.r_cap)[:-1]]).astype(np.int64)
         self.K_classes = len(times)
+        self._in_link_groups(K.SCALE_MAX_GROUPS)
         self.state_dtype = K.scale_state_dtype(self.maxdeg)
         self.tie_code = LINK_TIEBREAKS.index(opts.link_tiebreak)
+
+    def _in_link_groups(self, max_groups: int):
+        """Group each destination's in-links by link time (fastest first, the slowest ones merged past
+        ``max_groups``): every group has its own candidate set, so a draw only meets chunks that the idle
+        links' group can carry. ``jgrp[j]``: group of in-position j; ``vgmask[v * G + g]``: the in-link bits of
+        group g of v (bit j - in_ptr[v]); ``jgmask[j]``: the bits of j's group."""
+        N, M = self.N, self.M
+        jgrp = np.zeros(M, dtype=np.int64)
+        if M:
+            order = np.lexsort((self.jclass, self.jdst))
+            d, k = self.jdst[order], self.jclass[order]
+            new_v = np.r_[True, d[1:] != d[:-1]]
+            new_g = new_v | np.r_[True, k[1:] != k[:-1]]
+            cs = np.cumsum(new_g)
+            rank = cs - np.maximum.accumulate(np.where(new_v, cs, 0))
+            jgrp[order] = np.minimum(rank, max_groups - 1)
+        self.G = int(jgrp.max()) + 1 if M else 1
+        bit = np.left_shift(np.uint64(1), (np.arange(M) - self.in_ptr[self.jdst]).astype(np.uint64))
+        self.vgmask = np.zeros(N * self.G, dtype=np.uint64)
+        np.bitwise_or.at(self.vgmask, self.jdst * self.G + jgrp, bit)
+        self.jgmask = self.vgmask[self.jdst * self.G + jgrp]
+        self.jgrp = jgrp.astype(np.int8)
 
     @staticmethod
     def supports(problem: Problem, opts: GreedyOptions) -> bool:
@@ -334,17 +360,23 @@ class _ScaleInstance:
         deg = np.diff(problem.topology.in_ptr)
         return problem.num_npus > 1 and K.scale_state_dtype(int(deg.max())) is not None
 
-    def run(self, kseed: np.uint64, bar=None, sink=None):
-        """One greedy run, its transfers streamed to ``sink`` (``add_events``/``append``); returns counters."""
+    def run(self, kseed: np.uint64, bar=None, sink=None, threads: int = 1):
+        """One greedy run, its transfers streamed to ``sink`` (``add_events``/``append``); returns counters.
+
+        ``threads`` (at most ``SCALE_PARTITIONS`` are used) changes the speed, not the schedule.
+        """
+        import numba
+
         K = self.K
-        N, C, M = self.N, self.C, self.M
-        state = np.zeros((C, N), dtype=self.state_dtype)
+        numba.set_num_threads(max(1, min(int(threads), SCALE_PARTITIONS, numba.config.NUMBA_NUM_THREADS)))
+        N, C, M, G = self.N, self.C, self.M, self.G
+        state = huge_zeros((C, N), self.state_dtype)
         # candidate sets start with the in-neighbours' own chunks (up to maxdeg * C/N) and grow on demand
         start_cap = 64
         while start_cap < self.maxdeg * (C // N) + self.maxdeg * self.maxdeg + 1:
             start_cap *= 2
-        S = np.zeros((N, start_cap), dtype=np.uint16 if C <= 1 << 16 else np.uint32)
-        slen = np.zeros(N, dtype=np.int64)
+        S = huge_zeros((N * G, start_cap), np.uint16 if C <= 1 << 16 else np.uint32)
+        slen = np.zeros(N * G, dtype=np.int64)
         # per in-position: candidates and chunk in flight (-1 idle); a destination's in-links share a line
         jinfo = np.zeros((M, 2), dtype=np.int32)
         jinfo[:, K.J_CUR] = -1
@@ -355,7 +387,8 @@ class _ScaleInstance:
         pctr = np.zeros((P, 64), dtype=np.int64)
         remaining = N * C - C
         ctr[K.SC_REMAINING] = remaining
-        K.scale_init(N, C, self.ldst, self.out_ptr, self.jpos, self.in_ptr, state, S, slen, jinfo, pctr[0])
+        K.scale_init(N, C, G, self.ldst, self.out_ptr, self.jpos, self.in_ptr, self.jgrp, self.jgmask, state, S,
+                     slen, jinfo, pctr[0])
         q_pos = np.zeros(M, dtype=np.int64)
         q_chunk = np.zeros(M, dtype=np.int64)
         q_sev = np.zeros(M, dtype=np.int64)
@@ -377,7 +410,7 @@ class _ScaleInstance:
         out = [np.empty(cap, dtype=np.int32) for _ in range(4)]
         dirty = np.empty(N, dtype=np.int64)
         is_dirty = np.zeros(N, dtype=np.bool_)
-        act = [np.empty(N, dtype=np.int64) for _ in range(5)]
+        act = [np.empty(N, dtype=np.int64) for _ in range(7)]
         arr = [np.empty(M, dtype=np.int64) for _ in range(2)]
         started = [np.empty(M, dtype=np.int64) for _ in range(2)]
         # at most maxdeg arrivals at each of maxdeg in-neighbours can join one candidate set per event
@@ -386,12 +419,13 @@ class _ScaleInstance:
         done_before = 0
         while True:
             t0 = time.perf_counter()
-            st = K.run_scale(N, self.jdst, self.jlink, self.jtime, self.jclass, self.in_ptr, self.out_ptr,
+            st = K.run_scale(N, G, self.jdst, self.jlink, self.jtime, self.jclass, self.jgrp, self.jgmask,
+                             self.vgmask, self.in_ptr, self.out_ptr,
                              self.ldst, self.jpos, self.tie_code, state, S, slen, jinfo,
                              q_pos, q_chunk, q_sev, q_end, self.r_off, self.r_cap, r_head, r_size, cheap, cpos,
                              csize, chead, rngs, clock, ctr, pctr, ev_time, ev_base,
                              out[0], out[1], out[2], out[3], max_events,
-                             dirty, is_dirty, act[0], act[1], act[2], act[3], act[4], arr[0], arr[1],
+                             dirty, is_dirty, *act, arr[0], arr[1],
                              started[0], started[1], part_lo, margin,
                              state.reshape(-1), S.reshape(-1), jinfo.reshape(-1))
             dt = time.perf_counter() - t0
@@ -409,7 +443,7 @@ class _ScaleInstance:
                 sink.add_events(ev_time)
                 ev_base[0] += len(ev_time)
             elif st == K.ST_GROW:
-                S2 = np.zeros((N, 2 * S.shape[1]), dtype=S.dtype)
+                S2 = huge_zeros((N * G, 2 * S.shape[1]), S.dtype)
                 S2[:, :S.shape[1]] = S
                 S = S2
             elif st == K.ST_STUCK:  # cannot happen on a strongly connected topology
@@ -439,6 +473,9 @@ class _ScaleInstance:
             "probe_scans": int(ctr[K.SC_SCANS]),
             "match_rounds": int(ctr[K.SC_ROUNDS]),
             "max_candidate_set": int(ctr[K.SC_SMAX]),
+            "stale_candidates": int(ctr[K.SC_STALE]),
+            "candidate_groups": G,
+            "threads": numba.get_num_threads(),
         }
 
 
@@ -516,7 +553,7 @@ def pick_engine(problem: Problem, opts: GreedyOptions, engine: str = "auto") -> 
 
 def greedy_all_gather(problem: Problem, *, seed: int = 0, deadline: float | None = None,
                       opts: GreedyOptions | None = None, stats: dict | None = None, engine: str = "auto",
-                      output: str = "table", spool=None):
+                      output: str = "table", spool=None, threads: int = 1):
     """Best-of-``opts.restarts`` greedy All-Gather schedule.
 
     Parameters
@@ -544,6 +581,9 @@ def greedy_all_gather(problem: Problem, *, seed: int = 0, deadline: float | None
     spool : path, optional
         Directory for the compact output (default: a temporary directory that
         is removed with the object unless :meth:`CompactSchedule.save` moves it).
+    threads : int
+        Threads of the scale engine (up to ``SCALE_PARTITIONS``); the classic
+        kernel is single-threaded. The schedule does not depend on it.
 
     Examples
     --------
@@ -580,7 +620,7 @@ def greedy_all_gather(problem: Problem, *, seed: int = 0, deadline: float | None
                 arrays, counters = inst.run(ks, bar)
                 result = Schedule(*arrays, np.full(len(arrays[0]), COPY, dtype=np.int8))
             else:
-                result, counters = _run_scale(inst, ks, bar, output, spool if len(seeds) == 1 else None)
+                result, counters = _run_scale(inst, ks, bar, output, spool if len(seeds) == 1 else None, threads)
         finally:
             if bar is not None:
                 bar.close()
@@ -610,19 +650,19 @@ def greedy_all_gather(problem: Problem, *, seed: int = 0, deadline: float | None
     return result
 
 
-def _run_scale(inst: _ScaleInstance, kseed, bar, output: str, spool):
+def _run_scale(inst: _ScaleInstance, kseed, bar, output: str, spool, threads: int = 1):
     """One scale-kernel run into a table or a compact schedule."""
     topo = inst.problem.topology
     if output == "table":
         sink = _TableSink(np.asarray(topo.src, dtype=np.int64), inst.ldst)
-        counters = inst.run(kseed, bar, sink)
+        counters = inst.run(kseed, bar, sink, threads)
         return sink.schedule(), counters
     from tacos_bench.compact import CompactWriter, spool_dir
 
     path = Path(spool) if spool is not None else spool_dir()
     writer = CompactWriter(path, inst.N, inst.C, topo.src, topo.dst, topology=topo.name)
     try:
-        counters = inst.run(kseed, bar, writer)
+        counters = inst.run(kseed, bar, writer, threads)
     except BaseException:
         writer.abort()
         raise
@@ -630,6 +670,18 @@ def _run_scale(inst: _ScaleInstance, kseed, bar, output: str, spool):
     if spool is None:
         compact._own_temporary()
     return compact, counters
+
+
+def _threads(threads) -> int:
+    """``threads`` validated; 0 means one per usable core."""
+    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 0:
+        raise SolverError(f"threads must be a non-negative integer (0 = one per core), got {threads!r}")
+    if threads == 0:
+        try:
+            return len(os.sched_getaffinity(0))
+        except AttributeError:  # not on Linux
+            return os.cpu_count() or 1
+    return int(threads)
 
 
 # ---------------------------------------------------------------------------- the solver
@@ -640,11 +692,13 @@ class GreedySolver(Solver):
     ``link_tiebreak`` (earliest_finish|random|lowest_id), ``restarts`` (int >= 1),
     ``duplicates`` (bool), ``preempt`` (bool, needs duplicates), ``matching``
     (greedy|maximum), ``progress`` (bool or None = when stderr is a terminal).
-    ``time_limit_s`` stops starting new restarts once exceeded.
+    ``time_limit_s`` stops starting new restarts once exceeded. ``threads``: threads of the scale engine
+    (0 = one per usable core); it changes the speed, never the schedule.
     """
 
     name = "greedy"
-    capabilities = frozenset({CAP_ALL_GATHER, CAP_REDUCE_SCATTER, CAP_ALL_REDUCE, CAP_RANDOMIZED, CAP_TIME_LIMIT})
+    capabilities = frozenset({CAP_ALL_GATHER, CAP_REDUCE_SCATTER, CAP_ALL_REDUCE, CAP_RANDOMIZED, CAP_TIME_LIMIT,
+                              CAP_THREADS})
 
     def solve(self, problem: Problem, *, time_limit_s: float | None = None, seed: int = 0, threads: int = 1,
               **options) -> SolveResult:
@@ -653,6 +707,7 @@ class GreedySolver(Solver):
         restart_seeds(seed, 1)  # validates the seed before any work
         if time_limit_s is not None and not (float(time_limit_s) > 0):
             raise SolverError(f"time_limit_s must be positive, got {time_limit_s!r}")
+        threads = _threads(threads)
         jit_s = warmup()
         t0 = time.perf_counter()
         deadline = None if time_limit_s is None else t0 + float(time_limit_s)
@@ -665,7 +720,7 @@ class GreedySolver(Solver):
         def ag_solve(ag_problem: Problem) -> Schedule:
             st: dict = {}
             sched = greedy_all_gather(ag_problem, seed=seed, deadline=deadline, opts=opts, stats=st,
-                                      output=output)
+                                      output=output, threads=threads)
             phases.append(st)
             return sched
 

@@ -34,6 +34,7 @@ class BfsConf(SolverConf):
 @dataclass
 class GreedyConf(SolverConf):
     name: str = "greedy"
+    threads: int = 0  # 0 = one per usable core (the scale engine's partitions); never changes the schedule
     chunk_order: str = "random"
     link_tiebreak: str = "earliest_finish"
     restarts: int = 1

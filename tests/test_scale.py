@@ -117,6 +117,63 @@ def test_scale_engine_heterogeneous_links_and_tiebreaks(tie):
     assert vc.collective_time_us >= lower_bounds(p)["best_us"] * (1 - 1e-9)
 
 
+
+def test_in_link_groups_partition_each_destinations_links_by_speed():
+    from solvers.greedy import _ScaleInstance
+
+    mesh = _ScaleInstance(ag(mesh2d(4, 4)), GreedyOptions())
+    assert mesh.G == 1  # one link speed: one candidate set per destination, as before
+    het = _ScaleInstance(ag(hetero_cluster(2, 2, 4)), GreedyOptions())
+    assert het.G == 2
+    fast = het.jtime[het.jgrp == 0]
+    assert fast.max() < het.jtime[het.jgrp == 1].min()  # group 0 = the faster (intra-server) links
+    rnd = Topology.from_edges(3, [(a, b, bw, 0.5) for (a, b), bw in zip(
+        [(1, 0), (2, 0), (0, 1), (0, 2), (1, 2), (2, 1)], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0])])
+    for inst in (mesh, het, _ScaleInstance(ag(fully_connected(7)), GreedyOptions()),
+                 _ScaleInstance(ag(rnd), GreedyOptions())):
+        for v in range(inst.N):
+            lo, hi = inst.in_ptr[v], inst.in_ptr[v + 1]
+            masks = inst.vgmask[v * inst.G:(v + 1) * inst.G]
+            assert int(np.bitwise_or.reduce(masks)) == (1 << (hi - lo)) - 1  # every in-link in a group ...
+            assert sum(bin(int(m)).count("1") for m in masks) == hi - lo    # ... and in one only
+            for j in range(lo, hi):
+                assert int(inst.jgmask[j]) == int(masks[inst.jgrp[j]])
+                assert (int(masks[inst.jgrp[j]]) >> (j - lo)) & 1
+
+
+def test_groups_are_capped_and_merge_the_slowest_links():
+    from solvers._greedy_kernel import SCALE_MAX_GROUPS
+    from solvers.greedy import _ScaleInstance
+
+    n = SCALE_MAX_GROUPS + 3
+    edges = [(u, 0, float(u), 0.5) for u in range(1, n)] + [(0, u, 1.0, 0.5) for u in range(1, n)]
+    inst = _ScaleInstance(ag(Topology.from_edges(n, edges)), GreedyOptions())
+    assert inst.G == SCALE_MAX_GROUPS
+    j = np.arange(inst.in_ptr[0], inst.in_ptr[1])
+    assert sorted(inst.jgrp[j]) == list(range(SCALE_MAX_GROUPS - 1)) + [SCALE_MAX_GROUPS - 1] * 3
+    p = ag(Topology.from_edges(n, edges), mib=1.0)
+    both_verifiers(p, greedy_all_gather(p, seed=2, engine="scale", output="compact"))
+
+
+def test_two_speed_links_draw_from_the_idle_links_group():
+    """On a two-speed cluster most events free only the fast links; drawing from their own candidate set
+    keeps the draws per transfer near one (one shared set needed ~5, most rejected: docs/scale.md)."""
+    p = ag(hetero_cluster(4, 4, 8))
+    stats = {}
+    s = greedy_all_gather(p, seed=0, engine="scale", stats=stats)
+    check(p, s)
+    assert stats["candidate_groups"] == 2
+    assert stats["stale_candidates"] > 0  # entries left behind in the slow links' sets were dropped
+    assert stats["draws"] < 2.5 * stats["transfers"]
+    assert stats["scanned"] < 0.5 * stats["transfers"]
+
+
+def test_scale_and_classic_engines_sample_the_same_rule_on_two_speed_links():
+    p = ag(hetero_cluster(2, 2, 4), cpn=2, mib=64)
+    scale = [greedy_all_gather(p, seed=k, engine="scale").makespan_us for k in range(40)]
+    classic = [greedy_all_gather(p, seed=k, engine="classic").makespan_us for k in range(40)]
+    assert np.mean(scale) == pytest.approx(np.mean(classic), rel=0.02)
+
 def test_more_than_65536_chunks_use_32_bit_ids():
     p = ag(ring(3), cpn=22_000, mib=64)  # 66,000 chunks
     c = greedy_all_gather(p, seed=0, engine="scale", output="compact")
@@ -356,3 +413,45 @@ def test_run_job_saves_and_verifies_a_compact_schedule(monkeypatch, tmp_path):
     # above schedule_csv_max_rows: no CSV, still verified from the compact files
     rec = run_job({**cfg, "schedule_csv_max_rows": 10}, tmp_path / "run2")
     assert rec["valid"] and rec["schedule_file"] is None and (tmp_path / "run2" / COMPACT_DIR / "meta.json").exists()
+
+
+# ---------------------------------------------------------------------------- threads change speed, not results
+def test_compact_verifier_finds_the_same_first_violation_with_any_number_of_threads():
+    rng = np.random.default_rng(7)
+    lt = float(P5.link_time_us[0])
+    cases = [GOOD]
+    for _ in range(12):  # random corruptions: shifted starts, swapped chunks, moved links
+        k = rng.integers(3)
+        cols = {c: getattr(GOOD, c).copy() for c in ("chunk", "src", "dst", "start_us", "end_us")}
+        rows = rng.choice(len(GOOD), size=3, replace=False)
+        if k == 0:
+            cols["start_us"][rows] = np.maximum(0.0, cols["start_us"][rows] - lt)
+            cols["end_us"][rows] = cols["start_us"][rows] + lt
+        elif k == 1:
+            cols["chunk"][rows] = cols["chunk"][rows[::-1]]
+        else:
+            cols["src"][rows], cols["dst"][rows] = cols["src"][rows[::-1]], cols["dst"][rows[::-1]]
+        cases.append(Schedule(**cols, op=GOOD.op))
+    invalid = 0
+    for sched in cases:
+        c = CompactSchedule.from_schedule(P5, sched)
+        seen = set()
+        for threads in (1, 2, 3):
+            try:
+                v = verify_compact(P5, c, threads=threads)
+                seen.add(("ok", v.collective_time_us, v.num_transfers, round(v.link_busy_us, 6)))
+            except VerificationError as e:
+                seen.add(("error", str(e)))
+        assert len(seen) == 1, seen
+        invalid += next(iter(seen))[0] == "error"
+    assert invalid >= 8
+
+
+def test_scale_engine_threads_do_not_change_the_schedule():
+    p = ag(hetero_cluster(2, 2, 4), cpn=2, mib=64)
+    one = greedy_all_gather(p, seed=5, engine="scale", threads=1).sorted().to_frame()
+    two = greedy_all_gather(p, seed=5, engine="scale", threads=2).sorted().to_frame()
+    assert one.equals(two)
+    with pytest.raises(SolverError, match="threads"):
+        GreedySolver().solve(p, threads=-1)
+    assert GreedySolver().solve(p, threads=0).schedule is not None  # 0 = one per usable core
