@@ -200,9 +200,11 @@ def main(argv=None):
             if k in r and r[k] != r[k]:
                 r[k] = None
     pd.DataFrame(rows).to_csv(out.with_suffix(".csv"), index=False)
-    header = (f"Measured with `python experiments/bench_scale.py` ({platform.machine()}, {os.cpu_count()} cores "
-              f"shared with other jobs, Python {platform.python_version()}, {time.strftime('%Y-%m-%d')}). "
-              f"All-Gather, 1 chunk per NPU, 1 GiB, greedy with default options (TACOS random rule).")
+    header = (f"Measured with `python experiments/bench_scale.py` ({platform.machine()}, {os.cpu_count()} cores, "
+              f"Python {platform.python_version()}, {time.strftime('%Y-%m-%d')}; `load avg` = 1-minute load average "
+              f"when the run ended: ~2 means the run had both cores to itself, more means other jobs shared "
+              f"them). All-Gather, 1 chunk per NPU, 1 GiB, greedy with default options (TACOS random rule, "
+              f"`threads=0`: one per core).")
     md = markdown(rows, header)
     out.with_suffix(".md").write_text(md)
     print(md)

@@ -292,29 +292,30 @@ def _holds(H, x, c):
 
 
 @njit(cache=True, inline="always")
+def _tie_step(i, best, ties, F, ltime, link_tiebreak, rng):
+    """One eligible in-link ``i`` (local index; link id ``F[i]``) against the best so far: the new
+    ``(best, ties)`` under the tie-break rule (equal candidates are kept by reservoir sampling)."""
+    if best < 0:
+        return i, 1
+    if link_tiebreak == TIE_LOWEST:
+        return (i if F[i] < F[best] else best), ties
+    if link_tiebreak == TIE_EARLIEST:
+        if ltime[F[i]] < ltime[F[best]]:
+            return i, 1
+        if ltime[F[i]] != ltime[F[best]]:
+            return best, ties
+    ties += 1
+    return (i if _below(rng, ties) == 0 else best), ties
+
+
+@njit(cache=True, inline="always")
 def _pick_holder(c, k, F, achunk, lsrc, H, ltime, link_tiebreak, rng):
     """Among the free, unassigned in-links whose sender holds ``c``, one by the tie-break rule."""
     best = -1
     ties = 0
     for i in range(k):
-        if achunk[i] >= 0 or not _holds(H, lsrc[F[i]], c):
-            continue
-        if best < 0:
-            best, ties = i, 1
-        elif link_tiebreak == TIE_LOWEST:
-            if F[i] < F[best]:
-                best = i
-        elif link_tiebreak == TIE_EARLIEST:
-            if ltime[F[i]] < ltime[F[best]]:
-                best, ties = i, 1
-            elif ltime[F[i]] == ltime[F[best]]:
-                ties += 1
-                if _below(rng, ties) == 0:
-                    best = i
-        else:
-            ties += 1
-            if _below(rng, ties) == 0:
-                best = i
+        if achunk[i] < 0 and _holds(H, lsrc[F[i]], c):
+            best, ties = _tie_step(i, best, ties, F, ltime, link_tiebreak, rng)
     return best
 
 
@@ -393,24 +394,8 @@ def _pick_link(j, cmask, free, F, ltime, link_tiebreak, k, rng):
     best = -1
     ties = 0
     for i in range(k):
-        if not ((free[i >> 6] >> np.uint64(i & 63)) & _U1) or not _mask_has(cmask, j, i):
-            continue
-        if best < 0:
-            best, ties = i, 1
-        elif link_tiebreak == TIE_LOWEST:
-            if F[i] < F[best]:
-                best = i
-        elif link_tiebreak == TIE_EARLIEST:
-            if ltime[F[i]] < ltime[F[best]]:
-                best, ties = i, 1
-            elif ltime[F[i]] == ltime[F[best]]:
-                ties += 1
-                if _below(rng, ties) == 0:
-                    best = i
-        else:
-            ties += 1
-            if _below(rng, ties) == 0:
-                best = i
+        if (free[i >> 6] >> np.uint64(i & 63)) & _U1 and _mask_has(cmask, j, i):
+            best, ties = _tie_step(i, best, ties, F, ltime, link_tiebreak, rng)
     return best
 
 
