@@ -143,8 +143,8 @@ def restart_seeds(seed: int, restarts: int) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------- one All-Gather run
-class _Instance:
-    """Static arrays of one All-Gather problem, shared by its restarts."""
+class _Static:
+    """The arrays both kernels read, as contiguous int64/float64 (shared by a problem's restarts)."""
 
     def __init__(self, problem: Problem, opts: GreedyOptions):
         from . import _greedy_kernel as K
@@ -153,16 +153,23 @@ class _Instance:
         topo = problem.topology
         self.problem = problem
         self.opts = opts
-        self.N, self.C = problem.num_npus, problem.num_chunks
-        self.W = (self.C + 63) // 64
+        self.N, self.C, self.M = problem.num_npus, problem.num_chunks, topo.num_links
         self.lsrc = np.ascontiguousarray(topo.src, dtype=np.int64)
         self.ldst = np.ascontiguousarray(topo.dst, dtype=np.int64)
         self.ltime = np.ascontiguousarray(problem.link_time_us, dtype=np.float64)
         self.in_ptr = np.ascontiguousarray(topo.in_ptr, dtype=np.int64)
         self.in_order = np.ascontiguousarray(topo.in_order, dtype=np.int64)
         self.out_ptr = np.ascontiguousarray(topo.out_ptr, dtype=np.int64)
-        self.M = topo.num_links
         self.maxdeg = int(np.diff(self.in_ptr).max()) if self.N > 1 else 0
+
+
+class _Instance(_Static):
+    """Static arrays of one All-Gather problem for the classic kernel."""
+
+    def __init__(self, problem: Problem, opts: GreedyOptions):
+        super().__init__(problem, opts)
+        K = self.K
+        self.W = (self.C + 63) // 64
         # links of equal chunk time end in the order they start: one FIFO ring per class
         times, self.lclass = np.unique(self.ltime, return_inverse=True)
         self.lclass = self.lclass.astype(np.int64)
@@ -296,30 +303,19 @@ class _Instance:
         return arrays, counters
 
 
-class _ScaleInstance:
+class _ScaleInstance(_Static):
     """Static arrays of one All-Gather problem for the scale kernel (the default rule only)."""
 
     def __init__(self, problem: Problem, opts: GreedyOptions):
-        from . import _greedy_kernel as K
-
-        self.K = K
-        topo = problem.topology
-        self.problem = problem
-        self.opts = opts
-        self.N, self.C, self.M = problem.num_npus, problem.num_chunks, topo.num_links
-        self.ldst = np.ascontiguousarray(topo.dst, dtype=np.int64)
-        ltime = np.ascontiguousarray(problem.link_time_us, dtype=np.float64)
-        self.in_ptr = np.ascontiguousarray(topo.in_ptr, dtype=np.int64)
-        in_order = np.ascontiguousarray(topo.in_order, dtype=np.int64)
-        self.out_ptr = np.ascontiguousarray(topo.out_ptr, dtype=np.int64)
-        deg = np.diff(self.in_ptr)
-        self.maxdeg = int(deg.max()) if self.N else 0
+        super().__init__(problem, opts)
+        K = self.K
+        in_order = self.in_order
         # links addressed by in-position j (index in in_order): a destination's in-links are contiguous
         self.jlink = in_order
         self.jpos = np.empty(self.M, dtype=np.int64)
         self.jpos[in_order] = np.arange(self.M)
         self.jdst = self.ldst[in_order]
-        self.jtime = ltime[in_order]
+        self.jtime = self.ltime[in_order]
         times, jclass = np.unique(self.jtime, return_inverse=True)
         self.jclass = jclass.astype(np.int64)
         self.r_cap = np.bincount(self.jclass, minlength=len(times)).astype(np.int64)
