@@ -9,6 +9,9 @@ directory (``hydra.run.dir=DIR`` to choose it). ``python run.py --help`` lists
 the config groups and their options.
 """
 
+import os
+import sys
+
 import hydra
 from omegaconf import DictConfig
 
@@ -25,4 +28,17 @@ def main(cfg: DictConfig):
 
 
 if __name__ == "__main__":
-    main()
+    # Hydra's own errors (unknown config option or key, a value of the wrong type) come back to us as
+    # exceptions, printed as one line with exit 2 like every other bad input; HYDRA_FULL_ERROR=1 set by the
+    # user keeps Hydra's full report and traceback.
+    user_wants_trace = os.environ.get("HYDRA_FULL_ERROR") == "1"
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    try:
+        main()
+    except Exception as e:
+        if user_wants_trace:
+            raise
+        from tacos_bench.hydra_app import config_error_line
+
+        print(f"tacos-bench: config error: {config_error_line(e)}", file=sys.stderr)
+        sys.exit(2)

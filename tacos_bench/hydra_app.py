@@ -32,3 +32,29 @@ def run_from_hydra(cfg: DictConfig) -> dict:
     else:
         log.info(line)
     return rec
+
+
+def config_error_line(exc: BaseException) -> str:
+    r"""One line for a Hydra/OmegaConf configuration error: its first line, the first line of its cause, and
+    for an unknown group option the options a user can pick (not the ``base_*`` schemas).
+
+    Examples
+    --------
+    >>> from hydra.errors import MissingConfigException
+    >>> e = MissingConfigException("In 'config': Could not find 'solver/nope'\n\nAvailable options in "
+    ...                            "'solver':\n\tbase_greedy\n\tgreedy\n\tmilp", "solver/nope")
+    >>> config_error_line(e)
+    "Could not find 'solver/nope' (options: greedy, milp)"
+    """
+    text = str(exc).strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    first = lines[0] if lines else type(exc).__name__
+    if first.startswith("In '") and "': " in first:
+        first = first.split("': ", 1)[1]
+    options = [ln for ln in lines[1:] if not ln.startswith(("Available options", "base_")) and " " not in ln]
+    if "Available options" in text and options:
+        first += f" (options: {', '.join(options)})"
+    cause = exc.__cause__
+    if cause is not None and str(cause).strip():
+        first = first.rstrip(".") + f": {str(cause).strip().splitlines()[0]}"
+    return first

@@ -78,9 +78,30 @@ def test_bad_input_one_line_error(root, tmp_path, args, needle):
 ])
 def test_bad_config_clear_message(root, tmp_path, args, needle):
     r = run(root, *args, f"hydra.run.dir={tmp_path / 'out'}")
-    assert r.returncode != 0
+    assert r.returncode == 2
     assert "Traceback" not in r.stderr
-    assert needle in r.stderr
+    err_lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(err_lines) == 1 and needle in err_lines[0], r.stderr
+    assert "base_" not in r.stderr  # the schemas behind the YAML files are not options to pick
+
+
+def test_hydra_full_error_keeps_the_trace(root, tmp_path):
+    import os
+
+    env = dict(os.environ, HYDRA_FULL_ERROR="1")
+    r = subprocess.run([sys.executable, "run.py", "solver=nosuch", f"hydra.run.dir={tmp_path / 'out'}"],
+                       cwd=root, capture_output=True, text=True, env=env)
+    assert r.returncode != 0 and "Traceback" in r.stderr
+
+
+def test_config_error_line_doctest():
+    import doctest
+
+    import tacos_bench._memory
+    import tacos_bench.hydra_app
+
+    assert doctest.testmod(tacos_bench.hydra_app).failed == 0
+    assert doctest.testmod(tacos_bench._memory).failed == 0
 
 
 def test_multirun_error_rows_and_aggregation(root, tmp_path):
