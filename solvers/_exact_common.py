@@ -449,7 +449,7 @@ class ExactSolverBase(Solver):
                               stats=self._merge_stats(parts, problem), message=r.message)
         else:
             res = self._combine(problem, schedule, parts)
-        res.stats["greedy_jit_s"] = jit_s
+        res.stats["jit_warmup_s"] = jit_s
         return res
 
     def _merge_stats(self, parts: list[AgResult], problem: Problem) -> dict[str, Any]:
