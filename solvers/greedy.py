@@ -143,6 +143,27 @@ def restart_seeds(seed: int, restarts: int) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------- one All-Gather run
+class _Slices:
+    """The kernels run in slices of ``max_events`` events, so the progress bar moves and Ctrl-C is seen
+    between calls; the slice length adapts to about ``SLICE_TARGET_S`` of work per call."""
+
+    def __init__(self, max_events: int, bar, total: int):
+        self.max_events, self.bar, self.total, self.done = max_events, bar, total, 0
+
+    def progress(self, remaining: int) -> None:
+        if self.bar is not None:
+            done = self.total - remaining
+            self.bar.update(done - self.done)
+            self.done = done
+
+    def adapt(self, seconds: float) -> None:
+        """After a slice that ended only because its events ran out."""
+        if seconds < SLICE_TARGET_S / 2:
+            self.max_events = min(self.max_events * 2, 1 << 30)
+        elif seconds > SLICE_TARGET_S * 2 and self.max_events > 1:
+            self.max_events //= 2
+
+
 class _Static:
     """The arrays both kernels read, as contiguous int64/float64 (shared by a problem's restarts)."""
 
@@ -253,8 +274,7 @@ class _Instance(_Static):
         out = [np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64), np.empty(cap), np.empty(cap)]
         ws = K.make_workspace(N, C, self.maxdeg)
         parts = []
-        max_events = 32
-        done_before = 0
+        slices = _Slices(32, bar, remaining)
         while True:
             t0 = time.perf_counter()
             st = K.run_events(N, self.lsrc, self.ldst, self.ltime, self.lclass, self.in_ptr, self.in_order,
@@ -262,12 +282,8 @@ class _Instance(_Static):
                               self.opts.preempt, window, self.dist, H, R, cur_chunk, cur_start, busy_until, gen,
                               wc, bc, tot, log, loglen, lptr, q_link, q_gen, q_end, self.r_off, self.r_cap,
                               r_head, r_size, cheap, cpos, csize, chead, copies, cnt, rmax, arr_time, rng, clock,
-                              ctr, fst, out[0], out[1], out[2], out[3], max_events, *ws)
-            dt = time.perf_counter() - t0
-            if bar is not None:
-                done = remaining - int(ctr[K.C_REMAINING])
-                bar.update(done - done_before)
-                done_before = done
+                              ctr, fst, out[0], out[1], out[2], out[3], slices.max_events, *ws)
+            slices.progress(int(ctr[K.C_REMAINING]))
             if st == K.ST_DONE:
                 break
             if st == K.ST_FLUSH:
@@ -276,10 +292,8 @@ class _Instance(_Static):
                 ctr[K.C_OUT] = 0
             elif st == K.ST_STUCK:  # cannot happen on a strongly connected topology
                 raise SolverError(f"greedy stalled with {int(ctr[K.C_REMAINING])} (NPU, chunk) pairs undelivered")
-            elif dt < SLICE_TARGET_S / 2:
-                max_events = min(max_events * 2, 1 << 30)
-            elif dt > SLICE_TARGET_S * 2 and max_events > 1:
-                max_events //= 2
+            else:
+                slices.adapt(time.perf_counter() - t0)
         n = int(ctr[K.C_OUT])
         parts.append([a[:n] for a in out])
         if len(parts) == 1:
@@ -411,8 +425,7 @@ class _ScaleInstance(_Static):
         started = [np.empty(M, dtype=np.int64) for _ in range(2)]
         # at most maxdeg arrivals at each of maxdeg in-neighbours can join one candidate set per event
         margin = self.maxdeg * self.maxdeg + 1
-        max_events = 8
-        done_before = 0
+        slices = _Slices(8, bar, remaining)
         while True:
             t0 = time.perf_counter()
             st = K.run_scale(N, G, self.jdst, self.jlink, self.jtime, self.jclass, self.jgrp, self.jgmask,
@@ -420,15 +433,11 @@ class _ScaleInstance(_Static):
                              self.ldst, self.jpos, self.tie_code, state, S, slen, jinfo,
                              q_pos, q_chunk, q_sev, q_end, self.r_off, self.r_cap, r_head, r_size, cheap, cpos,
                              csize, chead, rngs, clock, ctr, pctr, ev_time, ev_base,
-                             out[0], out[1], out[2], out[3], max_events,
+                             out[0], out[1], out[2], out[3], slices.max_events,
                              dirty, is_dirty, *act, arr[0], arr[1],
                              started[0], started[1], part_lo, margin,
                              state.reshape(-1), S.reshape(-1), jinfo.reshape(-1))
-            dt = time.perf_counter() - t0
-            if bar is not None:
-                done = remaining - int(ctr[K.SC_REMAINING])
-                bar.update(done - done_before)
-                done_before = done
+            slices.progress(int(ctr[K.SC_REMAINING]))
             if st == K.ST_DONE:
                 break
             if st == K.ST_FLUSH:
@@ -444,10 +453,8 @@ class _ScaleInstance(_Static):
                 S = S2
             elif st == K.ST_STUCK:  # cannot happen on a strongly connected topology
                 raise SolverError(f"greedy stalled with {int(ctr[K.SC_REMAINING])} (NPU, chunk) pairs undelivered")
-            elif dt < SLICE_TARGET_S / 2:
-                max_events = min(max_events * 2, 1 << 30)
-            elif dt > SLICE_TARGET_S * 2 and max_events > 1:
-                max_events //= 2
+            else:
+                slices.adapt(time.perf_counter() - t0)
         sink.add_events(ev_time[:int(ctr[K.SC_EVENTS] - ev_base[0])])
         n = int(ctr[K.SC_OUT])
         sink.append(out[0][:n], out[1][:n], out[2][:n], out[3][:n])
