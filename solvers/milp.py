@@ -27,8 +27,10 @@ import re
 import signal
 import subprocess
 import tempfile
+import sys
 import time
 import warnings
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -163,6 +165,29 @@ def _highs_solver_class():
     return _HighsWarm
 
 
+@contextmanager
+def _native_stdout_silenced(enabled: bool):
+    """Send what native code writes to file descriptor 1 to /dev/null (highspy prints a banner there
+    for every solver object and PuLP has no switch for it); Python's own output is flushed first."""
+    if not enabled:
+        yield
+        return
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    sys.stdout.flush()
+    saved = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    try:
+        yield
+    finally:
+        libc.fflush(None)  # what the C library still buffers goes to /dev/null too
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
+
+
 def _solve_highs(prob, cols, hint, deadline, seed, threads, opts):
     """Run HiGHS; return (status, bound, run seconds, stats, column values of ``cols``)."""
     import highspy
@@ -172,7 +197,8 @@ def _solve_highs(prob, cols, hint, deadline, seed, threads, opts):
     kw: dict[str, Any] = dict(msg=opts["log"], threads=threads, gapRel=opts["mip_gap"], gapAbs=0.0)
     solver = cls(hint is not None, seed, deadline, **kw)
     t0 = time.perf_counter()
-    prob.solve(solver)
+    with _native_stdout_silenced(not opts["log"]):
+        prob.solve(solver)
     total = time.perf_counter() - t0
     hs = prob.solverModel
     info = hs.getInfo()

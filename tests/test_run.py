@@ -127,3 +127,11 @@ def test_help_lists_groups(root):
     assert r.returncode == 0
     for group in ("solver:", "topo:", "collective:"):
         assert group in r.stdout
+
+
+def test_highs_banner_stays_off_stdout_unless_logging(root, tmp_path):
+    quiet = run(root, "solver=milp", "topo=torus4x4", f"hydra.run.dir={tmp_path / 'q'}")
+    assert quiet.returncode == 0, quiet.stderr
+    assert "Running HiGHS" not in quiet.stdout and "milp all_gather on torus4x4" in quiet.stdout
+    loud = run(root, "solver=milp", "topo=torus4x4", "solver.log=true", f"hydra.run.dir={tmp_path / 'l'}")
+    assert loud.returncode == 0 and "Running HiGHS" in loud.stdout
