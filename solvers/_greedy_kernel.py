@@ -45,8 +45,9 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 from numba import njit, prange, types
-from numba.core import cgutils
 from numba.extending import intrinsic
+
+from tacos_bench._native import prefetch as _prefetch
 
 ORDER_RANDOM, ORDER_RAREST, ORDER_FARTHEST, ORDER_OLDEST = 0, 1, 2, 3
 TIE_EARLIEST, TIE_RANDOM, TIE_LOWEST = 0, 1, 2
@@ -86,25 +87,6 @@ def _ctz(typingctx, x):
     def codegen(context, builder, signature, args):
         fn = builder.module.declare_intrinsic("llvm.cttz", [ir.IntType(64), ir.IntType(1)])
         return builder.call(fn, [args[0], ir.Constant(ir.IntType(1), 0)])
-
-    return sig, codegen
-
-
-@intrinsic
-def _prefetch(typingctx, arr, idx):
-    """Hint the CPU to fetch ``arr[idx]`` (1-D) into the cache for writing; no effect on results."""
-    sig = types.void(arr, types.intp)
-
-    def codegen(context, builder, signature, args):
-        aryty = signature.args[0]
-        ary = context.make_array(aryty)(context, builder, args[0])
-        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False)
-        i8p = ir.IntType(8).as_pointer()
-        i32 = ir.IntType(32)
-        fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
-        builder.call(fn, [builder.bitcast(ptr, i8p), i32(1), i32(3), i32(1)])
-        return context.get_dummy_value()
 
     return sig, codegen
 

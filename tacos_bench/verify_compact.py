@@ -48,11 +48,9 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from llvmlite import ir
-from numba import njit, types
-from numba.core import cgutils
-from numba.extending import intrinsic
+from numba import njit
 
+from ._native import prefetch as _prefetch
 from .collective import ALL_GATHER
 from .errors import ScheduleError, VerificationError
 from .problem import Problem
@@ -63,25 +61,6 @@ from .verify import REL_TOL, TOL_LINK_FRACTION, Verification
 (E_OK, E_CHUNK, E_LINK_ID, E_UNKNOWN_LINK, E_EVENT, E_ORDER, E_SHORT, E_NONPOSITIVE, E_OVERLAP,
  E_NONCAUSAL) = range(10)
 _PF = 16  # rows prefetched this many places ahead, so their cache misses overlap
-
-
-@intrinsic
-def _prefetch(typingctx, arr, idx):
-    """Hint the CPU to fetch ``arr[idx]`` (1-D) into the cache; no effect on results."""
-    sig = types.void(arr, types.intp)
-
-    def codegen(context, builder, signature, args):
-        aryty = signature.args[0]
-        ary = context.make_array(aryty)(context, builder, args[0])
-        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False)
-        i8p = ir.IntType(8).as_pointer()
-        i32 = ir.IntType(32)
-        fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
-        builder.call(fn, [builder.bitcast(ptr, i8p), i32(1), i32(3), i32(1)])
-        return context.get_dummy_value()
-
-    return sig, codegen
 
 
 @njit(cache=True, nogil=True)
