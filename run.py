@@ -15,14 +15,14 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from tacos_bench.conf import register_configs
+from tacos_bench.runner.conf import register_configs
 
 register_configs()
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig):
-    from tacos_bench.hydra_app import run_from_hydra
+    from tacos_bench.runner.hydra_app import run_from_hydra
 
     return run_from_hydra(cfg)
 
@@ -38,7 +38,7 @@ if __name__ == "__main__":
     except Exception as e:
         if user_wants_trace:
             raise
-        from tacos_bench.hydra_app import config_error_line
+        from tacos_bench.runner.hydra_app import config_error_line
 
         print(f"tacos-bench: config error: {config_error_line(e)}", file=sys.stderr)
         sys.exit(2)

@@ -42,7 +42,7 @@ from tacos_bench.schedule import COPY, REDUCE, Schedule
 from tacos_bench.topology import Topology
 
 __all__ = ["COPY", "REDUCE", "NO_PRED", "UNREACHED", "MAX_TRANSFERS", "Router", "Plan", "Holdings",
-           "send_path", "link_last_use", "chunk_done_at_owner"]
+           "send_path"]
 
 NO_PRED = -1      # "no predecessor" (also: the NPU holds the chunk from the start)
 UNREACHED = -2    # Holdings: the NPU has not been given the chunk yet
@@ -286,19 +286,12 @@ class Plan:
     link_time : array_like
         Per-link chunk time (µs).
     num_chunks : int
-    link_free : array_like, optional
-        Per-link time before which the link is busy (e.g. a preceding phase).
-    chunk_release : array_like, optional
-        Per-chunk earliest start of any transfer of that chunk.
     """
 
-    def __init__(self, topology: Topology, link_time, num_chunks: int, *, link_free=None, chunk_release=None):
+    def __init__(self, topology: Topology, link_time, num_chunks: int):
         self.topology = topology
         self.link_time = np.asarray(link_time, dtype=np.float64)
         self.num_chunks = int(num_chunks)
-        self.link_free = (np.zeros(topology.num_links) if link_free is None
-                          else np.array(link_free, dtype=np.float64))
-        self._crel = None if chunk_release is None else np.asarray(chunk_release, dtype=np.float64).tolist()
         self._chunk = array("q")
         self._link = array("q")
         self._op = array("b")
@@ -323,8 +316,6 @@ class Plan:
         self._chunk.append(chunk)
         self._link.append(link)
         self._op.append(op)
-        if self._crel is not None and chunk >= 0 and self._crel[chunk] > release:
-            release = self._crel[chunk]
         self._rel.append(release)
         self._prio.append(prio)
         for p in preds:
@@ -359,7 +350,7 @@ class Plan:
         succ_ptr = np.zeros(T + 1, dtype=np.int64)
         np.cumsum(np.bincount(pa, minlength=T), out=succ_ptr[1:])
         npred = np.bincount(pb, minlength=T).astype(np.int64)
-        free = self.link_free.copy()
+        free = np.zeros(self.topology.num_links)
         start, end, done = _simulate(link, dur, rel, prio, succ_ptr, succ_idx, npred, free)
         if done != T:
             raise SolverError(f"internal error: baseline plan has a dependency cycle "
@@ -404,22 +395,3 @@ def send_path(plan: Plan, chunk: int, links, op: int, preds, prio: int = 0,
         held[key] = last
         cur = (last,)
     return last
-
-
-# ------------------------------------------------------------------------------------------- phases
-def link_last_use(problem, schedule: Schedule) -> np.ndarray:
-    """Per-link end of the last transfer in ``schedule`` (0 where unused)."""
-    free = np.zeros(problem.num_links)
-    if len(schedule):
-        lk = problem.topology.link_ids(schedule.src, schedule.dst)
-        np.maximum.at(free, lk, schedule.end_us)
-    return free
-
-
-def chunk_done_at_owner(problem, schedule: Schedule) -> np.ndarray:
-    """Per-chunk time of the last arrival at the chunk's owner (0 if none)."""
-    done = np.zeros(problem.num_chunks)
-    if len(schedule):
-        at_owner = schedule.dst == schedule.chunk % problem.num_npus
-        np.maximum.at(done, schedule.chunk[at_owner], schedule.end_us[at_owner])
-    return done

@@ -1,11 +1,11 @@
 """Shared machinery of the exact backends (:mod:`solvers.milp`, :mod:`solvers.cpsat`).
 
 Both backends solve the same All-Gather model on the discretized time-expanded
-network of :mod:`tacos_bench.ten`; this module builds the index structure of
+network of :mod:`solvers.ten`; this module builds the index structure of
 that model once (as numpy arrays), gets a warm start and a lower bound, runs
 the backend under one wall-clock deadline, maps the plan back to a continuous
 schedule and turns Reduce-Scatter / All-Reduce into All-Gathers through
-:func:`solvers.compose.solve_via_all_gather`.
+:func:`solvers.compose.solve_collective`.
 
 The model (binary ``x_i`` = candidate send ``i`` of :meth:`TimeExpandedNetwork.send_vars`):
 
@@ -37,59 +37,30 @@ from tacos_bench.collective import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER
 from tacos_bench.errors import SolverError, TacosError
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import Schedule
-from tacos_bench.ten import SendVars, TimeExpandedNetwork
 
-from .base import Solver, SolveResult, reject_unknown_options
-from .compose import solve_via_all_gather
+from .base import Solver, SolveResult
+from .compose import solve_collective
+from .options import SolverOptions, option
+from .ten import SendVars, TimeExpandedNetwork
 
-COMMON_OPTIONS = ("time_step_us", "horizon_steps", "warm_start", "mip_gap", "log")
 _BOUND_EPS = 1e-6
 
 
 # ---------------------------------------------------------------------------- options
-def _as_bool(name: str, v) -> bool:
-    if isinstance(v, (bool, np.bool_)):
-        return bool(v)
-    if isinstance(v, str) and v.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
-        return v.strip().lower() in ("true", "1", "yes")
-    if isinstance(v, (int, np.integer)) and v in (0, 1):
-        return bool(v)
-    raise SolverError(f"option {name} must be true or false, got {v!r}")
+@dataclass(frozen=True)
+class ExactOptions(SolverOptions):
+    """Options both exact backends share (the TEN, the warm start, the stopping rule)."""
 
+    time_limit_s: float | None = option(600.0, positive=True, doc="wall-clock budget of solve() in s (null: none)")
+    time_step_us: float | None = option(None, positive=True, doc="TEN step (null: the fastest link's chunk time)")
+    horizon_steps: int | None = option(None, minimum=1, doc="fixed TEN horizon (null: from the warm start)")
+    warm_start: bool = option(True, doc="start from the best greedy / TEN list schedule")
+    mip_gap: float = option(0.0, minimum=0.0, doc="stop at this relative gap (0: prove optimality)")
+    log: bool = option(False, doc="show the solver's log")
 
-def parse_common(options: dict[str, Any]) -> dict[str, Any]:
-    """Validate the options both exact backends share; ``None`` means default."""
-    out: dict[str, Any] = {}
-    ts = options.get("time_step_us")
-    if ts is not None:
-        try:
-            ts = float(ts)
-        except (TypeError, ValueError):
-            raise SolverError(f"option time_step_us must be a positive number, got {ts!r}")
-        if not (ts > 0) or not math.isfinite(ts):
-            raise SolverError(f"option time_step_us must be a positive number, got {ts!r}")
-    out["time_step_us"] = ts
-    hs = options.get("horizon_steps")
-    if hs is not None:
-        if isinstance(hs, bool) or not isinstance(hs, (int, np.integer)) or hs < 1:
-            raise SolverError(f"option horizon_steps must be a positive integer, got {hs!r}")
-        hs = int(hs)
-    out["horizon_steps"] = hs
-    ws = options.get("warm_start")
-    out["warm_start"] = True if ws is None else _as_bool("warm_start", ws)
-    gap = options.get("mip_gap")
-    if gap is None:
-        gap = 0.0
-    try:
-        gap = float(gap)
-    except (TypeError, ValueError):
-        raise SolverError(f"option mip_gap must be a number in [0, 1), got {gap!r}")
-    if not (0.0 <= gap < 1.0):
-        raise SolverError(f"option mip_gap must be a number in [0, 1), got {gap!r}")
-    out["mip_gap"] = gap
-    lg = options.get("log")
-    out["log"] = False if lg is None else _as_bool("log", lg)
-    return out
+    def check(self) -> None:
+        if not self.mip_gap < 1.0:
+            raise SolverError(f"option mip_gap must be a number in [0, 1), got {self.mip_gap!r}")
 
 
 def solver_time_limit(left_s: float, model_size: int) -> float:
@@ -102,21 +73,6 @@ def solver_time_limit(left_s: float, model_size: int) -> float:
     """
     margin = min(0.20 * left_s, 0.03 * left_s + 2e-5 * model_size)
     return max(0.01, left_s - margin)
-
-
-def check_run_args(time_limit_s, seed, threads) -> tuple[float | None, int, int]:
-    if time_limit_s is not None:
-        try:
-            time_limit_s = float(time_limit_s)
-        except (TypeError, ValueError):
-            raise SolverError(f"time_limit_s must be a positive number, got {time_limit_s!r}")
-        if not (time_limit_s > 0):
-            raise SolverError(f"time_limit_s must be a positive number, got {time_limit_s!r}")
-    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
-        raise SolverError(f"threads must be a positive integer, got {threads!r}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise SolverError(f"seed must be an integer, got {seed!r}")
-    return time_limit_s, int(seed), int(threads)
 
 
 # ---------------------------------------------------------------------------- model index
@@ -348,7 +304,12 @@ def best_warm_start(ten: TimeExpandedNetwork, seed: int, use_greedy: bool,
 # ---------------------------------------------------------------------------- backend protocol
 @dataclass
 class ModelOutcome:
-    """What a backend reports about one model solve."""
+    """What a backend reports about one model solve.
+
+    ``status`` is already in the shared vocabulary (the backend's ``STATUS_MAP``
+    applied); ``native`` is the solver's own status name and ``limit`` says
+    whether a time or gap limit ended the search.
+    """
 
     status: str                     # optimal | feasible | infeasible | no_solution | error
     x: np.ndarray | None = None     # 0/1 per send variable when a solution exists
@@ -360,6 +321,17 @@ class ModelOutcome:
     solve_time_s: float = 0.0
     message: str = ""
     stats: dict[str, Any] = field(default_factory=dict)
+    native: str = ""
+    limit: str | None = None        # "time_limit" | "gap_limit" | None
+
+
+def shared_status(status_map, native: str, has_solution: bool) -> str:
+    """The shared status of a native outcome: the table's entry, ``feasible`` degraded to ``no_solution``
+    when the solver returned no solution (a limit hit before the first incumbent)."""
+    st = status_map.get(native, "error")
+    if st in ("optimal", "feasible") and not has_solution:
+        return "no_solution"
+    return st
 
 
 @dataclass
@@ -369,11 +341,15 @@ class AgResult:
     status: str
     schedule: Schedule | None
     objective_us: float | None
-    bound_us: float | None
+    bound_us: float | None          # valid for the continuous problem only when ten_exact
     build_time_s: float
     solve_time_s: float
     stats: dict[str, Any]
     message: str = ""
+    source: str | None = None       # model | warm_start | trivial
+    proof: str | None = None        # solver | lower_bound
+    stop_reason: str = "proved"
+    ten_exact: bool = True
 
 
 class _NoSchedule(Exception):
@@ -391,32 +367,26 @@ def _topology_key(problem: Problem):
 class ExactSolverBase(Solver):
     """Driver shared by the exact backends; subclasses implement :meth:`_run_model`."""
 
-    extra_options: tuple[str, ...] = ()
+    Options = ExactOptions
 
     # -------------------------------------------------------------- subclass hooks
-    def _parse_extra(self, options: dict[str, Any], threads: int) -> dict[str, Any]:
-        return {}
-
     def _run_model(self, model: AgModel, hint: np.ndarray | None, deadline: float | None,
-                   seed: int, threads: int, opts: dict[str, Any]) -> ModelOutcome:
+                   opts: ExactOptions) -> ModelOutcome:
         """Build and solve the backend model; stop by ``deadline`` (``time.perf_counter()`` clock)."""
         raise NotImplementedError
 
-    # -------------------------------------------------------------- driver
-    def solve(self, problem: Problem, *, time_limit_s: float | None = None, seed: int = 0,
-              threads: int = 1, **options) -> SolveResult:
-        reject_unknown_options(self.name, options, COMMON_OPTIONS + self.extra_options)
-        self.check_supported(problem)
-        time_limit_s, seed, threads = check_run_args(time_limit_s, seed, threads)
-        opts = parse_common(options)
-        opts.update(self._parse_extra(options, threads))
-        jit_s = 0.0
-        if opts["warm_start"]:
-            from .greedy import warmup
+    def warmup(self, problem: Problem | None = None, opts: ExactOptions | None = None) -> float:
+        if opts is not None and not opts.warm_start:
+            return 0.0
+        from .greedy import GreedySolver
 
-            jit_s = warmup()  # the greedy's one-off numba compile is not the exact solver's time
+        return GreedySolver().warmup(problem)  # the greedy's one-off numba compile is not the exact solver's time
+
+    # -------------------------------------------------------------- driver
+    def _solve(self, problem: Problem, opts: ExactOptions) -> SolveResult:
+        jit_s = self.warmup(problem, opts)
         t_start = time.perf_counter()
-        deadline = None if time_limit_s is None else t_start + time_limit_s
+        deadline = None if opts.time_limit_s is None else t_start + opts.time_limit_s
         parts: list[AgResult] = []
         cache: dict[Any, AgResult] = {}
         # All-Reduce solves two All-Gathers (reversed and forward topology); on a
@@ -434,7 +404,7 @@ class ExactSolverBase(Solver):
             remaining_subs = n_sub - len(cache)
             if deadline is not None and remaining_subs > 1:
                 sub_deadline = time.perf_counter() + (deadline - time.perf_counter()) / remaining_subs
-            r = self._solve_all_gather(agp, sub_deadline, seed, threads, opts)
+            r = self._solve_all_gather(agp, sub_deadline, opts)
             cache[key] = r
             parts.append(r)
             if r.schedule is None:
@@ -442,11 +412,12 @@ class ExactSolverBase(Solver):
             return r.schedule
 
         try:
-            schedule = solve_via_all_gather(problem, ag_solve)
+            schedule = solve_collective(problem, ag_solve)
         except _NoSchedule as e:
             r = e.result
-            res = SolveResult(r.status, None, None, r.bound_us, r.build_time_s, r.solve_time_s,
-                              stats=self._merge_stats(parts, problem), message=r.message)
+            res = SolveResult(r.status, None, None, r.bound_us if r.ten_exact else None, r.build_time_s,
+                              r.solve_time_s, stats=self._merge_stats(parts, problem), message=r.message,
+                              stop_reason=r.stop_reason, solution_source=None)
         else:
             res = self._combine(problem, schedule, parts)
         res.stats["jit_warmup_s"] = jit_s
@@ -465,39 +436,55 @@ class ExactSolverBase(Solver):
 
     def _combine(self, problem: Problem, schedule: Schedule, parts: list[AgResult]) -> SolveResult:
         stats = self._merge_stats(parts, problem)
-        build = sum(p.build_time_s for p in {id(p): p for p in parts}.values())
-        solve_t = sum(p.solve_time_s for p in {id(p): p for p in parts}.values())
-        msgs = "; ".join(p.message for p in parts if p.message)
+        uniq = list({id(p): p for p in parts}.values())
+        build = sum(p.build_time_s for p in uniq)
+        solve_t = sum(p.solve_time_s for p in uniq)
+        msgs = "; ".join(p.message for p in uniq if p.message)
+        stop = next((p.stop_reason for p in uniq if p.stop_reason != "proved"), "proved")
+        exact = all(p.ten_exact for p in parts)
+        sources = {p.source for p in parts}
+        source = sources.pop() if len(sources) == 1 else "model"
+        if not exact:
+            stats["ten_note"] = ("link times are not whole TEN steps: the model optimizes rounded-up link times, "
+                                 "so its optimum and bound hold for the TEN, not for the continuous problem")
+        ten_bounds = [p.bound_us for p in parts if p.bound_us is not None]
+        stats["ten_bound_us"] = max(ten_bounds) if len(ten_bounds) == len(parts) else None
         if problem.kind in (ALL_GATHER, REDUCE_SCATTER):
             # Reduce-Scatter schedules are exactly the time-reversed All-Gathers of the
             # reversed topology (each NPU sends its partial sum once), so the sub-status carries over.
             p = parts[0]
-            return SolveResult(p.status, schedule, p.objective_us, p.bound_us, build, solve_t, stats, msgs)
-        # All-Reduce: back-to-back RS + AG. Each half alone is a valid lower bound
-        # (the AG's / RS's information flows are sub-schedules of any All-Reduce),
-        # but the sum of two optima is not proven optimal unless it meets that bound.
+            status = p.status if exact or p.status != "optimal" else "feasible"
+            if p.status == "optimal" and not exact:
+                stats["ten_optimal"] = True
+            return SolveResult(status, schedule, p.objective_us, p.bound_us if exact else None, build, solve_t,
+                               stats, msgs, stop_reason=stop, solution_source=source,
+                               proof=p.proof if status == "optimal" else None)
+        # All-Reduce: RS and AG composed (solvers.compose). Each half alone is a valid lower bound
+        # (an All-Reduce schedule is a Reduce-Scatter schedule, and its owners' contributions flow
+        # like an All-Gather), but the composition of two optima is optimal only when it meets that bound.
         rs, ag = parts
-        obj = None if rs.objective_us is None or ag.objective_us is None else rs.objective_us + ag.objective_us
+        obj = schedule.makespan_us
         bounds = [b for b in (rs.bound_us, ag.bound_us) if b is not None]
-        bound = max(bounds) if bounds else None
+        bound = max(bounds) if bounds and exact else None
         if any(p.status == "error" for p in parts):
             status = "error"
-        elif obj is not None and bound is not None and obj <= bound * (1 + 1e-9):
+        elif bound is not None and obj <= bound * (1 + 1e-9):
             status = "optimal"
         else:
             status = "feasible"
-        stats["all_reduce_note"] = ("sum of two All-Gather optima (RS then AG); optimal for each phase, "
-                                    "not proven optimal for the All-Reduce")
-        return SolveResult(status, schedule, obj, bound, build, solve_t, stats, msgs)
+        stats["all_reduce_note"] = ("Reduce-Scatter and All-Gather each solved on its own, then composed "
+                                    "(collective.overlap); optimal only when it meets the better phase bound")
+        return SolveResult(status, schedule, obj, bound, build, solve_t, stats, msgs, stop_reason=stop,
+                           solution_source=source, proof="lower_bound" if status == "optimal" else None)
 
-    def _solve_all_gather(self, problem: Problem, deadline: float | None, seed: int, threads: int,
-                          opts: dict[str, Any]) -> AgResult:
+    def _solve_all_gather(self, problem: Problem, deadline: float | None, opts: ExactOptions) -> AgResult:
         t0 = time.perf_counter()
         stats: dict[str, Any] = {}
         if problem.num_npus == 1:  # nothing to move
             stats.update(model_vars=0, model_constraints=0, objective_steps=0, bound_steps=0, source="trivial")
-            return AgResult("optimal", Schedule.empty(), 0.0, 0.0, time.perf_counter() - t0, 0.0, stats)
-        ten = TimeExpandedNetwork.build(problem, opts["time_step_us"], horizon_steps=1)
+            return AgResult("optimal", Schedule.empty(), 0.0, 0.0, time.perf_counter() - t0, 0.0, stats,
+                            source="trivial", proof="lower_bound")
+        ten = TimeExpandedNetwork.build(problem, opts.time_step_us, horizon_steps=1)
         tau = ten.tau_us
         stats.update(tau_us=tau, ten_exact=ten.exact, link_steps_max=int(ten.link_steps.max()))
         # --- lower bound (steps) -------------------------------------------------
@@ -509,14 +496,14 @@ class ExactSolverBase(Solver):
         # --- warm start / horizon ------------------------------------------------
         remaining = None if deadline is None else max(0.0, deadline - time.perf_counter())
         greedy_budget = None if remaining is None else 0.2 * remaining
-        warm, winfo = best_warm_start(ten, seed, opts["warm_start"], greedy_budget)
+        warm, winfo = best_warm_start(ten, opts.seed, opts.warm_start, greedy_budget)
         stats.update(winfo)
         U = warm.steps
-        if opts["horizon_steps"] is not None:
-            H = opts["horizon_steps"]
-            use_warm = opts["warm_start"] and U <= H
+        if opts.horizon_steps is not None:
+            H = opts.horizon_steps
+            use_warm = opts.warm_start and U <= H
             hint_model = use_warm
-        elif opts["warm_start"]:
+        elif opts.warm_start:
             # The warm plan is already known; ask the model only for something strictly
             # better (a smaller model). Infeasible then means the warm plan is optimal.
             H = U - 1
@@ -528,6 +515,7 @@ class ExactSolverBase(Solver):
             hint_model = False
         stats.update(horizon_steps=H, upper_bound_steps=U)
         warm_sched = ten.to_schedule(*warm.plan) if use_warm else None
+        done = dict(ten_exact=ten.exact)
         if H < lb:
             # Nothing better than the warm plan can exist: it meets the lower bound.
             stats.update(model_vars=0, model_constraints=0, proof="warm start meets the lower bound")
@@ -535,34 +523,40 @@ class ExactSolverBase(Solver):
                 stats.update(objective_steps=U, bound_steps=U, source="warm_start")
             build = time.perf_counter() - t0
             if use_warm:
-                return AgResult("optimal", warm_sched, U * tau, U * tau, build, 0.0, stats)
+                return AgResult("optimal", warm_sched, U * tau, U * tau, build, 0.0, stats, source="warm_start",
+                                proof="lower_bound", **done)
             return AgResult("infeasible", None, None, lb * tau, build, 0.0, stats,
-                            f"horizon_steps={H} is below the lower bound of {lb} steps")
+                            f"horizon_steps={H} is below the lower bound of {lb} steps", **done)
         ten_h = ten.with_horizon(H)
         model = build_ag_model(ten_h, lb)
         hint = hint_vector(model, warm.plan) if hint_model else None
         stats["hinted"] = hint is not None
         stats["index_time_s"] = time.perf_counter() - t0
         if model_is_trivially_infeasible(model):
-            out = ModelOutcome("infeasible", message="some chunk cannot reach some NPU within the horizon")
+            out = ModelOutcome("infeasible", message="some chunk cannot reach some NPU within the horizon",
+                               native="trivially infeasible")
         elif deadline is not None and time.perf_counter() >= deadline:
-            out = ModelOutcome("no_solution", message="time limit reached while indexing the model")
+            out = ModelOutcome("no_solution", message="time limit reached while indexing the model",
+                               native="not started", limit="time_limit")
         else:
             try:
-                out = self._run_model(model, hint, deadline, seed, threads, opts)
+                out = self._run_model(model, hint, deadline, opts)
             except TacosError:
                 raise
             except Exception as e:  # a backend crash must not lose the warm schedule
-                out = ModelOutcome("error", message=f"{type(e).__name__}: {e}")
-        stats.update(model_vars=out.num_vars, model_constraints=out.num_constraints, model_status=out.status)
+                out = ModelOutcome("error", message=f"{type(e).__name__}: {e}", native="exception")
+        stats.update(model_vars=out.num_vars, model_constraints=out.num_constraints, model_status=out.status,
+                     native_status=out.native)
         stats.update(out.stats)
         build = (time.perf_counter() - t0) - out.solve_time_s
         return self._finish(model, out, warm_sched, U if use_warm else None, lb, stats, build)
 
-    def _finish(self, model: AgModel, out: ModelOutcome, warm_sched, warm_steps, lb, stats, build):
+    def _finish(self, model: AgModel, out: ModelOutcome, warm_sched, warm_steps, lb, stats, build) -> AgResult:
         ten = model.ten
         tau = ten.tau_us
         H = ten.horizon
+        done = dict(ten_exact=ten.exact)
+        stop = out.limit or ("error" if out.status == "error" else "proved")
         bound = lb if out.bound_steps is None else max(lb, int(math.ceil(out.bound_steps - _BOUND_EPS)))
         if out.x is not None and out.status in ("optimal", "feasible"):
             sel = np.flatnonzero(out.x > 0.5)
@@ -572,20 +566,25 @@ class ExactSolverBase(Solver):
             sched = ten.to_schedule(*plan)
             status = "optimal" if bound >= steps else "feasible"
             stats.update(objective_steps=steps, bound_steps=bound, source="model")
-            return AgResult(status, sched, steps * tau, bound * tau, build, out.solve_time_s, stats, out.message)
+            proof = ("solver" if out.status == "optimal" else "lower_bound") if status == "optimal" else None
+            return AgResult(status, sched, steps * tau, bound * tau, build, out.solve_time_s, stats, out.message,
+                            source="model", proof=proof, stop_reason="proved" if status == "optimal" else stop,
+                            **done)
         if out.status == "infeasible":
             # Nothing within H = (warm - 1) steps: the warm plan is optimal (or, without one, the horizon is too short).
             if warm_sched is not None and warm_steps == H + 1:
                 stats.update(objective_steps=warm_steps, bound_steps=warm_steps, source="warm_start",
                              proof="model with horizon warm-1 is infeasible")
                 return AgResult("optimal", warm_sched, warm_steps * tau, warm_steps * tau, build,
-                                out.solve_time_s, stats, out.message)
+                                out.solve_time_s, stats, out.message, source="warm_start", proof="solver", **done)
             if warm_sched is not None:
                 stats.update(objective_steps=warm_steps, bound_steps=warm_steps, source="warm_start")
-                return AgResult("optimal" if warm_steps <= H + 1 else "feasible", warm_sched, warm_steps * tau,
-                                (H + 1) * tau, build, out.solve_time_s, stats, out.message)
+                opt = warm_steps <= H + 1
+                return AgResult("optimal" if opt else "feasible", warm_sched, warm_steps * tau,
+                                (H + 1) * tau, build, out.solve_time_s, stats, out.message, source="warm_start",
+                                proof="solver" if opt else None, **done)
             return AgResult("infeasible", None, None, (H + 1) * tau, build, out.solve_time_s, stats,
-                            out.message or f"no All-Gather plan within {H} steps")
+                            out.message or f"no All-Gather plan within {H} steps", source=None, **done)
         # no_solution / error: fall back to the warm plan if there is one
         if warm_sched is not None:
             stats.update(objective_steps=warm_steps, bound_steps=bound, source="warm_start")
@@ -593,6 +592,8 @@ class ExactSolverBase(Solver):
             if out.status == "error":
                 stats["model_error"] = out.message
             return AgResult(status, warm_sched, warm_steps * tau, bound * tau, build, out.solve_time_s, stats,
-                            out.message)
+                            out.message, source="warm_start", proof="lower_bound" if status == "optimal" else None,
+                            stop_reason="proved" if status == "optimal" else stop, **done)
         status = "error" if out.status == "error" else "no_solution"
-        return AgResult(status, None, None, bound * tau, build, out.solve_time_s, stats, out.message)
+        return AgResult(status, None, None, bound * tau, build, out.solve_time_s, stats, out.message, source=None,
+                        stop_reason=stop, **done)

@@ -3,16 +3,30 @@
 Every backend takes the one canonical :class:`~tacos_bench.problem.Problem` and
 returns a :class:`SolveResult` holding the same :class:`~tacos_bench.schedule.Schedule`
 type. Backends only solve: verification, bounds, timing of the whole run and
-records happen outside (``tacos_bench.pipeline``).
+records happen outside (:mod:`tacos_bench.runner`).
+
+A backend declares
+
+* ``name`` and ``capabilities`` (flags below, so callers never special-case names);
+* ``Options``: its frozen options dataclass (:mod:`solvers.options`);
+* ``STATUS_MAP``: how its native outcomes map onto the shared vocabulary
+  :data:`STATUSES` (documented per backend in ``docs/solvers.md``);
+* ``_solve(problem, opts)``, and optionally ``warmup()`` for one-off
+  compilation that must stay out of any timed region.
 
 Backends are registered by name and imported lazily, so importing ``solvers``
 never pulls in OR-Tools, PuLP or numba.
 
 Examples
 --------
->>> from solvers import available_solvers
+>>> from solvers import available_solvers, get_solver
 >>> "greedy" in available_solvers()
 True
+>>> from tacos_bench import Collective, Problem
+>>> from tacos_bench.generators import ring
+>>> res = get_solver("bfs").solve(Problem(ring(4), Collective("all_gather")))
+>>> res.status, res.stop_reason, len(res.schedule)
+('feasible', 'finished', 12)
 """
 
 from __future__ import annotations
@@ -26,8 +40,15 @@ from tacos_bench.errors import SolverError
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import Schedule
 
+from .options import SolverOptions
+
 Status = Literal["optimal", "feasible", "infeasible", "no_solution", "error"]
 STATUSES: tuple[str, ...] = ("optimal", "feasible", "infeasible", "no_solution", "error")
+
+# Why a run stopped (SolveResult.stop_reason).
+STOP_REASONS = ("finished", "proved", "time_limit", "gap_limit", "error")
+# What produced the returned schedule (SolveResult.solution_source).
+SOURCES = ("heuristic", "model", "warm_start", "trivial")
 
 # Capability flags: what a backend can do, so callers never special-case names.
 CAP_ALL_GATHER = "all_gather"
@@ -38,6 +59,7 @@ CAP_TIME_LIMIT = "time_limit"  # honours time_limit_s
 CAP_RANDOMIZED = "randomized"  # uses the seed
 CAP_WARM_START = "warm_start"  # accepts an initial schedule
 CAP_THREADS = "threads"        # honours threads
+CAP_OVERLAP = "overlap"        # All-Reduce follows collective.overlap (composed RS + AG)
 
 
 @dataclass(frozen=True)
@@ -46,7 +68,11 @@ class SolveResult:
 
     ``objective_us`` is what the backend optimized (for exact backends on a
     discretized network it may differ from the schedule's continuous makespan);
-    ``best_bound_us`` is the proven lower bound when the backend has one.
+    ``best_bound_us`` is a lower bound the backend *proved for this problem*
+    (not for a rounded model of it), or ``None``. ``stop_reason`` says why the
+    run ended (:data:`STOP_REASONS`), ``solution_source`` what produced the
+    schedule (:data:`SOURCES`), ``proof`` how optimality was established when
+    ``status == "optimal"`` (e.g. ``"solver"``, ``"lower_bound"``).
     """
 
     status: Status
@@ -57,50 +83,79 @@ class SolveResult:
     solve_time_s: float = 0.0
     stats: Mapping[str, Any] = field(default_factory=dict)
     message: str = ""
+    stop_reason: str = "finished"
+    solution_source: str | None = "heuristic"
+    proof: str | None = None
 
     def __post_init__(self):
         if self.status not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
-
-    @property
-    def gap(self) -> float | None:
-        """Relative gap between objective and best bound, when both exist."""
-        if self.objective_us is None or self.best_bound_us is None or self.objective_us <= 0:
-            return None
-        return max(0.0, (self.objective_us - self.best_bound_us) / self.objective_us)
+        if self.stop_reason not in STOP_REASONS:
+            raise ValueError(f"stop_reason must be one of {STOP_REASONS}, got {self.stop_reason!r}")
+        if self.solution_source is not None and self.solution_source not in SOURCES:
+            raise ValueError(f"solution_source must be one of {SOURCES}, got {self.solution_source!r}")
 
 
 class Solver(abc.ABC):
-    """A synthesis backend.
-
-    Subclasses set ``name`` and ``capabilities`` and implement :meth:`solve`.
-    Unknown keyword options must raise :class:`~tacos_bench.errors.SolverError`.
-    """
+    """A synthesis backend (see the module docstring)."""
 
     name: ClassVar[str]
     capabilities: ClassVar[frozenset[str]] = frozenset()
+    Options: ClassVar[type[SolverOptions]] = SolverOptions
+    # native outcome -> shared status; a backend without native statuses documents its one outcome
+    STATUS_MAP: ClassVar[Mapping[str, str]] = {"schedule built": "feasible"}
+
+    def options(self, values: Mapping[str, Any] | SolverOptions | None = None, **more) -> SolverOptions:
+        """Validated options from a mapping and/or keywords (unknown names are rejected)."""
+        if isinstance(values, SolverOptions):
+            if type(values) is self.Options and not more:
+                return values
+            values = values.as_dict()
+        return self.Options.parse(values, self.name, **more)
+
+    def solve(self, problem: Problem, options: Mapping[str, Any] | SolverOptions | None = None,
+              **more) -> SolveResult:
+        """Solve ``problem``; options as an ``Options`` object, a mapping or keywords.
+
+        >>> from tacos_bench import Collective, Problem
+        >>> from tacos_bench.generators import ring
+        >>> get_solver("ring").solve(Problem(ring(4), Collective("all_gather")), seed=3).status
+        'feasible'
+        """
+        opts = self.options(options, **more)
+        self.check_supported(problem)
+        return self._solve(problem, opts)
 
     @abc.abstractmethod
-    def solve(self, problem: Problem, *, time_limit_s: float | None = None, seed: int = 0,
-              threads: int = 1, **options) -> SolveResult:
+    def _solve(self, problem: Problem, opts) -> SolveResult:
         ...
+
+    def warmup(self, problem: Problem | None = None, opts: SolverOptions | None = None) -> float:
+        """Load or compile what :meth:`solve` needs for ``problem`` and ``opts`` (or everything); returns the
+        seconds spent.
+
+        The runner calls it before starting the clock, so JIT compilation never
+        falls inside a timed region. A second call returns 0.
+        """
+        return 0.0
 
     def supports(self, kind: str) -> bool:
         return kind in self.capabilities
 
+    @classmethod
+    def supported_kinds(cls) -> list[str]:
+        from tacos_bench.collective import KINDS
+
+        return [k for k in KINDS if k in cls.capabilities]
+
     def check_supported(self, problem: Problem) -> None:
         if not self.supports(problem.kind):
-            raise SolverError(f"solver {self.name!r} does not support {problem.kind}")
+            can = [n for n in available_solvers() if get_solver(n).supports(problem.kind)]
+            raise SolverError(f"solver {self.name!r} does not support {problem.kind}"
+                              + (f" (solvers that do: {', '.join(can)})" if can else ""))
 
     def __repr__(self) -> str:
         return f"<solver {self.name}>"
-
-
-def reject_unknown_options(solver: str, options: Mapping[str, Any], known) -> None:
-    """Raise a one-line :class:`SolverError` for options the backend does not know."""
-    unknown = sorted(set(options) - set(known))
-    if unknown:
-        raise SolverError(f"solver {solver!r} has no option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
 
 
 # name -> "module:Class"; imported on first use.
@@ -133,8 +188,8 @@ def available_solvers() -> list[str]:
     return out
 
 
-def get_solver(name: str) -> Solver:
-    """Instantiate a registered backend by name."""
+def solver_class(name: str) -> type[Solver]:
+    """The backend class registered as ``name`` (imports its module)."""
     if name not in _REGISTRY:
         raise SolverError(f"unknown solver {name!r}; choose one of {', '.join(sorted(available_solvers()))}")
     mod_name, cls_name = _REGISTRY[name].split(":")
@@ -144,4 +199,9 @@ def get_solver(name: str) -> Solver:
         if e.name == mod_name:
             raise SolverError(f"solver {name!r} is not available in this installation") from e
         raise SolverError(f"solver {name!r} needs the missing package {e.name!r}") from e
-    return getattr(mod, cls_name)()
+    return getattr(mod, cls_name)
+
+
+def get_solver(name: str) -> Solver:
+    """Instantiate a registered backend by name."""
+    return solver_class(name)()

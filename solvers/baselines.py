@@ -19,11 +19,10 @@ Collectives:
   the textbook reduction (ring reduce, recursive halving, reduction in-tree).
   The mirrored All-Gather never sends an NPU a chunk it already holds, so every
   NPU sends each partial sum once and nothing is counted twice.
-* **All-Reduce** is Reduce-Scatter then All-Gather; a link starts its
-  All-Gather traffic after its last Reduce-Scatter transfer and a chunk after
-  its reduction is complete at its owner. Double Binary Tree has its own
-  All-Reduce (reduce up, broadcast down, pipelined per chunk) and no other
-  collective.
+* **All-Reduce** is Reduce-Scatter then All-Gather, composed like every
+  other backend's (:mod:`solvers.compose`, ``collective.overlap``). Double
+  Binary Tree has its own All-Reduce (reduce up, broadcast down, pipelined per
+  chunk) and no other collective.
 
 Examples
 --------
@@ -46,16 +45,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tacos_bench.collective import ALL_GATHER, REDUCE_SCATTER
-from tacos_bench.errors import SolverError
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import COPY, REDUCE, Schedule
 
-from ._baselines_engine import (NO_PRED, UNREACHED, Holdings, Plan, Router, chunk_done_at_owner,
-                                link_last_use, send_path)
+from ._baselines_engine import NO_PRED, UNREACHED, Holdings, Plan, Router, send_path
 from ._baselines_hamilton import DEFAULT_MAX_EXPANSIONS, find_hamiltonian_cycle
-from .base import (CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_REDUCE_SCATTER, Solver, SolveResult,
-                   reject_unknown_options)
+from .base import CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_OVERLAP, CAP_REDUCE_SCATTER, Solver, SolveResult
+from .compose import solve_collective
+from .options import SolverOptions, option
 
 __all__ = ["RingSolver", "DirectSolver", "RecursiveHalvingDoublingSolver", "DoubleBinaryTreeSolver",
            "ring_layout", "RingLayout", "nccl_btree_parents", "double_binary_tree"]
@@ -82,58 +79,27 @@ class _Clock:
                            build_time_s=max(0.0, total - self.engine_s), solve_time_s=self.engine_s, stats=stats)
 
 
-def _bool_option(solver: str, key: str, value) -> bool:
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    raise SolverError(f"solver {solver!r}: option {key} must be true or false, got {value!r}")
-
-
-def _int_option(solver: str, key: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise SolverError(f"solver {solver!r}: option {key} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
 def _compose(problem: Problem, build_ag, clock: _Clock) -> Schedule:
-    """The collective from an All-Gather builder ``build_ag(problem, mirror, link_free, chunk_release)``.
+    """The collective from an All-Gather builder ``build_ag(problem, mirror)`` (a :class:`Plan`).
 
     ``mirror=True`` asks for the de-duplicated All-Gather (no NPU is sent a chunk
     it holds) that is time-reversed into the Reduce-Scatter.
     """
-    kind = problem.kind
-    if kind == ALL_GATHER:
-        return clock.run(build_ag(problem, False, None, None))
-    rev = problem.reversed_all_gather()
-    rs = clock.run(build_ag(rev, True, None, None)).time_reversed(op=REDUCE)
-    if kind == REDUCE_SCATTER:
-        return rs
-    ag_problem = problem.with_collective(ALL_GATHER)
-    ag = clock.run(build_ag(ag_problem, False, link_last_use(problem, rs), chunk_done_at_owner(problem, rs)))
-    return Schedule.concat([rs, ag])
-
-
-def _trivial(problem: Problem) -> bool:
-    return problem.num_npus == 1
+    return solve_collective(problem, lambda p: clock.run(build_ag(p, False)),
+                            rs_solve=lambda p: clock.run(build_ag(p, True)))
 
 
 class _Baseline(Solver):
-    options: dict = {}
+    """A deterministic baseline: it ignores ``seed``, ``time_limit_s`` and ``threads`` (no capability flags)."""
 
-    def _parse(self, options: dict) -> dict:
-        reject_unknown_options(self.name, options, self.options)
-        return {**self.options, **options}
-
-    def solve(self, problem: Problem, *, time_limit_s: float | None = None, seed: int = 0, threads: int = 1,
-              **options) -> SolveResult:
-        opts = self._parse(options)
-        self.check_supported(problem)
+    def _solve(self, problem: Problem, opts) -> SolveResult:
         clock = _Clock()
-        if _trivial(problem):
+        if problem.num_npus == 1:
             return clock.result(Schedule.empty(), {"note": "single NPU: nothing to send"})
-        schedule, stats = self._solve(problem, opts, clock)
+        schedule, stats = self._build(problem, opts, clock)
         return clock.result(schedule, stats)
 
-    def _solve(self, problem: Problem, opts: dict, clock: _Clock):  # pragma: no cover - abstract
+    def _build(self, problem: Problem, opts, clock: _Clock):  # pragma: no cover - abstract
         raise NotImplementedError
 
 
@@ -207,7 +173,7 @@ def ring_layout(problem: Problem, bidirectional: bool = True,
     return RingLayout(tuple(order), False, method, used, 2 if (bidirectional and both) else 1)
 
 
-def _ring_all_gather(problem: Problem, layout: RingLayout, link_free, chunk_release) -> Plan:
+def _ring_all_gather(problem: Problem, layout: RingLayout) -> Plan:
     """Ring All-Gather: at step ``s`` NPU ``order[i]`` passes on the chunks of ``order[i-s]``.
 
     With two directions a chunk goes ``ceil((N-1)/2)`` steps forward and
@@ -216,7 +182,7 @@ def _ring_all_gather(problem: Problem, layout: RingLayout, link_free, chunk_rele
     """
     topo = problem.topology
     n, C, cpn = problem.num_npus, problem.num_chunks, problem.collective.chunks_per_npu
-    plan = Plan(topo, problem.link_time_us, C, link_free=link_free, chunk_release=chunk_release)
+    plan = Plan(topo, problem.link_time_us, C)
     have = Holdings(n, C)
     router = None if layout.hamiltonian else Router(topo, problem.link_time_us)
     seqs = [list(layout.order)]
@@ -243,26 +209,27 @@ def _ring_all_gather(problem: Problem, layout: RingLayout, link_free, chunk_rele
     return plan
 
 
-class RingSolver(_Baseline):
-    """Ring All-Gather / Reduce-Scatter / All-Reduce (bandwidth-optimal on a ring).
+@dataclass(frozen=True)
+class RingOptions(SolverOptions):
+    bidirectional: bool = option(True, doc="split each chunk's destinations over both ring directions "
+                                           "when the topology allows")
+    max_expansions: int = option(DEFAULT_MAX_EXPANSIONS, minimum=0,
+                                 doc="step cap of the deterministic Hamiltonian-cycle search")
 
-    Options: ``bidirectional`` (default true: use both directions of the ring
-    when the topology allows), ``max_expansions`` (cap of the Hamiltonian-cycle
-    search, default 200000).
-    """
+
+class RingSolver(_Baseline):
+    """Ring All-Gather / Reduce-Scatter / All-Reduce (bandwidth-optimal on a ring). Options: :class:`RingOptions`."""
 
     name = "ring"
-    capabilities = frozenset({CAP_ALL_GATHER, CAP_REDUCE_SCATTER, CAP_ALL_REDUCE})
-    options = {"bidirectional": True, "max_expansions": DEFAULT_MAX_EXPANSIONS}
+    capabilities = frozenset({CAP_ALL_GATHER, CAP_REDUCE_SCATTER, CAP_ALL_REDUCE, CAP_OVERLAP})
+    Options = RingOptions
 
-    def _solve(self, problem, opts, clock):
-        bidir = _bool_option(self.name, "bidirectional", opts["bidirectional"])
-        cap = _int_option(self.name, "max_expansions", opts["max_expansions"], 0)
-        layout = ring_layout(problem, bidir, cap)
+    def _build(self, problem, opts, clock):
+        layout = ring_layout(problem, opts.bidirectional, opts.max_expansions)
 
-        def build(p, mirror, link_free, release):
+        def build(p, mirror):
             # the mirrored All-Gather runs on the reversed topology, where the ring runs backwards
-            return _ring_all_gather(p, layout.reversed() if mirror else layout, link_free, release)
+            return _ring_all_gather(p, layout.reversed() if mirror else layout)
 
         sched = _compose(problem, build, clock)
         hops = _ring_hops(problem, layout)
@@ -281,7 +248,7 @@ def _ring_hops(problem: Problem, layout: RingLayout) -> tuple[int, int]:
 
 
 # ============================================================================================ direct
-def _direct_all_gather(problem: Problem, mirror: bool, link_free, chunk_release) -> Plan:
+def _direct_all_gather(problem: Problem, mirror: bool) -> Plan:
     """Every owner sends each chunk to every other NPU along its own shortest path.
 
     Destinations are taken in rotated order (``owner+1, owner+2, ...``). Relays
@@ -292,7 +259,7 @@ def _direct_all_gather(problem: Problem, mirror: bool, link_free, chunk_release)
     """
     topo = problem.topology
     n, C, cpn = problem.num_npus, problem.num_chunks, problem.collective.chunks_per_npu
-    plan = Plan(topo, problem.link_time_us, C, link_free=link_free, chunk_release=chunk_release)
+    plan = Plan(topo, problem.link_time_us, C)
     have = Holdings(n, C) if mirror else None
     router = Router(topo, problem.link_time_us)
     for j in range(1, n):
@@ -313,10 +280,9 @@ class DirectSolver(_Baseline):
     """
 
     name = "direct"
-    capabilities = frozenset({CAP_ALL_GATHER, CAP_REDUCE_SCATTER, CAP_ALL_REDUCE})
-    options: dict = {}
+    capabilities = frozenset({CAP_ALL_GATHER, CAP_REDUCE_SCATTER, CAP_ALL_REDUCE, CAP_OVERLAP})
 
-    def _solve(self, problem, opts, clock):
+    def _build(self, problem, opts, clock):
         sched = _compose(problem, _direct_all_gather, clock)
         topo = problem.topology
         return sched, {"direct_fully_connected": bool(topo.num_links == topo.num_npus * (topo.num_npus - 1))}
@@ -346,7 +312,7 @@ def rhd_groups(n: int) -> tuple[int, list[int], list[int], list[int]]:
     return p2, core, extras, vowner
 
 
-def _rhd_all_gather(problem: Problem, phase_sync: bool, link_free, chunk_release) -> Plan:
+def _rhd_all_gather(problem: Problem, phase_sync: bool) -> Plan:
     """Recursive doubling: in phase ``j`` core ``q`` swaps everything it holds with core ``q xor 2**j``.
 
     Message sizes double every phase. With ``phase_sync`` a pair starts phase
@@ -357,7 +323,7 @@ def _rhd_all_gather(problem: Problem, phase_sync: bool, link_free, chunk_release
     """
     topo = problem.topology
     n, C = problem.num_npus, problem.num_chunks
-    plan = Plan(topo, problem.link_time_us, C, link_free=link_free, chunk_release=chunk_release)
+    plan = Plan(topo, problem.link_time_us, C)
     have = Holdings(n, C)
     router = Router(topo, problem.link_time_us)
     p2, core, extras, vowner = rhd_groups(n)
@@ -399,22 +365,27 @@ def _rhd_all_gather(problem: Problem, phase_sync: bool, link_free, chunk_release
     return plan
 
 
+@dataclass(frozen=True)
+class RhdOptions(SolverOptions):
+    phase_sync: bool = option(True, doc="pairs wait for each phase to finish (textbook); false lets phases overlap")
+
+
 class RecursiveHalvingDoublingSolver(_Baseline):
     """Recursive halving (Reduce-Scatter) and doubling (All-Gather), Rabenseifner's All-Reduce.
 
     Any NPU count: for ``N`` not a power of two the first ``N - 2**floor(log2 N)``
     even NPUs fold into their odd neighbour (see :func:`rhd_groups`). Partner
     exchanges between non-neighbours are routed over shortest paths.
-    Option ``phase_sync`` (default true): phases are synchronized per pair.
+    Options: :class:`RhdOptions`.
     """
 
     name = "rhd"
-    capabilities = frozenset({CAP_ALL_GATHER, CAP_REDUCE_SCATTER, CAP_ALL_REDUCE})
-    options = {"phase_sync": True}
+    capabilities = frozenset({CAP_ALL_GATHER, CAP_REDUCE_SCATTER, CAP_ALL_REDUCE, CAP_OVERLAP})
+    Options = RhdOptions
 
-    def _solve(self, problem, opts, clock):
-        sync = _bool_option(self.name, "phase_sync", opts["phase_sync"])
-        sched = _compose(problem, lambda p, mirror, lf, rel: _rhd_all_gather(p, sync, lf, rel), clock)
+    def _build(self, problem, opts, clock):
+        sync = opts.phase_sync
+        sched = _compose(problem, lambda p, mirror: _rhd_all_gather(p, sync), clock)
         n = problem.num_npus
         p2, core, extras, _ = rhd_groups(n)
         topo = problem.topology
@@ -552,8 +523,7 @@ class DoubleBinaryTreeSolver(_Baseline):
 
     name = "dbt"
     capabilities = frozenset({CAP_ALL_REDUCE})
-    options: dict = {}
 
-    def _solve(self, problem, opts, clock):
+    def _build(self, problem, opts, clock):
         plan, stats = _dbt_all_reduce(problem)
         return clock.run(plan), stats

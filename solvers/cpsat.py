@@ -1,7 +1,7 @@
 """CP-SAT (OR-Tools) on the discretized time-expanded network.
 
 Two formulations of the same All-Gather problem on the same TEN
-(:mod:`tacos_bench.ten`, model notes in :mod:`solvers._exact_common`):
+(:mod:`solvers.ten`, model notes in :mod:`solvers._exact_common`):
 
 ``model="time_indexed"`` (default)
     Boolean ``x[c, link, step]`` and hold literals ``h[c, npu, step]``:
@@ -38,14 +38,26 @@ import time
 
 import numpy as np
 
-from tacos_bench.errors import SolverError
+from dataclasses import dataclass
 
-from ._exact_common import AgModel, ExactSolverBase, ModelOutcome, _groups, hold_values, solver_time_limit
-from .base import (CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_EXACT, CAP_RANDOMIZED, CAP_REDUCE_SCATTER, CAP_THREADS,
-                   CAP_TIME_LIMIT, CAP_WARM_START)
+from ._exact_common import (AgModel, ExactOptions, ExactSolverBase, ModelOutcome, _groups, hold_values, shared_status,
+                            solver_time_limit)
+from .base import (CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_EXACT, CAP_OVERLAP, CAP_RANDOMIZED, CAP_REDUCE_SCATTER,
+                   CAP_THREADS, CAP_TIME_LIMIT, CAP_WARM_START)
+from .options import option
 
 MODELS = ("time_indexed", "interval")
 DEFAULT_WORKERS = 8
+# CP-SAT status name -> shared status (with a solution; without one "feasible" becomes "no_solution")
+CPSAT_STATUS = {"OPTIMAL": "optimal", "FEASIBLE": "feasible", "INFEASIBLE": "infeasible",
+                "MODEL_INVALID": "error", "UNKNOWN": "no_solution"}
+
+
+@dataclass(frozen=True)
+class CpSatOptions(ExactOptions):
+    model: str = option("time_indexed", choices=MODELS, doc="formulation: time_indexed or interval")
+    num_workers: int | None = option(None, minimum=1, doc="CP-SAT workers (null: max(8, threads); fewer than 8 "
+                                                          "rarely prove optimality, even on 2 cores)")
 
 
 def _build_time_indexed(model: AgModel, hint):
@@ -174,43 +186,25 @@ def _build_interval(model: AgModel, hint):
 class CpSatSolver(ExactSolverBase):
     """Exact All-Gather (and RS/AR by reversal) with OR-Tools CP-SAT on the TEN.
 
-    Options
-    -------
-    model : {"time_indexed", "interval"}
-        Formulation (default ``time_indexed``).
-    num_workers : int, optional
-        CP-SAT workers (default ``max(8, threads)``).
-    time_step_us, horizon_steps, warm_start, mip_gap, log
-        As for :class:`solvers.milp.MilpSolver` (``mip_gap`` maps to
-        ``relative_gap_limit``).
+    Options: :class:`CpSatOptions` (``mip_gap`` maps to ``relative_gap_limit``).
     """
 
     name = "cpsat"
     capabilities = frozenset({CAP_ALL_GATHER, CAP_REDUCE_SCATTER, CAP_ALL_REDUCE, CAP_EXACT, CAP_TIME_LIMIT,
-                              CAP_WARM_START, CAP_THREADS, CAP_RANDOMIZED})
-    extra_options = ("num_workers", "model")
+                              CAP_WARM_START, CAP_THREADS, CAP_RANDOMIZED, CAP_OVERLAP})
+    Options = CpSatOptions
+    STATUS_MAP = CPSAT_STATUS
 
-    def _parse_extra(self, options, threads):
-        w = options.get("num_workers")
-        if w is None:
-            w = max(DEFAULT_WORKERS, threads)
-        if isinstance(w, bool) or not isinstance(w, (int, np.integer)) or w < 1:
-            raise SolverError(f"option num_workers must be a positive integer, got {w!r}")
-        mdl = options.get("model")
-        mdl = "time_indexed" if mdl is None else str(mdl).strip().lower()
-        if mdl not in MODELS:
-            raise SolverError(f"option model must be one of {', '.join(MODELS)}, got {options.get('model')!r}")
-        return {"num_workers": int(w), "model": mdl}
-
-    def _run_model(self, model: AgModel, hint, deadline, seed, threads, opts) -> ModelOutcome:
+    def _run_model(self, model: AgModel, hint, deadline, opts: CpSatOptions) -> ModelOutcome:
         from ortools.sat.python import cp_model
 
         t0 = time.perf_counter()
-        build_fn = _build_time_indexed if opts["model"] == "time_indexed" else _build_interval
+        build_fn = _build_time_indexed if opts.model == "time_indexed" else _build_interval
         m, T, extract = build_fn(model, hint)
         proto = m.proto
         nv, nc = len(proto.variables), len(proto.constraints)
         build = time.perf_counter() - t0
+        workers = opts.num_workers or max(DEFAULT_WORKERS, opts.num_threads)
         solver = cp_model.CpSolver()
         prm = solver.parameters
         if deadline is not None:
@@ -218,33 +212,36 @@ class CpSatSolver(ExactSolverBase):
             if left <= 0:
                 return ModelOutcome("no_solution", None, None, None, nv, nc, build, 0.0,
                                     message="time limit reached while building the CP-SAT model",
-                                    stats={"cpsat_model": opts["model"], "cpsat_build_time_s": build})
+                                    stats={"cpsat_model": opts.model, "cpsat_build_time_s": build},
+                                    native="not started", limit="time_limit")
             prm.max_time_in_seconds = solver_time_limit(left, nv + nc)
-        prm.num_workers = opts["num_workers"]
-        prm.random_seed = int(seed) % 2147483647
-        prm.relative_gap_limit = float(opts["mip_gap"])
-        prm.log_search_progress = bool(opts["log"])
+        prm.num_workers = workers
+        prm.random_seed = int(opts.seed) % 2147483647
+        prm.relative_gap_limit = float(opts.mip_gap)
+        prm.log_search_progress = bool(opts.log)
         t1 = time.perf_counter()
         code = solver.solve(m)
         solve_s = time.perf_counter() - t1
         name = solver.status_name(code)
-        stats = {"cpsat_status": name, "cpsat_model": opts["model"], "num_workers": opts["num_workers"],
+        stats = {"cpsat_status": name, "cpsat_model": opts.model, "num_workers": workers,
                  "cpsat_conflicts": int(solver.num_conflicts), "cpsat_branches": int(solver.num_branches),
                  "cpsat_build_time_s": build}
+        has_sol = code in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+        st = shared_status(CPSAT_STATUS, name, has_sol)
+        # CP-SAT stops early only at its time limit or at the gap the user allowed
+        limit = "time_limit" if name in ("FEASIBLE", "UNKNOWN") else None
         bound = None
-        if code in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.UNKNOWN):
+        if name in ("OPTIMAL", "FEASIBLE", "UNKNOWN"):
             b = float(solver.best_objective_bound)
             bound = b if np.isfinite(b) else None
-        if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            x = extract(solver)
-            obj = int(round(solver.objective_value))
-            st = "optimal" if code == cp_model.OPTIMAL and opts["mip_gap"] == 0.0 else "feasible"
-            if st == "optimal":
-                bound = float(obj)
-            return ModelOutcome(st, x, obj, bound, nv, nc, build, solve_s, stats=stats)
-        if code == cp_model.INFEASIBLE:
-            return ModelOutcome("infeasible", None, None, None, nv, nc, build, solve_s, stats=stats)
-        if code == cp_model.MODEL_INVALID:
-            return ModelOutcome("error", None, None, None, nv, nc, build, solve_s,
-                                message=f"CP-SAT model invalid: {m.validate()}", stats=stats)
-        return ModelOutcome("no_solution", None, None, bound, nv, nc, build, solve_s, stats=stats)
+        if not has_sol:
+            msg = f"CP-SAT model invalid: {m.validate()}" if name == "MODEL_INVALID" else ""
+            return ModelOutcome(st, None, None, bound, nv, nc, build, solve_s, message=msg, stats=stats,
+                                native=name, limit=limit)
+        obj = int(round(solver.objective_value))
+        if st == "optimal" and opts.mip_gap > 0:
+            st, limit = "feasible", "gap_limit"  # optimal only up to the gap the user allowed
+        if st == "optimal":
+            bound = float(obj)
+        return ModelOutcome(st, extract(solver), obj, bound, nv, nc, build, solve_s, stats=stats, native=name,
+                            limit=limit)

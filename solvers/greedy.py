@@ -30,7 +30,6 @@ Examples
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from dataclasses import dataclass
@@ -45,14 +44,14 @@ from tacos_bench.errors import SolverError
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import COPY, Schedule
 
-from .base import (CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_RANDOMIZED, CAP_REDUCE_SCATTER, CAP_THREADS,
-                   CAP_TIME_LIMIT, Solver, SolveResult, reject_unknown_options)
-from .compose import solve_via_all_gather
+from .base import (CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_OVERLAP, CAP_RANDOMIZED, CAP_REDUCE_SCATTER, CAP_THREADS,
+                   CAP_TIME_LIMIT, Solver, SolveResult)
+from .compose import solve_collective
+from .options import SolverOptions, option
 
 CHUNK_ORDERS = ("random", "rarest", "farthest", "oldest")
 LINK_TIEBREAKS = ("earliest_finish", "random", "lowest_id")
 MATCHINGS = ("greedy", "maximum")
-OPTIONS = ("chunk_order", "link_tiebreak", "restarts", "duplicates", "preempt", "matching", "window", "progress")
 
 # tqdm shows the bar only once a run has lasted this long (seconds)
 PROGRESS_DELAY_S = 2.0
@@ -76,59 +75,24 @@ SCALE_PARTITIONS = 2
 
 # ---------------------------------------------------------------------------- options
 @dataclass(frozen=True)
-class GreedyOptions:
-    """Validated options of the greedy (see ``docs/greedy.md`` for their exact meaning)."""
+class GreedyOptions(SolverOptions):
+    """Options of the greedy (``docs/greedy.md`` has their exact meaning and measured effect)."""
 
-    chunk_order: str = "random"
-    link_tiebreak: str = "earliest_finish"
-    restarts: int = 1
-    duplicates: bool = False
-    preempt: bool = False
-    matching: str = "greedy"
-    window: int = 0
-    progress: bool | None = None
+    chunk_order: str = option("random", choices=CHUNK_ORDERS,
+                              doc="order in which a destination's candidate chunks are matched (random = TACOS)")
+    link_tiebreak: str = option("earliest_finish", choices=LINK_TIEBREAKS,
+                                doc="which free in-link carries a chosen chunk (earliest_finish = TACOS)")
+    restarts: int = option(1, minimum=1, doc="best of this many runs, seeds derived from `seed`")
+    duplicates: bool = option(False, doc="a faster link may re-deliver a chunk in flight on a slower one")
+    preempt: bool = option(False, doc="with duplicates, withdraw the slower in-flight copy")
+    matching: str = option("greedy", choices=MATCHINGS,
+                           doc="greedy (maximal, TACOS) or maximum (augmenting paths) matching per destination")
+    window: int = option(0, minimum=0, doc="each link offers only its `window` earliest arrivals (0 = all)")
+    progress: bool | None = option(None, doc="tqdm progress bar (null: only when stderr is a terminal)")
 
-    @classmethod
-    def parse(cls, options: dict[str, Any]) -> "GreedyOptions":
-        reject_unknown_options("greedy", options, OPTIONS)
-        o = dict(options)
-        out = {}
-        for key, allowed in (("chunk_order", CHUNK_ORDERS), ("link_tiebreak", LINK_TIEBREAKS),
-                             ("matching", MATCHINGS)):
-            if key in o:
-                val = str(o[key]).strip().lower()
-                if val not in allowed:
-                    raise SolverError(f"greedy option {key}={o[key]!r} is not one of {', '.join(allowed)}")
-                out[key] = val
-        if "restarts" in o:
-            r = o["restarts"]
-            if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < 1:
-                raise SolverError(f"greedy option restarts must be a positive integer, got {r!r}")
-            out["restarts"] = int(r)
-        if "window" in o:
-            wv = 0 if o["window"] is None else o["window"]
-            if isinstance(wv, bool) or not isinstance(wv, (int, np.integer)) or wv < 0:
-                raise SolverError(f"greedy option window must be a non-negative integer (0 = no window), got {wv!r}")
-            out["window"] = int(wv)
-        for key in ("duplicates", "preempt"):
-            if key in o:
-                out[key] = _as_bool(key, o[key])
-        if "progress" in o:
-            out["progress"] = None if o["progress"] in (None, "auto") else _as_bool("progress", o["progress"])
-        opts = cls(**out)
-        if opts.preempt and not opts.duplicates:
+    def check(self) -> None:
+        if self.preempt and not self.duplicates:
             raise SolverError("greedy option preempt=true needs duplicates=true (only a duplicate can preempt)")
-        return opts
-
-
-def _as_bool(key: str, v) -> bool:
-    if isinstance(v, (bool, np.bool_)):
-        return bool(v)
-    if isinstance(v, (int, np.integer)) and v in (0, 1):
-        return bool(v)
-    if isinstance(v, str) and v.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
-        return v.strip().lower() in ("true", "1", "yes")
-    raise SolverError(f"greedy option {key} must be true or false, got {v!r}")
 
 
 def restart_seeds(seed: int, restarts: int) -> np.ndarray:
@@ -137,8 +101,6 @@ def restart_seeds(seed: int, restarts: int) -> np.ndarray:
     >>> restart_seeds(0, 3)[:2].tolist() == restart_seeds(0, 2).tolist()
     True
     """
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise SolverError(f"seed must be a non-negative integer, got {seed!r}")
     return np.random.SeedSequence(int(seed)).generate_state(restarts, dtype=np.uint64)
 
 
@@ -506,29 +468,32 @@ class _TableSink:
         return Schedule(chunk, self.lsrc[link], self.ldst[link], ev[s], ev[e], np.full(len(chunk), COPY, np.int8))
 
 
-_WARM = {"done": False, "seconds": 0.0}
+_WARM = {"classic": False, "scale": False}
 
 
-def warmup() -> float:
-    """Compile (or load from the numba cache) every kernel; returns the seconds it took.
+def warmup(engines=("classic", "scale")) -> float:
+    """Compile (or load from the numba cache) the kernels of ``engines``; returns the seconds it took.
 
-    The first call in a process pays the JIT; later calls return 0.
+    Each engine is compiled once per process; later calls return 0.
     """
-    if _WARM["done"]:
+    todo = [e for e in engines if not _WARM[e]]
+    if not todo:
         return 0.0
     from tacos_bench.collective import Collective
     from tacos_bench.generators import ring
 
     t0 = time.perf_counter()
     p = Problem(ring(3), Collective(ALL_GATHER, 1, 1))
-    for order in CHUNK_ORDERS:
-        _Instance(p, GreedyOptions(chunk_order=order, matching="maximum", duplicates=True,
+    if "classic" in todo:
+        # one kernel serves every option (they are runtime codes); this run takes its rarely used branches
+        _Instance(p, GreedyOptions(chunk_order="oldest", matching="maximum", duplicates=True,
                                    preempt=True)).run(np.uint64(1))
-    inst = _ScaleInstance(p, GreedyOptions())
-    inst.run(np.uint64(1), sink=_TableSink(inst.ldst, inst.ldst))
-    _WARM["done"] = True
-    _WARM["seconds"] = time.perf_counter() - t0
-    return _WARM["seconds"]
+    if "scale" in todo:
+        inst = _ScaleInstance(p, GreedyOptions())
+        inst.run(np.uint64(1), sink=_TableSink(inst.ldst, inst.ldst))
+    for e in todo:
+        _WARM[e] = True
+    return time.perf_counter() - t0
 
 
 def _progress_bar(opts: GreedyOptions, total: int, desc: str):
@@ -675,45 +640,32 @@ def _run_scale(inst: _ScaleInstance, kseed, bar, output: str, spool, threads: in
     return compact, counters
 
 
-def _threads(threads) -> int:
-    """``threads`` validated; 0 means one per usable core."""
-    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 0:
-        raise SolverError(f"threads must be a non-negative integer (0 = one per core), got {threads!r}")
-    if threads == 0:
-        try:
-            return len(os.sched_getaffinity(0))
-        except AttributeError:  # not on Linux
-            return os.cpu_count() or 1
-    return int(threads)
-
-
 # ---------------------------------------------------------------------------- the solver
 class GreedySolver(Solver):
-    """TACOS greedy link-chunk matching (All-Gather; RS/AR by composition).
+    """TACOS greedy link-chunk matching (All-Gather; RS/AR by composition, :mod:`solvers.compose`).
 
-    Options (all optional): ``chunk_order`` (random|rarest|farthest|oldest),
-    ``link_tiebreak`` (earliest_finish|random|lowest_id), ``restarts`` (int >= 1),
-    ``duplicates`` (bool), ``preempt`` (bool, needs duplicates), ``matching``
-    (greedy|maximum), ``progress`` (bool or None = when stderr is a terminal).
-    ``time_limit_s`` stops starting new restarts once exceeded. ``threads``: threads of the scale engine
-    (0 = one per usable core); it changes the speed, never the schedule.
+    Options: :class:`GreedyOptions`. ``time_limit_s`` stops starting new restarts once exceeded (the
+    first always completes); ``threads`` (0 = one per usable core) drives the scale engine's partitions
+    and changes the speed, never the schedule.
     """
 
     name = "greedy"
     capabilities = frozenset({CAP_ALL_GATHER, CAP_REDUCE_SCATTER, CAP_ALL_REDUCE, CAP_RANDOMIZED, CAP_TIME_LIMIT,
-                              CAP_THREADS})
+                              CAP_THREADS, CAP_OVERLAP})
+    Options = GreedyOptions
+    STATUS_MAP = {"schedule built": "feasible"}
 
-    def solve(self, problem: Problem, *, time_limit_s: float | None = None, seed: int = 0, threads: int = 1,
-              **options) -> SolveResult:
-        opts = GreedyOptions.parse(options)
-        self.check_supported(problem)
-        restart_seeds(seed, 1)  # validates the seed before any work
-        if time_limit_s is not None and not (float(time_limit_s) > 0):
-            raise SolverError(f"time_limit_s must be positive, got {time_limit_s!r}")
-        threads = _threads(threads)
-        jit_s = warmup()
+    def warmup(self, problem: Problem | None = None, opts: GreedyOptions | None = None) -> float:
+        if problem is None:
+            return warmup()
+        engines = {pick_engine(p, opts or GreedyOptions()) for p in _phases(problem)}
+        return warmup(tuple(sorted(engines)))
+
+    def _solve(self, problem: Problem, opts: GreedyOptions) -> SolveResult:
+        jit_s = self.warmup(problem, opts)
+        threads = opts.num_threads
         t0 = time.perf_counter()
-        deadline = None if time_limit_s is None else t0 + float(time_limit_s)
+        deadline = None if opts.time_limit_s is None else t0 + float(opts.time_limit_s)
         phases: list[dict] = []
 
         # an All-Gather on its own may come back compact (tacos_bench.compact) when it is very large;
@@ -722,17 +674,14 @@ class GreedySolver(Solver):
 
         def ag_solve(ag_problem: Problem) -> Schedule:
             st: dict = {}
-            sched = greedy_all_gather(ag_problem, seed=seed, deadline=deadline, opts=opts, stats=st,
+            sched = greedy_all_gather(ag_problem, seed=opts.seed, deadline=deadline, opts=opts, stats=st,
                                       output=output, threads=threads)
             phases.append(st)
             return sched
 
-        sched = solve_via_all_gather(problem, ag_solve)
+        sched = solve_collective(problem, ag_solve)
         dt = time.perf_counter() - t0
-        stats: dict[str, Any] = {"jit_warmup_s": jit_s, "options": {
-            "chunk_order": opts.chunk_order, "link_tiebreak": opts.link_tiebreak, "restarts": opts.restarts,
-            "duplicates": opts.duplicates, "preempt": opts.preempt, "matching": opts.matching,
-            "window": opts.window}}
+        stats: dict[str, Any] = {"jit_warmup_s": jit_s}
         if len(phases) == 1:
             stats.update(phases[0])
         else:
@@ -741,5 +690,15 @@ class GreedySolver(Solver):
             stats["transfers"] = len(sched)
         timed_out = deadline is not None and any(st["restarts_run"] < st["restarts"] for st in phases)
         msg = "time limit reached: fewer restarts than asked" if timed_out else ""
-        return SolveResult("feasible", sched, objective_us=sched.makespan_us, solve_time_s=dt,
-                           stats=stats, message=msg)
+        return SolveResult("feasible", sched, objective_us=sched.makespan_us, solve_time_s=dt, stats=stats,
+                           message=msg, stop_reason="time_limit" if timed_out else "finished")
+
+
+def _phases(problem: Problem) -> list[Problem]:
+    """The All-Gather problems a collective is composed of."""
+    if problem.kind == ALL_GATHER:
+        return [problem]
+    out = [problem.reversed_all_gather()]
+    if problem.kind != "reduce_scatter":
+        out.append(problem.with_collective(ALL_GATHER))
+    return out

@@ -35,13 +35,37 @@ from typing import Any
 
 import numpy as np
 
-from tacos_bench.errors import SolverError
+from dataclasses import dataclass
 
-from ._exact_common import AgModel, ExactSolverBase, ModelOutcome, hold_values, solver_time_limit
-from .base import (CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_EXACT, CAP_REDUCE_SCATTER, CAP_THREADS,
-                   CAP_TIME_LIMIT, CAP_WARM_START)
+from ._exact_common import (AgModel, ExactOptions, ExactSolverBase, ModelOutcome, hold_values, shared_status,
+                            solver_time_limit)
+from .base import (CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_EXACT, CAP_OVERLAP, CAP_RANDOMIZED, CAP_REDUCE_SCATTER,
+                   CAP_THREADS, CAP_TIME_LIMIT, CAP_WARM_START)
+from .options import option
 
 BACKENDS = ("highs", "cbc")
+
+# HiGHS model status (HighsModelStatus member names) -> shared status, when an incumbent exists;
+# without one, "feasible" becomes "no_solution" (solvers._exact_common.shared_status).
+HIGHS_STATUS = {
+    "kOptimal": "optimal", "kInfeasible": "infeasible", "kUnboundedOrInfeasible": "infeasible",
+    "kTimeLimit": "feasible", "kInterrupt": "feasible", "kIterationLimit": "feasible",
+    "kSolutionLimit": "feasible", "kObjectiveBound": "feasible", "kObjectiveTarget": "feasible",
+    "kNotset": "error", "kLoadError": "error", "kModelError": "error", "kPresolveError": "error",
+    "kSolveError": "error", "kPostsolveError": "error", "kModelEmpty": "error", "kUnbounded": "error",
+    "kMemoryLimit": "error", "kUnknown": "no_solution",
+}
+HIGHS_LIMITS = {"kTimeLimit": "time_limit", "kInterrupt": "time_limit", "kIterationLimit": "time_limit",
+                "kSolutionLimit": "time_limit", "kObjectiveBound": "gap_limit", "kObjectiveTarget": "gap_limit"}
+# CBC through PuLP: the solution status (read sol_status, never status: a time-limited run is "Optimal")
+CBC_STATUS = {"LpSolutionOptimal": "optimal", "LpSolutionIntegerFeasible": "feasible",
+              "LpSolutionInfeasible": "infeasible", "LpSolutionNoSolutionFound": "no_solution",
+              "LpSolutionUnbounded": "error"}
+
+
+@dataclass(frozen=True)
+class MilpOptions(ExactOptions):
+    backend: str = option("highs", choices=BACKENDS, doc="MILP solver: highs (via highspy) or cbc (PuLP's)")
 
 
 def _build_pulp(model: AgModel, hint: np.ndarray | None):
@@ -90,9 +114,6 @@ def _highs_solver_class():
     import pulp
 
     S = highspy.HighsModelStatus
-    _with_incumbent = (S.kTimeLimit, S.kIterationLimit, S.kInterrupt, S.kObjectiveBound, S.kObjectiveTarget,
-                       S.kSolutionLimit) if hasattr(S, "kSolutionLimit") else \
-        (S.kTimeLimit, S.kIterationLimit, S.kInterrupt, S.kObjectiveBound, S.kObjectiveTarget)
 
     class _HighsWarm(pulp.HiGHS):
         """PuLP's HiGHS interface plus a MIP start, a deadline and a lean read-back.
@@ -147,16 +168,13 @@ def _highs_solver_class():
             self.buildSolverModel(lp)
             self.callSolver(lp)
             hs = lp.solverModel
-            st = hs.getModelStatus()
             has_sol = hs.getInfo().primal_solution_status == 2
-            if st == S.kOptimal:
-                status, sol_status = pulp.LpStatusOptimal, pulp.LpSolutionOptimal
-            elif st in (S.kInfeasible, S.kUnboundedOrInfeasible):
-                status, sol_status = pulp.LpStatusInfeasible, pulp.LpSolutionInfeasible
-            elif st in _with_incumbent and has_sol:
-                status, sol_status = pulp.LpStatusOptimal, pulp.LpSolutionIntegerFeasible
-            else:
-                status, sol_status = pulp.LpStatusNotSolved, pulp.LpSolutionNoSolutionFound
+            shared = shared_status(HIGHS_STATUS, S(hs.getModelStatus()).name, has_sol)
+            status, sol_status = {
+                "optimal": (pulp.LpStatusOptimal, pulp.LpSolutionOptimal),
+                "infeasible": (pulp.LpStatusInfeasible, pulp.LpSolutionInfeasible),
+                "feasible": (pulp.LpStatusOptimal, pulp.LpSolutionIntegerFeasible),
+            }.get(shared, (pulp.LpStatusNotSolved, pulp.LpSolutionNoSolutionFound))
             if has_sol:
                 self.col_value = np.asarray(hs.getSolution().col_value, dtype=np.float64)
             lp.assignStatus(status, sol_status)
@@ -188,37 +206,33 @@ def _native_stdout_silenced(enabled: bool):
         os.close(devnull)
 
 
-def _solve_highs(prob, cols, hint, deadline, seed, threads, opts):
-    """Run HiGHS; return (status, bound, run seconds, stats, column values of ``cols``)."""
+def _solve_highs(prob, cols, hint, deadline, opts: MilpOptions):
+    """Run HiGHS; return (shared status, native status, bound, run seconds, stats, column values of ``cols``)."""
     import highspy
     import pulp
 
     cls = _highs_solver_class()
-    kw: dict[str, Any] = dict(msg=opts["log"], threads=threads, gapRel=opts["mip_gap"], gapAbs=0.0)
-    solver = cls(hint is not None, seed, deadline, **kw)
+    kw: dict[str, Any] = dict(msg=opts.log, threads=opts.num_threads, gapRel=opts.mip_gap, gapAbs=0.0)
+    solver = cls(hint is not None, opts.seed, deadline, **kw)
     t0 = time.perf_counter()
-    with _native_stdout_silenced(not opts["log"]):
+    with _native_stdout_silenced(not opts.log):
         prob.solve(solver)
     total = time.perf_counter() - t0
     hs = prob.solverModel
     info = hs.getInfo()
-    mstatus = hs.getModelStatus()
+    native = highspy.HighsModelStatus(hs.getModelStatus()).name
     bound = float(info.mip_dual_bound) if np.isfinite(info.mip_dual_bound) else None
-    stats = {"highs_status": hs.modelStatusToString(mstatus), "mip_nodes": int(info.mip_node_count),
+    stats = {"highs_status": native, "mip_nodes": int(info.mip_node_count),
              "highs_run_s": solver.run_time_s, "highs_handover_s": total - solver.run_time_s,
              "pulp_status": pulp.LpStatus[prob.status], "pulp_sol_status": int(prob.sol_status)}
     vals = None
     if solver.col_value is not None:
         vals = solver.col_value[np.array([v.index for v in cols], dtype=np.int64)]
-    if mstatus == highspy.HighsModelStatus.kInfeasible:
-        return "infeasible", bound, solver.run_time_s, stats, None
-    if prob.sol_status == pulp.LpSolutionOptimal:
-        return "optimal", bound, solver.run_time_s, stats, vals
-    if prob.sol_status == pulp.LpSolutionIntegerFeasible and vals is not None:
-        return "feasible", bound, solver.run_time_s, stats, vals
-    st = "error" if mstatus in (highspy.HighsModelStatus.kSolveError, highspy.HighsModelStatus.kModelError) \
-        else "no_solution"
-    return st, bound, solver.run_time_s, stats, None
+    status = shared_status(HIGHS_STATUS, native, vals is not None)
+    limit = HIGHS_LIMITS.get(native)
+    if native == "kOptimal" and opts.mip_gap > 0:
+        limit = "gap_limit"
+    return status, native, limit, bound, solver.run_time_s, stats, (vals if status in ("optimal", "feasible") else None)
 
 
 _CBC_BOUND = re.compile(r"(?:lower bound|best possible)\s*:?\s*(-?[0-9.]+(?:[eE][-+]?[0-9]+)?)", re.IGNORECASE)
@@ -288,8 +302,8 @@ def _cbc_solver_class():
     return _CbcHardLimit
 
 
-def _solve_cbc(prob, cols, hint, deadline, seed, threads, opts):
-    """Run CBC; return (status, bound, run seconds, stats, column values of ``cols``)."""
+def _solve_cbc(prob, cols, hint, deadline, opts: MilpOptions):
+    """Run CBC; return (shared status, native status, bound, run seconds, stats, column values of ``cols``)."""
     import pulp
 
     fd, log_path = tempfile.mkstemp(prefix="tacos_cbc_", suffix=".log")
@@ -299,10 +313,9 @@ def _solve_cbc(prob, cols, hint, deadline, seed, threads, opts):
         with warnings.catch_warnings():
             # PULP_CBC_CMD is deprecated for PuLP 4 only; pyproject pins pulp < 4.
             warnings.simplefilter("ignore", DeprecationWarning)
-            solver = cls(deadline, log_path, msg=False, threads=threads, gapRel=opts["mip_gap"],
-                         warmStart=hint is not None,
-                         options=[f"randomCbcSeed {int(seed) % 2147483646 + 1}",
-                                  f"randomSeed {int(seed) % 2147483646 + 1}"])
+            seed = int(opts.seed) % 2147483646 + 1
+            solver = cls(deadline, log_path, msg=False, threads=opts.num_threads, gapRel=opts.mip_gap,
+                         warmStart=hint is not None, options=[f"randomCbcSeed {seed}", f"randomSeed {seed}"])
         prob.solve(solver)
         with open(log_path, errors="replace") as f:
             log = f.read()
@@ -311,7 +324,7 @@ def _solve_cbc(prob, cols, hint, deadline, seed, threads, opts):
             os.unlink(log_path)
         except OSError:
             pass
-    if opts["log"]:
+    if opts.log:
         print(log)
     bound = None
     for m in _CBC_BOUND.finditer(log):
@@ -321,50 +334,29 @@ def _solve_cbc(prob, cols, hint, deadline, seed, threads, opts):
             pass
     stats = {"pulp_status": pulp.LpStatus[prob.status], "pulp_sol_status": int(prob.sol_status),
              "cbc_interrupted": solver.interrupted or "no"}
+    native = {v: k for k, v in vars(pulp).items() if k.startswith("LpSolution") and isinstance(v, int)}.get(
+        prob.sol_status, "unknown")
     vals = None
-    if prob.sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
+    if native in ("LpSolutionOptimal", "LpSolutionIntegerFeasible"):
         vals = np.array([v.varValue if v.varValue is not None else 0.0 for v in cols])
-    if prob.status == pulp.LpStatusInfeasible and prob.sol_status == pulp.LpSolutionInfeasible:
-        return "infeasible", bound, solver.run_time_s, stats, None
-    if prob.sol_status == pulp.LpSolutionOptimal:
-        return "optimal", bound, solver.run_time_s, stats, vals
-    if prob.sol_status == pulp.LpSolutionIntegerFeasible:
-        return "feasible", bound, solver.run_time_s, stats, vals
-    return "no_solution", bound, solver.run_time_s, stats, None
+    status = shared_status(CBC_STATUS, native, vals is not None)
+    limit = "time_limit" if status == "feasible" or solver.interrupted else None
+    if status == "optimal" and opts.mip_gap > 0:
+        limit = "gap_limit"
+    return status, native, limit, bound, solver.run_time_s, stats, vals
 
 
 class MilpSolver(ExactSolverBase):
-    """Exact All-Gather (and RS/AR by reversal) as a time-indexed MILP on the TEN.
-
-    Options
-    -------
-    backend : {"highs", "cbc"}
-        MILP solver (default ``highs``: much stronger on this model).
-    time_step_us : float, optional
-        TEN step ``tau`` (default: fastest link's chunk time).
-    horizon_steps : int, optional
-        Fixed horizon ``H``; default: one step less than the warm start.
-    warm_start : bool
-        Seed with the greedy / TEN list schedule (default true).
-    mip_gap : float
-        Relative gap at which to stop (default 0: prove optimality).
-    log : bool
-        Show the solver log.
-    """
+    """Exact All-Gather (and RS/AR by reversal) as a time-indexed MILP on the TEN. Options: :class:`MilpOptions`."""
 
     name = "milp"
-    capabilities = frozenset({CAP_ALL_GATHER, CAP_REDUCE_SCATTER, CAP_ALL_REDUCE, CAP_EXACT,
-                              CAP_TIME_LIMIT, CAP_WARM_START, CAP_THREADS})
-    extra_options = ("backend",)
+    capabilities = frozenset({CAP_ALL_GATHER, CAP_REDUCE_SCATTER, CAP_ALL_REDUCE, CAP_EXACT, CAP_TIME_LIMIT,
+                              CAP_WARM_START, CAP_THREADS, CAP_RANDOMIZED, CAP_OVERLAP})
+    Options = MilpOptions
+    STATUS_MAP = {**{f"highs:{k}": v for k, v in HIGHS_STATUS.items()},
+                  **{f"cbc:{k}": v for k, v in CBC_STATUS.items()}}
 
-    def _parse_extra(self, options, threads):
-        b = options.get("backend")
-        b = "highs" if b is None else str(b).strip().lower()
-        if b not in BACKENDS:
-            raise SolverError(f"option backend must be one of {', '.join(BACKENDS)}, got {options.get('backend')!r}")
-        return {"backend": b}
-
-    def _run_model(self, model: AgModel, hint, deadline, seed, threads, opts) -> ModelOutcome:
+    def _run_model(self, model: AgModel, hint, deadline, opts: MilpOptions) -> ModelOutcome:
         t0 = time.perf_counter()
         prob, x, T = _build_pulp(model, hint)
         nv, nc = prob.numVariables(), prob.numConstraints()
@@ -372,18 +364,20 @@ class MilpSolver(ExactSolverBase):
         if deadline is not None and time.perf_counter() >= deadline:
             return ModelOutcome("no_solution", None, None, None, nv, nc, build, 0.0,
                                 message="time limit reached while building the MILP",
-                                stats={"backend": opts["backend"], "pulp_build_time_s": build})
+                                stats={"backend": opts.backend, "pulp_build_time_s": build},
+                                native="not started", limit="time_limit")
         cols = x + [T]
-        run = _solve_highs if opts["backend"] == "highs" else _solve_cbc
-        st, bound, solve_s, stats, vals = run(prob, cols, hint, deadline, seed, threads, opts)
-        stats.update(backend=opts["backend"], pulp_build_time_s=build)
+        run = _solve_highs if opts.backend == "highs" else _solve_cbc
+        st, native, limit, bound, solve_s, stats, vals = run(prob, cols, hint, deadline, opts)
+        stats.update(backend=opts.backend, pulp_build_time_s=build)
         xv = None
         obj = None
-        if st in ("optimal", "feasible") and vals is not None:
+        if vals is not None:
             xv = (vals[:-1] > 0.5).astype(np.int8)
             obj = int(round(vals[-1]))
-            if st == "optimal" and opts["mip_gap"] == 0.0:
+            if st == "optimal" and opts.mip_gap == 0.0:
                 bound = float(obj)  # proven at zero gap; the solver's bound may carry tolerance noise
-        elif st in ("optimal", "feasible"):
-            st = "error"
-        return ModelOutcome(st, xv, obj, bound, nv, nc, build, solve_s, stats=stats)
+            elif st == "optimal":
+                st = "feasible"  # optimal only up to the gap the user allowed
+        return ModelOutcome(st, xv, obj, bound, nv, nc, build, solve_s, stats=stats,
+                            native=f"{opts.backend}:{native}", limit=limit)

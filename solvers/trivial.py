@@ -16,9 +16,8 @@ import numpy as np
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import COPY, Schedule
 
-from .base import (CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_REDUCE_SCATTER, Solver, SolveResult,
-                   reject_unknown_options)
-from .compose import solve_via_all_gather
+from .base import CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_OVERLAP, CAP_REDUCE_SCATTER, Solver, SolveResult
+from .compose import solve_collective
 
 
 def _bfs_tree(problem: Problem, root: int) -> list[tuple[int, int, int]]:
@@ -61,13 +60,11 @@ class BfsTreeSolver(Solver):
     """Naive store-and-forward along per-owner BFS trees (all collectives)."""
 
     name = "bfs"
-    capabilities = frozenset({CAP_ALL_GATHER, CAP_REDUCE_SCATTER, CAP_ALL_REDUCE})
+    capabilities = frozenset({CAP_ALL_GATHER, CAP_REDUCE_SCATTER, CAP_ALL_REDUCE, CAP_OVERLAP})
 
-    def solve(self, problem, *, time_limit_s=None, seed=0, threads=1, **options) -> SolveResult:
-        reject_unknown_options(self.name, options, ())
-        self.check_supported(problem)
+    def _solve(self, problem, opts) -> SolveResult:
         t0 = time.perf_counter()
-        sched = solve_via_all_gather(problem, bfs_all_gather)
+        sched = solve_collective(problem, bfs_all_gather)
         dt = time.perf_counter() - t0
         return SolveResult("feasible", sched, objective_us=sched.makespan_us, solve_time_s=dt,
                            stats={"transfers": len(sched)})

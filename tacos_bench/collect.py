@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .records import RESULT_FILE
+from .rundir import RESULT_FILE
 
 log = logging.getLogger(__name__)
 

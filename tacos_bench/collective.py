@@ -63,6 +63,11 @@ class Collective:
     buffer_mib : float
         Collective size in MiB: the All-Gather output / Reduce-Scatter input /
         All-Reduce buffer, split into ``N * cpn`` chunks.
+    overlap : bool
+        All-Reduce only: ``True`` (default) lets the All-Gather of a chunk start
+        as soon as its reduction is complete at its owner and each link as soon
+        as its Reduce-Scatter traffic is done; ``False`` puts a barrier between
+        the two phases (:mod:`solvers.compose`).
 
     Examples
     --------
@@ -74,9 +79,13 @@ class Collective:
     kind: str = ALL_GATHER
     chunks_per_npu: int = 1
     buffer_mib: float = 1024.0
+    overlap: bool = True
 
     def __post_init__(self):
         object.__setattr__(self, "kind", canonical_kind(self.kind))
+        if not isinstance(self.overlap, (bool, np.bool_)):
+            raise CollectiveError(f"collective.overlap must be true or false, got {self.overlap!r}")
+        object.__setattr__(self, "overlap", bool(self.overlap))
         cpn = self.chunks_per_npu
         if isinstance(cpn, bool) or not isinstance(cpn, (int, np.integer)) or cpn < 1:
             raise CollectiveError(f"collective.chunks_per_npu must be a positive integer, got {cpn!r}")
@@ -124,4 +133,5 @@ class Collective:
         return self.kind in (REDUCE_SCATTER, ALL_REDUCE)
 
     def label(self) -> str:
-        return f"{self.kind}(cpn={self.chunks_per_npu}, {self.buffer_mib:g} MiB)"
+        extra = "" if self.kind != ALL_REDUCE else (", overlap" if self.overlap else ", barrier")
+        return f"{self.kind}(cpn={self.chunks_per_npu}, {self.buffer_mib:g} MiB{extra})"

@@ -124,12 +124,29 @@ def verify(problem: Problem, schedule: Schedule) -> Verification:
     return Verification(True, makespan, T, busy, util, "")
 
 
-def check(problem: Problem, schedule: Schedule) -> Verification:
-    """Like :func:`verify` but returns ``valid=False`` with the message instead of raising."""
-    try:
-        return verify(problem, schedule)
-    except VerificationError as e:
-        return Verification(False, None, len(schedule), message=str(e))
+def check(problem: Problem, schedule, *, progress: bool | None = None) -> Verification:
+    """Replay any schedule and report instead of raising: ``valid=False`` with the message when rejected.
+
+    The one entry point for callers: a :class:`~tacos_bench.compact.CompactSchedule`
+    (very large All-Gathers) goes to the streaming
+    :func:`tacos_bench.verify_compact.verify_compact`, a :class:`Schedule` to
+    :func:`verify`; both apply the same rules.
+
+    Examples
+    --------
+    >>> from tacos_bench.generators import ring
+    >>> from tacos_bench import Collective, Problem, Schedule
+    >>> check(Problem(ring(2), Collective("all_gather", 1, 1)), Schedule.empty()).message
+    'postcondition unmet: NPU 0 never receives chunk 1 (2 (NPU, chunk) pairs missing)'
+    """
+    if isinstance(schedule, Schedule):
+        try:
+            return verify(problem, schedule)
+        except VerificationError as e:
+            return Verification(False, None, len(schedule), message=str(e))
+    from .verify_compact import check_compact
+
+    return check_compact(problem, schedule, progress=progress)
 
 
 def _replay_all_gather_copies(problem: Problem, schedule: Schedule, tol: float) -> None:

@@ -15,7 +15,7 @@ from tacos_bench import Collective, Problem, Topology
 from tacos_bench.bounds import lower_bound_us
 from tacos_bench.errors import SolverError
 from tacos_bench.generators import grid, hypercube, mesh2d, ring, torus2d
-from tacos_bench.ten import TimeExpandedNetwork
+from solvers.ten import TimeExpandedNetwork
 from tacos_bench.verify import verify
 from solvers import get_solver
 
@@ -60,6 +60,12 @@ def loose_horizon(problem):
 
 def steps(result):
     return round(result.objective_us / result.stats["tau_us"])
+
+
+def ten_optimal(result) -> bool:
+    """Proven optimal on the TEN: for the problem itself when link times are whole steps, else on the
+    rounded-up model (status feasible, ``ten_optimal`` in the stats)."""
+    return result.status == "optimal" or bool(result.stats.get("ten_optimal"))
 
 
 # ---------------------------------------------------------------------------- the TEN
@@ -129,8 +135,10 @@ def test_backends_agree_on_the_optimum(name):
     for solver, opts in BACKENDS:
         r = get_solver(solver).solve(p, time_limit_s=60, warm_start=False, horizon_steps=H, **opts)
         key = f"{solver}/{list(opts.values())[0]}"
-        assert r.status == "optimal", (key, r.status, r.message)
-        assert r.best_bound_us == pytest.approx(r.objective_us)
+        assert ten_optimal(r), (key, r.status, r.message)
+        assert r.stats["ten_bound_us"] == pytest.approx(r.objective_us)
+        # a bound proven on rounded-up link times is no bound for the problem itself
+        assert r.best_bound_us == (pytest.approx(r.objective_us) if r.stats["ten_exact"] else None)
         assert r.stats["source"] == "model"
         v = verify(p, r.schedule)
         assert v.collective_time_us <= r.objective_us + 1e-6
@@ -147,7 +155,7 @@ def test_warm_start_reaches_the_same_optimum(solver):
         p = INSTANCES[name]()
         cold = get_solver(solver).solve(p, time_limit_s=60, warm_start=False, horizon_steps=loose_horizon(p))
         warm = get_solver(solver).solve(p, time_limit_s=60, warm_start=True)
-        assert cold.status == warm.status == "optimal"
+        assert ten_optimal(cold) and ten_optimal(warm) and cold.status == warm.status
         assert warm.objective_us == pytest.approx(cold.objective_us)
         assert warm.stats["warm_source"] in ("greedy", "ten_list")
         verify(p, warm.schedule)
@@ -181,7 +189,7 @@ def test_torus4x4_reaches_the_ingress_bound():
 def test_greedy_never_beats_a_proven_optimum(topo):
     p = Problem(topo, Collective("all_gather"))
     r = get_solver("cpsat").solve(p, time_limit_s=60)
-    assert r.status == "optimal"
+    assert ten_optimal(r)
     ten = TimeExpandedNetwork.build(p, horizon_steps=1)
     for seed in range(3):
         g = get_solver("greedy").solve(p, seed=seed).schedule
@@ -200,15 +208,22 @@ def test_reduce_scatter_and_all_reduce(solver):
     agr = get_solver(solver).solve(Problem(topo.reversed(), Collective("all_gather")), time_limit_s=60)
     rs_p = Problem(topo, Collective("reduce_scatter"))
     rs = get_solver(solver).solve(rs_p, time_limit_s=60)
-    assert rs.status == "optimal"
+    assert ten_optimal(rs)
     assert rs.objective_us == pytest.approx(agr.objective_us)
     assert verify(rs_p, rs.schedule).collective_time_us <= rs.objective_us + 1e-6
-    ar_p = Problem(topo, Collective("all_reduce"))
+    # with a barrier: RS then AG back to back; the continuous replay is never slower than the two TEN optima
+    ar_p = Problem(topo, Collective("all_reduce", overlap=False))
     ar = get_solver(solver).solve(ar_p, time_limit_s=60)
     assert ar.status == "feasible"  # two optimal halves are not a proof for the whole
-    assert ar.objective_us == pytest.approx(ag.objective_us + agr.objective_us)
-    assert ar.best_bound_us == pytest.approx(max(ag.objective_us, agr.objective_us))
-    assert verify(ar_p, ar.schedule).collective_time_us <= ar.objective_us + 1e-6
+    t_rs = verify(rs_p, rs.schedule).collective_time_us
+    assert ar.objective_us == pytest.approx(verify(ar_p, ar.schedule).collective_time_us)
+    assert ar.objective_us <= ag.objective_us + agr.objective_us + 1e-6
+    assert ar.schedule.start_us[ar.schedule.op == 0].min() >= t_rs - 1e-6  # the All-Gather waits for all
+    assert ar.stats["ten_bound_us"] == pytest.approx(max(ag.objective_us, agr.objective_us))
+    # overlapped: never slower than the barrier
+    ov_p = Problem(topo, Collective("all_reduce", overlap=True))
+    ov = get_solver(solver).solve(ov_p, time_limit_s=60)
+    assert verify(ov_p, ov.schedule).collective_time_us <= ar.objective_us + 1e-6
 
 
 def test_all_reduce_on_a_symmetric_topology_solves_one_all_gather():
@@ -235,7 +250,7 @@ def test_time_limit_is_honored_and_best_schedule_returned(solver, opts):
     verify(p, r.schedule)
     if r.status == "feasible":
         assert r.best_bound_us < r.objective_us
-        assert r.gap > 0
+        assert r.stop_reason == "time_limit"
     # cold: the solver alone, on a model it cannot finish (32-node hypercube)
     p = Problem(hypercube(32), Collective("all_gather"))
     t0 = time.perf_counter()
@@ -296,14 +311,14 @@ def test_too_short_horizon_is_infeasible(solver, opts):
     assert r.stats["lb_steps"] == 6 and r.stats["model_vars"] > 0  # the model, not the bound, decides
     assert r.status == "infeasible" and r.schedule is None
     r = get_solver(solver).solve(p, horizon_steps=5, warm_start=False, time_limit_s=30, **opts)
-    assert r.status == "infeasible" and r.best_bound_us == pytest.approx(6 * r.stats["tau_us"])
+    assert r.status == "infeasible" and r.stats["lb_steps"] == 6
 
 
 def test_finer_step_is_never_worse():
     p = INSTANCES["tiny_hetero"]()
     coarse = get_solver("cpsat").solve(p, time_limit_s=60)
     fine = get_solver("cpsat").solve(p, time_limit_s=60, time_step_us=coarse.stats["tau_us"] / 2)
-    assert coarse.status == fine.status == "optimal"
+    assert ten_optimal(coarse) and ten_optimal(fine)
     # the half-step grid contains every plan of the coarse grid
     assert fine.objective_us <= coarse.objective_us + 1e-6
     assert verify(p, fine.schedule).collective_time_us <= fine.objective_us + 1e-6
@@ -313,7 +328,7 @@ def test_finer_step_is_never_worse():
 def test_greedy_jit_compile_is_not_charged_to_the_time_limit(monkeypatch, name):
     import solvers.greedy as greedy_mod
 
-    def slow_cold_compile():
+    def slow_cold_compile(*engines):
         time.sleep(1.0)
         return 1.0
 

@@ -1,5 +1,5 @@
 """Exporters: MSCCL-IR XML (round-tripped through the independent checker in
-``tests/msccl_sim.py``), versioned JSON, Chakra traces, run directories and
+``tacos_bench/export/msccl_check.py``), versioned JSON, Chakra traces, run directories and
 the command line."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from msccl_sim import MscclCheckError, check_msccl_xml, parse_algo
+from tacos_bench.export.msccl_check import MscclCheckError, check_msccl_xml, parse_algo
 from tacos_bench import Collective, Problem, Schedule
 from tacos_bench.errors import TacosError, VerificationError
 from tacos_bench.export import (ExportError, chunk_of_index, export_json, export_msccl, export_to_file, load_json,
@@ -445,7 +445,7 @@ def test_chakra_simulation_catches_a_missing_dependency(tmp_path):
 # ------------------------------------------------------------------------------------------------ run dirs, CLI
 def make_run_dir(tmp_path, kind="all_reduce", topo="hetero4x4"):
     from tacos_bench.io import save_topology
-    from tacos_bench.records import write_record
+    from tacos_bench.rundir import write_record
 
     problem, schedule = solved("bfs", topo, kind)
     d = tmp_path / "run"

@@ -289,14 +289,14 @@ CONFIGS = sorted(CONF_DIR.glob("*.yaml"))
 
 
 try:  # the lead's schema, when present, is the contract; the mirror keeps these tests independent of it
-    from tacos_bench.conf import TopoConf as _Schema
+    from tacos_bench.runner.conf import TopoConf as _Schema
 except ImportError:  # pragma: no cover
     _Schema = None
 
 
 def test_mirror_matches_schema():
     if _Schema is None:
-        pytest.skip("tacos_bench.conf not available")
+        pytest.skip("tacos_bench.runner.conf not available")
     assert {f.name for f in dataclasses.fields(_Schema)} == {f.name for f in dataclasses.fields(TopoConfMirror)}
 
 

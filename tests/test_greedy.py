@@ -78,9 +78,9 @@ def test_bad_seed_and_time_limit():
 
 
 def test_options_accept_hydra_spellings():
-    res = SOLVER.solve(ag(mesh2d(3, 3)), chunk_order="RAREST", duplicates="true", preempt="false", restarts=2)
-    assert res.stats["options"]["chunk_order"] == "rarest"
-    assert res.stats["options"]["duplicates"] is True and res.stats["options"]["preempt"] is False
+    opts = SOLVER.options(chunk_order="RAREST", duplicates="true", preempt="false", restarts=2)
+    assert opts.chunk_order == "rarest" and opts.duplicates is True and opts.preempt is False
+    assert SOLVER.solve(ag(mesh2d(3, 3)), opts).stats["restarts_run"] == 2
 
 
 def test_stats_and_transfer_count():

@@ -23,7 +23,7 @@ from tacos_bench import Collective, Problem, Schedule, TacosError
 from tacos_bench.errors import ScheduleError
 from tacos_bench.generators import ring
 from tacos_bench.io import load_topology
-from tacos_bench.pipeline import run_job, summary_line
+from tacos_bench.runner.pipeline import run_job, summary_line
 from tacos_bench.topology import Topology
 from tacos_bench.verify import check, verify
 
@@ -52,7 +52,7 @@ class _FakeSolver(Solver):
     def __init__(self, make):
         self.make = make
 
-    def solve(self, problem, *, time_limit_s=None, seed=0, threads=1, **options):
+    def _solve(self, problem, opts):
         return self.make(problem)
 
 
@@ -179,10 +179,10 @@ def test_record_after_a_solver_option_error(tmp_path):
 
 def test_numpy_solver_stats_are_recorded(tmp_path, fake_solver):
     from solvers.trivial import bfs_all_gather
-    from solvers.compose import solve_via_all_gather
+    from solvers.compose import solve_collective
 
     def with_numpy_stats(problem):
-        s = solve_via_all_gather(problem, bfs_all_gather)
+        s = solve_collective(problem, bfs_all_gather)
         return SolveResult("feasible", s, objective_us=s.makespan_us,
                            stats={"nodes": np.int64(5), "sizes": [np.int64(1), np.int64(2)], "ok": np.bool_(True)})
 
@@ -217,8 +217,8 @@ def test_run_job_never_raises_on_bad_config(tmp_path, over):
     assert read_rec(tmp_path)["status"] == "error"
 
 
-@pytest.mark.parametrize("over,needle", [({"export": "bogus"}, "export must be one of none, msccl, json, chakra, got 'bogus'"),
-                                          ({"schedule_csv": "bogus"}, "schedule_csv must be auto, always or never")])
+@pytest.mark.parametrize("over,needle", [({"export": "bogus"}, "export must be one of none, msccl, json, chakra, astra-sim, got 'bogus'"),
+                                          ({"schedule_csv": "bogus"}, "schedule_csv must be one of auto, always, never")])
 def test_bad_output_settings_are_recorded_errors(tmp_path, over, needle):
     rec = run_job(small_cfg(**over), tmp_path)
     assert rec["status"] == "error" and needle in rec["error"] and "internal error" not in rec["error"]

@@ -15,7 +15,7 @@ from tacos_bench.errors import VerificationError
 from tacos_bench.generators import fully_connected, ring
 from tacos_bench.topology import Topology
 from tacos_bench.verify import check, verify
-from solvers.compose import first_arrivals, solve_via_all_gather
+from solvers.compose import first_arrivals, solve_collective
 from solvers.trivial import bfs_all_gather
 
 
@@ -288,7 +288,7 @@ def test_forward_at_arrival_instant_survives_csv_on_irrational_times(tmp_path):
                                    (1, 0, np.pi, 1 / 3)])
     for kind in ("all_gather", "reduce_scatter", "all_reduce"):
         p = Problem(topo, Collective(kind, 2, 1 / 3))
-        s = solve_via_all_gather(p, bfs_all_gather)
+        s = solve_collective(p, bfs_all_gather)
         s.to_csv(tmp_path / "s.csv")
         back = Schedule.from_csv(tmp_path / "s.csv")
         assert np.array_equal(back.start_us, s.sorted().start_us)
@@ -305,7 +305,7 @@ def test_time_reversal_is_valid_with_duplicates_owner_deliveries_and_heterogeneo
         ag = lambda q: adversarial_all_gather(q, ag_rng)  # noqa: E731
         for kind in ("reduce_scatter", "all_reduce"):
             q = p.with_collective(kind)
-            s = solve_via_all_gather(q, ag)
+            s = solve_collective(q, ag)
             s.to_csv(tmp_path / "s.csv")
             for x in (s, Schedule.from_csv(tmp_path / "s.csv")):
                 v = check(q, x)
@@ -330,7 +330,7 @@ def test_first_arrivals_keeps_one_earliest_delivery_per_non_owner():
 
 def test_all_reduce_phases_back_to_back_without_link_overlap():
     p = Problem(ring(5), Collective("all_reduce", 2, 3))
-    s = solve_via_all_gather(p, bfs_all_gather)
+    s = solve_collective(p, bfs_all_gather)
     red = s.op == 1
     assert red.any() and (~red).any()
     # every reduction ends no later than the first copy starts

@@ -98,9 +98,9 @@ def test_config_error_line_doctest():
     import doctest
 
     import tacos_bench._memory
-    import tacos_bench.hydra_app
+    import tacos_bench.runner.hydra_app
 
-    assert doctest.testmod(tacos_bench.hydra_app).failed == 0
+    assert doctest.testmod(tacos_bench.runner.hydra_app).failed == 0
     assert doctest.testmod(tacos_bench._memory).failed == 0
 
 

@@ -396,7 +396,7 @@ def test_docstring_examples():
 # ---------------------------------------------------------------------------- the run pipeline
 def test_run_job_saves_and_verifies_a_compact_schedule(monkeypatch, tmp_path):
     from tacos_bench.compact import COMPACT_DIR
-    from tacos_bench.pipeline import run_job
+    from tacos_bench.runner.pipeline import run_job
 
     monkeypatch.setattr(greedy_mod, "SCALE_MIN_PAIRS", 1)
     monkeypatch.setattr(greedy_mod, "COMPACT_MIN_ROWS", 100)

@@ -16,7 +16,7 @@ class CollectOnMultirunEnd(Callback):
     """Writes ``results.parquet`` (+ ``results.csv``) into the sweep directory."""
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from .collect import collect, count_failed
+        from ..collect import collect, count_failed
 
         sweep_dir = Path(config.hydra.sweep.dir)
         try:

@@ -64,10 +64,10 @@ from functools import cached_property
 
 import numpy as np
 
-from .collective import ALL_GATHER
-from .errors import SolverError
-from .problem import Problem
-from .schedule import COPY, Schedule
+from tacos_bench.collective import ALL_GATHER
+from tacos_bench.errors import SolverError
+from tacos_bench.problem import Problem
+from tacos_bench.schedule import COPY, Schedule
 
 # Relative slack when rounding link times up to steps: a link time that is an
 # exact multiple of tau up to float noise must not get an extra step.
@@ -128,7 +128,7 @@ class TimeExpandedNetwork:
         ----------
         problem : Problem
             Must be an All-Gather (Reduce-Scatter / All-Reduce go through
-            :func:`solvers.compose.solve_via_all_gather`).
+            :func:`solvers.compose.solve_collective`).
         time_step_us : float, optional
             ``tau``; default the fastest link's chunk time.
         horizon_steps : int, optional
@@ -300,28 +300,14 @@ class TimeExpandedNetwork:
         keep = o[first]
         keep = keep[topo.dst[link[keep]] != self.owner[chunk[keep]]]
         chunk, link, step = chunk[keep], link[keep], step[keep]
-        order = np.lexsort((link, step))
-        n, C = self.num_npus, self.num_chunks
-        held = np.full((C, n), np.inf)
-        held[np.arange(C), self.owner] = 0.0
-        link_free = np.zeros(topo.num_links)
-        m = len(order)
-        start = np.empty(m)
-        end = np.empty(m)
-        c_l, l_l = chunk[order].tolist(), link[order].tolist()
-        src_l, dst_l = topo.src.tolist(), topo.dst.tolist()
-        t_l = t.tolist()
-        for j in range(m):
-            c, li = c_l[j], l_l[j]
-            s = max(link_free[li], held[c, src_l[li]])
-            e = s + t_l[li]
-            start[j], end[j] = s, e
-            link_free[li] = e
-            if e < held[c, dst_l[li]]:
-                held[c, dst_l[li]] = e
-        src = topo.src[link[order]]
-        dst = topo.dst[link[order]]
-        return Schedule(chunk[order], src, dst, start, end, np.full(m, COPY, np.int8)).sorted()
+        # the plan's order on each link and its causality survive the replay (solvers.compose.retime)
+        from .compose import retime
+
+        tau = self.tau_us
+        plan = Schedule(chunk, topo.src[link], topo.dst[link], step * tau, (step + self.link_steps[link]) * tau,
+                        np.full(len(chunk), COPY, np.int8))
+        return retime(self.problem, plan, link_free=np.zeros(topo.num_links),
+                      chunk_ready=np.zeros(self.num_chunks)).sorted()
 
     def from_schedule(self, schedule: Schedule):
         """Snap a valid continuous All-Gather schedule onto the TEN (for warm starts).

@@ -1,4 +1,4 @@
-"""Glue between Hydra and :func:`tacos_bench.pipeline.run_job`."""
+"""Glue between Hydra and :func:`tacos_bench.runner.run_job`."""
 
 from __future__ import annotations
 
@@ -24,14 +24,24 @@ def run_from_hydra(cfg: DictConfig) -> dict:
     rec = run_job(plain, hc.runtime.output_dir, choices=choices, extra=extra)
     line = summary_line(rec)
     if rec["status"] == "error" or not rec.get("valid"):
-        log.error(line)
-        if not multirun:
-            # One line, no traceback: the record in the output dir has the details.
+        if multirun:
+            log.error(line)  # the sweep goes on; its log and the error row keep the message
+        else:
+            # one line on stderr, no traceback; the run's log file and result.json keep it too
+            _to_log_files(logging.ERROR, line)
             print(f"tacos-bench: error: {rec.get('error')}", file=sys.stderr)
             sys.exit(2)
     else:
         log.info(line)
     return rec
+
+
+def _to_log_files(level: int, msg: str) -> None:
+    """Log ``msg`` to the log files only (the console gets the one-line error on stderr instead)."""
+    rec = log.makeRecord(log.name, level, __file__, 0, msg, None, None)
+    for h in logging.getLogger().handlers:
+        if isinstance(h, logging.FileHandler):
+            h.handle(rec)
 
 
 def config_error_line(exc: BaseException) -> str:

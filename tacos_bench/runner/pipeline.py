@@ -1,0 +1,323 @@
+"""One run, end to end: build the problem, bound it, solve, verify, record.
+
+The solver only solves. :func:`solve_and_verify` is the one path from a
+problem to a verified result that every caller takes (``run.py``, the
+benchmarks and the studies): it warms the backend up outside the clock, times
+``solve()``, replays the schedule with the independent verifier, folds the
+solver's proven bound into the lower bound and sets the status that the
+evidence supports. :func:`run_job` wraps it for a configuration mapping
+(Hydra's or a plain dict) and a run directory (:mod:`tacos_bench.rundir`);
+every failure becomes a record with ``status="error"`` and the message, so a
+sweep goes on and nothing already computed is lost.
+
+Examples
+--------
+>>> from tacos_bench import Collective, Problem
+>>> from tacos_bench.generators import torus2d
+>>> rec, sched = solve_and_verify(Problem(torus2d(3, 3), Collective("all_gather")), "greedy", {"seed": 1})
+>>> rec["valid"], rec["status"], rec["optimality_proof"], rec["gap"]
+(True, 'optimal', 'lower_bound', 0.0)
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from .. import rundir
+from ..collective import Collective
+from ..errors import ConfigError, TacosError
+from ..problem import Problem
+from ..schedule import Schedule
+from .conf import EXPORT_FORMATS, SCHEDULE_CSV_MODES, RunSettings
+from .records import environment, flatten, new_record
+
+log = logging.getLogger(__name__)
+
+GB = 1e9  # algorithmic bandwidth is reported in GB/s (10^9 bytes), as nccl-tests does
+OPTIMAL_REL_TOL = 1e-9  # a verified time within this of the lower bound meets it
+
+
+def build_problem(topo_cfg: Mapping[str, Any], coll_cfg: Mapping[str, Any]) -> Problem:
+    """The problem of a ``topo`` and a ``collective`` config mapping."""
+    from ..topologies import build_topology
+
+    unknown = sorted(set(coll_cfg) - {"kind", "chunks_per_npu", "buffer_mib", "overlap"})
+    if unknown:
+        raise ConfigError(f"unknown collective setting(s) {', '.join(unknown)}; valid: kind, chunks_per_npu, "
+                          "buffer_mib, overlap")
+    topo = build_topology(dict(topo_cfg))
+    coll = Collective(kind=coll_cfg.get("kind", "all_gather"), chunks_per_npu=coll_cfg.get("chunks_per_npu", 1),
+                      buffer_mib=coll_cfg.get("buffer_mib", 1024.0), overlap=coll_cfg.get("overlap", True))
+    return Problem(topo, coll)
+
+
+def problem_fields(problem: Problem) -> dict[str, Any]:
+    topo = problem.topology
+    return {
+        "topology": topo.name,
+        "topology_header_name": topo.meta.get("header_name"),
+        "topology_kind": topo.meta.get("kind", "custom"),
+        "num_npus": problem.num_npus,
+        "num_links": problem.num_links,
+        "homogeneous": topo.is_homogeneous,
+        "symmetric": topo.is_symmetric,
+        "collective": problem.kind,
+        "chunks_per_npu": problem.collective.chunks_per_npu,
+        "buffer_mib": problem.collective.buffer_mib,
+        "overlap": problem.collective.overlap if problem.kind == "all_reduce" else None,
+        "num_chunks": problem.num_chunks,
+        "chunk_bytes": problem.chunk_bytes,
+        "min_link_time_us": float(problem.link_time_us.min()) if problem.num_links else None,
+    }
+
+
+def bound_fields(problem: Problem) -> dict[str, Any]:
+    """Lower bounds as record fields; a failure here is recorded but does not fail the run."""
+    try:
+        from ..bounds import lower_bounds
+
+        t0 = time.perf_counter()
+        lb = lower_bounds(problem)
+        dt = time.perf_counter() - t0
+    except Exception as e:  # noqa: BLE001 - the schedule is still worth having
+        msg = f"{type(e).__name__}: {e}"
+        log.warning("lower bounds failed: %s", msg)
+        return {"bounds_error": msg, "lower_bound_us": None}
+    out = {"lower_bound_us": lb.get("best_us"), "lower_bound_source": lb.get("best_source"), "bounds_time_s": dt}
+    out.update({f"lb_{k}": v for k, v in lb.items() if k not in ("best_us", "best_source")})
+    return out
+
+
+def _scalar_stats(stats: Mapping[str, Any]) -> dict[str, Any]:
+    keep = (int, float, str, bool, type(None), list, tuple, dict, np.generic)
+    return flatten("s_", {k: v for k, v in dict(stats).items() if isinstance(v, keep)})
+
+
+def solve_and_verify(problem: Problem, solver: str, options: Mapping[str, Any] | None = None, *,
+                     bounds: bool = True, out_dir=None, csv: str = "auto", csv_max_rows: int = 20_000_000,
+                     topology_max_links: int = 2_000_000, export: str = "none",
+                     fields: dict[str, Any] | None = None) -> tuple[dict[str, Any], Any]:
+    """Solve ``problem`` with backend ``solver`` and verify the schedule; returns ``(fields, schedule)``.
+
+    Parameters
+    ----------
+    problem : Problem
+    solver : str
+        A registered backend name.
+    options : mapping, optional
+        Backend options including ``seed``, ``time_limit_s``, ``threads``.
+    bounds : bool
+        Compute the lower bounds first (``lower_bound_us`` may already be in ``fields``).
+    out_dir : path, optional
+        Also save the schedule and topology there (:func:`tacos_bench.rundir.save_schedule`)
+        and the export, if any.
+    fields : dict, optional
+        Filled in place as the run goes, so an exception keeps what was computed before it.
+
+    Raises
+    ------
+    TacosError
+        Bad options, an unsupported collective, a failing export: the caller records it.
+        A schedule the verifier rejects is *not* raised: ``valid`` is False and ``error`` says why.
+    """
+    import solvers
+
+    fields = {} if fields is None else fields
+    if bounds:
+        fields.update(bound_fields(problem))
+    backend = solvers.get_solver(solver)
+    opts = backend.options(options)
+    caps = backend.capabilities
+    fields.update(time_limit_s=opts.time_limit_s, threads=opts.threads, uses_seed="randomized" in caps,
+                  honours_time_limit="time_limit" in caps, uses_threads="threads" in caps)
+    fields.update(flatten("p_solver_", opts.specific()))
+    if opts.time_limit_s is not None and "time_limit" not in caps:
+        log.warning("solver %s runs to completion: it does not honour time_limit_s", solver)
+    backend.check_supported(problem)
+
+    fields["jit_warmup_s"] = backend.warmup(problem, opts)
+    t0 = time.perf_counter()
+    result = backend.solve(problem, opts)
+    fields["synthesis_time_s"] = time.perf_counter() - t0
+    fields.update(status=result.status, objective_us=result.objective_us, best_bound_us=result.best_bound_us,
+                  build_time_s=result.build_time_s, solve_time_s=result.solve_time_s,
+                  stop_reason=result.stop_reason, solution_source=result.solution_source,
+                  optimality_proof=result.proof if result.status == "optimal" else None)
+    fields["jit_warmup_s"] += float(result.stats.get("jit_warmup_s", 0.0) or 0.0)
+    fields.update(_scalar_stats(result.stats))
+    if result.message:
+        fields["solver_message"] = result.message
+    fields["error"] = None if result.status != "error" else (result.message or "solver reported an error")
+    lb = fields.get("lower_bound_us")
+    if result.best_bound_us is not None and (lb is None or result.best_bound_us > lb):
+        fields.update(lower_bound_us=result.best_bound_us, lower_bound_source="solver")
+
+    sched = result.schedule
+    fields["valid"] = False
+    if sched is None:
+        if fields["error"] is None and result.status not in ("infeasible", "no_solution"):
+            fields["error"] = f"solver returned no schedule (status {result.status})"
+        elif fields["error"] is None:
+            fields["error"] = f"no schedule: {result.status}" + (f" ({result.message})" if result.message else "")
+        return fields, None
+    fields["num_transfers"] = len(sched)
+    if out_dir is not None:
+        sched, saved = rundir.save_schedule(out_dir, problem, sched, csv=csv, csv_max_rows=csv_max_rows,
+                                            topology_max_links=topology_max_links)
+        fields.update(saved)
+
+    from ..verify import check
+
+    t0 = time.perf_counter()
+    ver = check(problem, sched)
+    fields["verify_time_s"] = time.perf_counter() - t0
+    fields["valid"] = ver.valid
+    if not ver.valid:
+        fields["error"] = f"verification failed: {ver.message}"
+        log.error("schedule REJECTED by the verifier: %s", ver.message)
+        return fields, sched
+    T = ver.collective_time_us
+    fields.update(collective_time_us=T, link_utilization=ver.link_utilization)
+    lb = fields.get("lower_bound_us")
+    if lb:
+        fields.update(ratio_to_bound=T / lb, gap=T / lb - 1.0, gap_to_bound=T / lb - 1.0)
+        if fields["status"] in ("feasible", "optimal") and T <= lb * (1 + OPTIMAL_REL_TOL):
+            # the verified time meets a valid lower bound: optimal, whoever found it
+            fields["optimality_proof"] = fields.get("optimality_proof") or "lower_bound"
+            fields["status"] = "optimal"
+    fields["algbw_GBps"] = (problem.chunk_bytes * problem.num_chunks) / GB / (T * 1e-6) if T > 0 else None
+    if export != "none":
+        if out_dir is None:
+            raise ConfigError("an export needs a run directory")
+        from .. import export as exporters
+
+        if not isinstance(sched, Schedule):
+            sched = sched.to_schedule(max_rows=csv_max_rows)
+        path = exporters.export_to_file(export, problem, sched, out_dir)
+        fields["export_file"] = Path(path).name
+    return fields, sched
+
+
+def run_job(cfg: Mapping[str, Any], out_dir, *, choices: Mapping[str, Any] | None = None,
+            extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Run one configuration and write its record; never raises for a failing run.
+
+    Parameters
+    ----------
+    cfg : mapping
+        ``{"solver": {"name": ..., <options>}, "topo": {...}, "collective": {...}, "seed": int, ...}``
+        as composed by Hydra (``conf/``) or built by hand; missing top-level
+        settings take :class:`~tacos_bench.runner.conf.RunSettings`' defaults.
+    out_dir : path
+        The run directory (:mod:`tacos_bench.rundir`).
+    choices : mapping, optional
+        Hydra's ``runtime.choices`` (recorded as ``choice_*`` fields).
+    extra : mapping, optional
+        More fields to record (job number, sweep id, ...).
+    """
+    out_dir = rundir.prepare(out_dir)
+    defaults = RunSettings()
+    config_error = None
+    try:
+        solver_cfg, topo_cfg, coll_cfg = (_section(cfg, k) for k in ("solver", "topo", "collective"))
+        seed = _seed(cfg.get("seed", defaults.seed))
+    except ConfigError as e:  # recorded below like any other failure
+        solver_cfg, topo_cfg, coll_cfg, seed, config_error = {}, {}, {}, None, e
+    options = {k: v for k, v in solver_cfg.items() if k != "name"}
+    raw = {k: v for k, v in options.items() if k not in ("time_limit_s", "threads")}
+    options["seed"] = seed
+    export = str(cfg.get("export", defaults.export))
+    rec = new_record(
+        experiment=cfg.get("experiment", defaults.experiment),
+        solver=solver_cfg.get("name"),
+        seed=seed,
+        time_limit_s=solver_cfg.get("time_limit_s"),
+        threads=solver_cfg.get("threads"),
+        export=export,
+        **flatten("choice_", {k: v for k, v in (choices or {}).items() if not k.startswith("hydra")}),
+        **flatten("p_solver_", raw),  # as given; replaced by the validated values once parsed
+        topology=topo_cfg.get("name"),
+        collective=coll_cfg.get("kind"),
+        chunks_per_npu=coll_cfg.get("chunks_per_npu"),
+        buffer_mib=coll_cfg.get("buffer_mib"),
+        status="error", valid=False, collective_time_us=None, lower_bound_us=None, error=None,
+        output_dir=str(out_dir),
+    )
+    rec.update(extra or {})
+    rec.update(environment())
+    stage = "building the problem"
+    try:
+        if config_error is not None:
+            raise config_error
+        csv, csv_rows, topo_links = _output_settings(cfg, defaults, export)
+        problem = build_problem(topo_cfg, coll_cfg)
+        rec.update(problem_fields(problem))
+        log.info("problem: %s", problem.describe())
+        stage = "solving"
+        solve_and_verify(problem, str(solver_cfg.get("name")), options, out_dir=out_dir, csv=csv,
+                         csv_max_rows=csv_rows, topology_max_links=topo_links, export=export, fields=rec)
+    except TacosError as e:
+        rec["status"] = "error"
+        rec["error"] = f"{stage}: {e}" if stage != "building the problem" else str(e)
+    except Exception as e:  # a bug, not bad input: keep the traceback, the sweep goes on
+        rec["status"] = "error"
+        rec["error"] = f"internal error while {stage}: {type(e).__name__}: {e}"
+        log.debug("traceback:\n%s", traceback.format_exc())
+        (out_dir / rundir.TRACEBACK_FILE).write_text(traceback.format_exc())
+    rundir.write_record(out_dir, rec)
+    return rec
+
+
+def _section(cfg: Mapping[str, Any], key: str) -> dict:
+    v = cfg.get(key) or {}
+    if not isinstance(v, Mapping):
+        raise ConfigError(f"{key} must be a mapping of settings, got {v!r}")
+    return dict(v)
+
+
+def _seed(v) -> int:
+    try:
+        if isinstance(v, bool):
+            raise ValueError
+        return int(v)
+    except (TypeError, ValueError):
+        raise ConfigError(f"seed must be an integer, got {v!r}") from None
+
+
+def _output_settings(cfg, defaults: RunSettings, export: str) -> tuple[str, int, int]:
+    """Output settings, checked before a possibly long solve, not after it."""
+    mode = str(cfg.get("schedule_csv", defaults.schedule_csv))
+    if mode not in SCHEDULE_CSV_MODES:
+        raise ConfigError(f"schedule_csv must be one of {', '.join(SCHEDULE_CSV_MODES)}, got {mode!r}")
+    if export not in EXPORT_FORMATS:
+        raise ConfigError(f"export must be one of {', '.join(EXPORT_FORMATS)}, got {export!r}")
+    return (mode, int(cfg.get("schedule_csv_max_rows", defaults.schedule_csv_max_rows)),
+            int(cfg.get("save_topology_max_links", defaults.save_topology_max_links)))
+
+
+def summary_line(rec: Mapping[str, Any]) -> str:
+    """The one line a user reads after a run: time, bound, status and what decided it."""
+    if rec.get("status") == "error" or not rec.get("valid"):
+        return f"{rec.get('solver')} on {rec.get('topology')}: {rec.get('status')}: {rec.get('error')}"
+    lb = rec.get("lower_bound_us")
+    bound = (f"lower bound {lb:.3f} µs ({rec.get('lower_bound_source')}, x{rec['collective_time_us'] / lb:.3f})"
+             if lb else "no lower bound")
+    why = []
+    if rec.get("status") == "optimal":
+        why.append("the solver proved it" if rec.get("optimality_proof") == "solver" else "it meets the lower bound")
+    if rec.get("solution_source") == "warm_start":
+        why.append("schedule from the warm start")
+    if rec.get("stop_reason") in ("time_limit", "gap_limit"):
+        why.append(f"stopped at the {rec['stop_reason'].replace('_', ' ')}")
+    status = rec["status"] + (f" ({'; '.join(why)})" if why else "")
+    jit = rec.get("jit_warmup_s") or 0.0
+    compile_note = f"; one-off JIT compile {jit:.1f} s before it" if jit >= 0.5 else ""
+    return (f"{rec['solver']} {rec['collective']} on {rec['topology']} ({rec['num_npus']} NPUs, cpn "
+            f"{rec['chunks_per_npu']}): {rec['collective_time_us']:.3f} µs, {bound}, status {status}, "
+            f"verified, synthesis {rec['synthesis_time_s']:.3f} s{compile_note}")

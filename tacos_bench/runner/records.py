@@ -1,0 +1,221 @@
+"""The run record: one flat dict per run (``result.json``), its schema declared here.
+
+A record is flat (scalars only) so that many of them become one tidy table
+(:mod:`tacos_bench.collect`). :data:`FIELDS` lists every field with its unit and
+the stage of a run that fills it; :data:`FAMILIES` the prefixed families
+(``p_solver_*``, ``s_*``, ...). The README's record table is generated from it
+(``python -m tacos_bench.runner.records``) and a test checks that every record
+the pipeline writes uses only declared names. Field names are a public
+contract: add, never rename.
+
+Examples
+--------
+>>> FIELD["collective_time_us"].unit
+'µs'
+>>> is_declared("s_restarts_run"), is_declared("no_such_field")
+(True, False)
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import json
+import platform
+import socket
+import subprocess
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+STAGES = ("run", "config", "problem", "bounds", "solve", "save", "verify", "export", "env")
+
+
+@dataclass(frozen=True)
+class Field:
+    """One record field: its name, unit (``""`` when unitless), the stage that fills it, and what it means."""
+
+    name: str
+    unit: str
+    stage: str
+    doc: str
+
+
+FIELDS: tuple[Field, ...] = (
+    # run identity
+    Field("run_id", "", "run", "random 12-hex id of the run"),
+    Field("timestamp_utc", "", "run", "start of the run, ISO 8601 UTC"),
+    Field("git_commit", "", "run", "HEAD of the checkout (`-dirty` with uncommitted changes)"),
+    Field("experiment", "", "run", "experiment name (`experiment=`)"),
+    Field("job_num", "", "run", "job number within a sweep (null for a single run)"),
+    Field("job_name", "", "run", "Hydra job name"),
+    Field("override_dirname", "", "run", "the command-line overrides of a Hydra job"),
+    Field("output_dir", "", "run", "the run directory"),
+    # configuration
+    Field("solver", "", "config", "backend name (`solver=`)"),
+    Field("seed", "", "config", "master seed (`seed=`)"),
+    Field("time_limit_s", "s", "config", "wall-clock budget of the solve (null: none)"),
+    Field("threads", "", "config", "threads the backend may use (0: one per usable core)"),
+    Field("uses_seed", "", "config", "the backend uses the seed (false: deterministic, seed ignored)"),
+    Field("honours_time_limit", "", "config", "the backend stops at time_limit_s (false: runs to completion)"),
+    Field("uses_threads", "", "config", "the backend uses more than one thread when asked"),
+    Field("export", "", "config", "export format asked for (none, msccl, json, chakra, astra-sim)"),
+    # problem
+    Field("topology", "", "problem", "topology name (a file's stem for `topo=file`)"),
+    Field("topology_header_name", "", "problem", "the name a topology file declares, when it differs"),
+    Field("topology_kind", "", "problem", "generator family, `file` or `induced`"),
+    Field("num_npus", "", "problem", "NPUs"),
+    Field("num_links", "", "problem", "directed links"),
+    Field("homogeneous", "", "problem", "every link has the same bandwidth and latency"),
+    Field("symmetric", "", "problem", "every link has a reverse with the same bandwidth and latency"),
+    Field("collective", "", "problem", "all_gather, reduce_scatter or all_reduce"),
+    Field("chunks_per_npu", "", "problem", "chunks each NPU owns"),
+    Field("buffer_mib", "MiB", "problem", "collective size"),
+    Field("overlap", "", "problem", "All-Reduce composition: phases overlapped per link and chunk (false: barrier)"),
+    Field("num_chunks", "", "problem", "N x chunks_per_npu"),
+    Field("chunk_bytes", "B", "problem", "floor(buffer / num_chunks)"),
+    Field("min_link_time_us", "µs", "problem", "fastest link's chunk time"),
+    # bounds
+    Field("lower_bound_us", "µs", "bounds", "best valid lower bound: the bounds module's, or the solver's proven "
+                                            "bound when higher"),
+    Field("lower_bound_source", "", "bounds", "which bound gave lower_bound_us (ingress, distance, cut, solver)"),
+    Field("bounds_time_s", "s", "bounds", "time to compute the bounds"),
+    Field("bounds_error", "", "bounds", "why the bounds failed (the run goes on)"),
+    # solve
+    Field("status", "", "solve", "optimal | feasible | infeasible | no_solution | error; optimal whenever the "
+                                 "verified time meets lower_bound_us"),
+    Field("optimality_proof", "", "solve", "why status is optimal: solver (its search proved it) or lower_bound "
+                                           "(the verified time meets lower_bound_us)"),
+    Field("stop_reason", "", "solve", "finished (heuristic ran to completion), proved, time_limit, gap_limit, error"),
+    Field("solution_source", "", "solve", "what produced the schedule: heuristic, model, warm_start, trivial"),
+    Field("objective_us", "µs", "solve", "what the backend optimized (exact: the TEN makespan)"),
+    Field("best_bound_us", "µs", "solve", "the backend's own proven bound for this problem (already folded into "
+                                          "lower_bound_us); null when it has none"),
+    Field("jit_warmup_s", "s", "solve", "one-off JIT compilation before the clock started (not in synthesis_time_s)"),
+    Field("synthesis_time_s", "s", "solve", "wall time of solve(), measured outside the backend"),
+    Field("build_time_s", "s", "solve", "model building, as the backend reports it"),
+    Field("solve_time_s", "s", "solve", "search, as the backend reports it"),
+    Field("solver_message", "", "solve", "the backend's note (e.g. why it stopped early)"),
+    # saving
+    Field("num_transfers", "", "save", "transfers in the schedule"),
+    Field("schedule_file", "", "save", "schedule.csv when written (null: too large, see schedule_csv)"),
+    Field("topology_file", "", "save", "the topology's edge list in the run directory"),
+    Field("schedule_compact_dir", "", "save", "compact schedule directory (very large All-Gathers)"),
+    Field("schedule_compact_bytes", "B", "save", "its size on disk"),
+    # verification
+    Field("valid", "", "verify", "the independent verifier accepted the schedule"),
+    Field("verify_time_s", "s", "verify", "time of the replay"),
+    Field("collective_time_us", "µs", "verify", "verified last arrival"),
+    Field("gap", "", "verify", "collective_time_us / lower_bound_us - 1 (0 = at the bound)"),
+    Field("ratio_to_bound", "", "verify", "collective_time_us / lower_bound_us"),
+    Field("gap_to_bound", "", "verify", "deprecated alias of gap (kept for old scripts)"),
+    Field("algbw_GBps", "GB/s", "verify", "collective bytes / time (10^9 B/s, as nccl-tests)"),
+    Field("link_utilization", "", "verify", "busy link time / (links x collective time)"),
+    # export
+    Field("export_file", "", "export", "what the export wrote, in the run directory"),
+    # outcome
+    Field("error", "", "run", "why the run failed (null when it did not); the first line a user sees"),
+    # environment
+    Field("host", "", "env", "host name"),
+    Field("python", "", "env", "Python version"),
+    Field("platform", "", "env", "OS and architecture"),
+)
+
+FAMILIES: tuple[Field, ...] = (
+    Field("choice_<group>", "", "run", "Hydra's runtime choice of each config group"),
+    Field("p_solver_<option>", "", "config", "every backend-specific option (solvers.options)"),
+    Field("lb_<part>", "µs", "bounds", "every component of tacos_bench.bounds.lower_bounds (docs/bounds.md)"),
+    Field("s_<stat>", "", "solve", "every scalar statistic the backend reports (restarts, model size, ...)"),
+    Field("v_<package>", "", "env", "versions of the packages that decide results"),
+)
+
+FIELD = {f.name: f for f in FIELDS}
+_PREFIXES = tuple(f.name.split("<")[0] for f in FAMILIES)
+
+_VERSIONED = ("numpy", "pandas", "networkx", "numba", "pulp", "highspy", "ortools", "hydra-core", "omegaconf")
+
+
+def is_declared(name: str) -> bool:
+    """Whether ``name`` is a declared field or belongs to a declared family."""
+    return name in FIELD or name.startswith(_PREFIXES)
+
+
+@functools.lru_cache(maxsize=1)
+def git_commit() -> str | None:
+    """HEAD of the checkout this package runs from (None outside git)."""
+    here = Path(__file__).resolve().parents[2]
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    commit = out.stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+                           capture_output=True, text=True, timeout=5)
+    return commit + ("-dirty" if dirty.returncode == 0 and dirty.stdout.strip() else "")
+
+
+@functools.lru_cache(maxsize=1)
+def environment() -> dict[str, Any]:
+    """Package versions and host, as flat ``v_*`` fields plus ``host``/``python``/``platform``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    env: dict[str, Any] = {"host": socket.gethostname(), "python": platform.python_version(),
+                           "platform": platform.platform(terse=True)}
+    for pkg in _VERSIONED:
+        try:
+            env[f"v_{pkg.replace('-', '_')}"] = version(pkg)
+        except PackageNotFoundError:
+            env[f"v_{pkg.replace('-', '_')}"] = None
+    return env
+
+
+def new_record(**fields: Any) -> dict[str, Any]:
+    rec: dict[str, Any] = {
+        "run_id": uuid.uuid4().hex[:12],
+        "timestamp_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "git_commit": git_commit(),
+    }
+    rec.update(fields)
+    return rec
+
+
+def flatten(prefix: str, mapping: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"a": 1, "b": {"c": 2}}`` -> ``{prefix+"a": 1, prefix+"b_c": 2}``; lists become JSON strings.
+
+    >>> flatten("s_", {"a": 1, "b": {"c": [1, 2]}})
+    {'s_a': 1, 's_b_c': '[1, 2]'}
+    """
+    out: dict[str, Any] = {}
+    for k, v in mapping.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            out.update(flatten(key + "_", v))
+        elif isinstance(v, (list, tuple)):
+            out[key] = json.dumps(list(v), default=_json_default)
+        else:
+            out[key] = v
+    return out
+
+
+def _json_default(v: Any) -> Any:
+    """numpy scalars/arrays inside lists: their Python value; anything else: its string."""
+    if isinstance(v, (np.generic, np.ndarray)):
+        return v.tolist()
+    return str(v)
+
+
+def markdown_table() -> str:
+    """The record schema as a markdown table (the README's)."""
+    rows = ["| field | unit | stage | meaning |", "|---|---|---|---|"]
+    for f in FIELDS + FAMILIES:
+        rows.append(f"| `{f.name}` | {f.unit} | {f.stage} | {f.doc} |")
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown_table(), end="")
