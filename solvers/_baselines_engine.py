@@ -38,6 +38,7 @@ import numpy as np
 from numba import njit
 
 from tacos_bench.errors import SolverError
+from tacos_bench.graph import index_pop, index_push, shortest_path_tree
 from tacos_bench.schedule import COPY, REDUCE, Schedule
 from tacos_bench.topology import Topology
 
@@ -52,64 +53,26 @@ MAX_TRANSFERS = 50_000_000
 
 # ------------------------------------------------------------------------------------------- kernels
 @njit(cache=True)
-def _before(a, b, ready, prio):
-    if ready[a] != ready[b]:
-        return ready[a] < ready[b]
-    if prio[a] != prio[b]:
-        return prio[a] < prio[b]
-    return a < b
-
-
-@njit(cache=True)
-def _heap_push(heap, size, i, ready, prio):
-    """Push task ``i`` onto the binary min-heap ``heap[:size]`` (order: ``_before``); returns the new size."""
-    heap[size] = i
-    k = size
-    while k > 0:
-        parent = (k - 1) >> 1
-        if _before(heap[k], heap[parent], ready, prio):
-            tmp = heap[k]
-            heap[k] = heap[parent]
-            heap[parent] = tmp
-            k = parent
-        else:
-            break
-    return size + 1
-
-
-@njit(cache=True)
 def _simulate(link, dur, release, prio, succ_ptr, succ_idx, npred, link_free):
-    """Event-driven FCFS list scheduling of a transfer DAG (see module docstring)."""
+    """Event-driven FCFS list scheduling of a transfer DAG (see module docstring).
+
+    Ready transfers wait in an index heap ordered by (ready time, prio, id); a transfer's ready time
+    is final before it enters the heap.
+    """
     T = link.shape[0]
     ready = release.copy()
     remaining = npred.copy()
     start = np.full(T, np.nan)
     end = np.full(T, np.nan)
     heap = np.empty(max(T, 1), np.int64)
-    size = 0
+    pos = np.full(max(T, 1), -1, np.int64)
+    size = np.zeros(1, np.int64)
     for i in range(T):
         if remaining[i] == 0:
-            size = _heap_push(heap, size, i, ready, prio)
+            index_push(heap, pos, size, ready, prio, i)
     done = 0
-    while size > 0:
-        i = heap[0]
-        size -= 1
-        heap[0] = heap[size]
-        k = 0
-        while True:
-            left = 2 * k + 1
-            if left >= size:
-                break
-            best = left
-            if left + 1 < size and _before(heap[left + 1], heap[left], ready, prio):
-                best = left + 1
-            if _before(heap[best], heap[k], ready, prio):
-                tmp = heap[k]
-                heap[k] = heap[best]
-                heap[best] = tmp
-                k = best
-            else:
-                break
+    while size[0] > 0:
+        i = index_pop(heap, pos, size, ready, prio)
         r = ready[i]
         lk = link[i]
         if lk >= 0:
@@ -128,79 +91,8 @@ def _simulate(link, dur, release, prio, succ_ptr, succ_idx, npred, link_free):
                 ready[j] = e
             remaining[j] -= 1
             if remaining[j] == 0:
-                size = _heap_push(heap, size, j, ready, prio)
+                index_push(heap, pos, size, ready, prio, j)
     return start, end, done
-
-
-@njit(cache=True)
-def _dijkstra(n, out_ptr, dst, weight, source):
-    """Shortest-path tree from ``source``: (distance, link id into each node or -1).
-
-    Ties are broken deterministically: nodes settle in (distance, id) order and
-    a node keeps the first predecessor that reached its final distance.
-    """
-    dist = np.full(n, np.inf)
-    pred = np.full(n, -1, np.int64)
-    done = np.zeros(n, np.bool_)
-    cap = dst.shape[0] + 1
-    hd = np.empty(cap, np.float64)
-    hn = np.empty(cap, np.int64)
-    size = 0
-    dist[source] = 0.0
-    hd[0] = 0.0
-    hn[0] = source
-    size = 1
-    while size > 0:
-        d = hd[0]
-        u = hn[0]
-        size -= 1
-        hd[0] = hd[size]
-        hn[0] = hn[size]
-        k = 0
-        while True:
-            left = 2 * k + 1
-            if left >= size:
-                break
-            best = left
-            rt = left + 1
-            if rt < size and (hd[rt] < hd[left] or (hd[rt] == hd[left] and hn[rt] < hn[left])):
-                best = rt
-            if hd[best] < hd[k] or (hd[best] == hd[k] and hn[best] < hn[k]):
-                td = hd[k]
-                tn = hn[k]
-                hd[k] = hd[best]
-                hn[k] = hn[best]
-                hd[best] = td
-                hn[best] = tn
-                k = best
-            else:
-                break
-        if done[u]:
-            continue
-        done[u] = True
-        for lk in range(out_ptr[u], out_ptr[u + 1]):
-            v = dst[lk]
-            nd = d + weight[lk]
-            if nd < dist[v]:
-                dist[v] = nd
-                pred[v] = lk
-                k = size
-                hd[k] = nd
-                hn[k] = v
-                size += 1
-                while k > 0:
-                    parent = (k - 1) >> 1
-                    if hd[k] < hd[parent] or (hd[k] == hd[parent] and hn[k] < hn[parent]):
-                        td = hd[k]
-                        tn = hn[k]
-                        hd[k] = hd[parent]
-                        hn[k] = hn[parent]
-                        hd[parent] = td
-                        hn[parent] = tn
-                        k = parent
-                    else:
-                        break
-    return dist, pred
 
 
 # ------------------------------------------------------------------------------------------- routing
@@ -225,7 +117,7 @@ class Router:
     def _tree(self, source: int):
         t = self._trees.get(source)
         if t is None:
-            dist, pred = _dijkstra(self.topology.num_npus, self._ptr, self._dst, self._w, int(source))
+            dist, pred = shortest_path_tree(self.topology.num_npus, self._ptr, self._dst, self._w, int(source))
             t = (dist, pred.tolist())
             self._trees[source] = t
         return t

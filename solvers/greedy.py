@@ -8,14 +8,16 @@ destination, (chunk, destination) pairs are taken in the ``chunk_order`` and
 each goes to one of the idle in-links that can carry it, chosen by
 ``link_tiebreak``. Transfers start at an event time, when the sender already
 holds the chunk, so every schedule is causal by construction, also on
-heterogeneous links (the C++ reference decides at arrival time and is not).
+heterogeneous links (the C++ reference v1.3.0 relabels an in-flight copy as a
+chunk the sender obtains only later, and its heterogeneous schedules fail replay).
 
-Reduce-Scatter and All-Reduce come from :func:`solvers.compose.solve_via_all_gather`:
+Reduce-Scatter and All-Reduce come from :func:`solvers.compose.solve_collective`:
 Reduce-Scatter is the All-Gather on the reversed topology with time reversed;
-All-Reduce is Reduce-Scatter then All-Gather, back to back.
+All-Reduce is Reduce-Scatter then All-Gather, overlapped per link and chunk or with a barrier
+(``collective.overlap``).
 
 The options are documented in ``docs/greedy.md``; the hot loops live in
-:mod:`solvers._greedy_kernel`.
+:mod:`solvers._kernel_classic` and :mod:`solvers._kernel_scale` (shared pieces in :mod:`solvers._kernel_common`).
 
 Examples
 --------
@@ -130,9 +132,6 @@ class _Static:
     """The arrays both kernels read, as contiguous int64/float64 (shared by a problem's restarts)."""
 
     def __init__(self, problem: Problem, opts: GreedyOptions):
-        from . import _greedy_kernel as K
-
-        self.K = K
         topo = problem.topology
         self.problem = problem
         self.opts = opts
@@ -151,7 +150,9 @@ class _Instance(_Static):
 
     def __init__(self, problem: Problem, opts: GreedyOptions):
         super().__init__(problem, opts)
-        K = self.K
+        from . import _kernel_classic as K
+
+        self.K = K
         self.W = (self.C + 63) // 64
         # links of equal chunk time end in the order they start: one FIFO ring per class
         times, self.lclass = np.unique(self.ltime, return_inverse=True)
@@ -162,10 +163,13 @@ class _Instance(_Static):
         self.r_cap = (per_class * (2 if opts.preempt else 1) + (4 if opts.preempt else 0)).astype(np.int64)
         self.r_off = np.concatenate([[0], np.cumsum(self.r_cap)[:-1]]).astype(np.int64)
         self.order_code = CHUNK_ORDERS.index(opts.chunk_order)
+        self.counted_random = K.uses_counted_random(self.order_code, opts.duplicates, opts.window)
         self.tie_code = LINK_TIEBREAKS.index(opts.link_tiebreak)
         self.match_code = MATCHINGS.index(opts.matching)
         if opts.chunk_order == "farthest":
-            self.dist = K.hop_distances(self.N, self.out_ptr, self.ldst)
+            from tacos_bench.graph import hop_distances
+
+            self.dist = hop_distances(self.N, self.out_ptr, self.ldst)
             owners = np.arange(self.C) % self.N
             ecc = self.dist.max(axis=1)
             self.rmax0 = ecc[owners].astype(np.int32)
@@ -218,6 +222,7 @@ class _Instance(_Static):
         cpos = np.full(self.K_classes, -1, dtype=np.int64)
         csize = np.zeros(1, dtype=np.int64)
         chead = np.zeros(self.K_classes)
+        cprio = np.zeros(self.K_classes, dtype=np.int64)
         copies = np.ones(C, dtype=np.int32)
         cnt = self.cnt0.copy()
         rmax = self.rmax0.copy()
@@ -235,16 +240,20 @@ class _Instance(_Static):
         cap = min(remaining, OUT_BUFFER_ROWS) + M
         out = [np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64), np.empty(cap), np.empty(cap)]
         ws = K.make_workspace(N, C, self.maxdeg)
+        topo = (self.lsrc, self.ldst, self.ltime, self.lclass, self.in_ptr, self.in_order, self.out_ptr)
+        rules = (self.order_code, self.tie_code, self.match_code, bool(self.opts.duplicates),
+                 bool(self.opts.preempt), int(window))
+        state = (H, R, cur_chunk, cur_start, busy_until, gen)
+        queue = (q_link, q_gen, q_end, self.r_off, self.r_cap, r_head, r_size, cheap, cpos, csize, chead, cprio)
+        order = (copies, cnt, rmax, arr_time, self.dist)
+        outs = (out[0], out[1], out[2], out[3])
+        run = K.run_counted_random if self.counted_random else K.run_listed
         parts = []
         slices = _Slices(32, bar, remaining)
         while True:
             t0 = time.perf_counter()
-            st = K.run_events(N, self.lsrc, self.ldst, self.ltime, self.lclass, self.in_ptr, self.in_order,
-                              self.out_ptr, self.order_code, self.tie_code, self.match_code, self.opts.duplicates,
-                              self.opts.preempt, window, self.dist, H, R, cur_chunk, cur_start, busy_until, gen,
-                              wc, bc, tot, log, loglen, lptr, q_link, q_gen, q_end, self.r_off, self.r_cap,
-                              r_head, r_size, cheap, cpos, csize, chead, copies, cnt, rmax, arr_time, rng, clock,
-                              ctr, fst, out[0], out[1], out[2], out[3], slices.max_events, *ws)
+            st = run(N, topo, rules, state, (wc, bc, tot), (log, loglen, lptr), order, queue, outs, ws, rng, clock,
+                     ctr, fst, slices.max_events)
             slices.progress(int(ctr[K.C_REMAINING]))
             if st == K.ST_DONE:
                 break
@@ -284,7 +293,9 @@ class _ScaleInstance(_Static):
 
     def __init__(self, problem: Problem, opts: GreedyOptions):
         super().__init__(problem, opts)
-        K = self.K
+        from . import _kernel_scale as K
+
+        self.K = K
         in_order = self.in_order
         # links addressed by in-position j (index in in_order): a destination's in-links are contiguous
         self.jlink = in_order
@@ -325,7 +336,7 @@ class _ScaleInstance(_Static):
 
     @staticmethod
     def supports(problem: Problem, opts: GreedyOptions) -> bool:
-        from . import _greedy_kernel as K
+        from . import _kernel_scale as K
 
         if (opts.chunk_order, opts.matching, opts.duplicates, opts.window) != ("random", "greedy", False, 0):
             return False
@@ -372,6 +383,7 @@ class _ScaleInstance(_Static):
         cpos = np.full(kc, -1, dtype=np.int64)
         csize = np.zeros(1, dtype=np.int64)
         chead = np.zeros(kc)
+        cprio = np.zeros(kc, dtype=np.int64)
         # one random stream per partition, all determined by the run's seed
         rngs = np.zeros((P, 8), dtype=np.uint64)
         rngs[:, 0] = np.random.SeedSequence(int(kseed)).generate_state(P, dtype=np.uint64)
@@ -394,7 +406,7 @@ class _ScaleInstance(_Static):
                              self.vgmask, self.in_ptr, self.out_ptr,
                              self.ldst, self.jpos, self.tie_code, state, S, slen, jinfo,
                              q_pos, q_chunk, q_sev, q_end, self.r_off, self.r_cap, r_head, r_size, cheap, cpos,
-                             csize, chead, rngs, clock, ctr, pctr, ev_time, ev_base,
+                             csize, chead, cprio, rngs, clock, ctr, pctr, ev_time, ev_base,
                              out[0], out[1], out[2], out[3], slices.max_events,
                              dirty, is_dirty, *act, arr[0], arr[1],
                              started[0], started[1], part_lo, margin,
@@ -468,15 +480,17 @@ class _TableSink:
         return Schedule(chunk, self.lsrc[link], self.ldst[link], ev[s], ev[e], np.full(len(chunk), COPY, np.int8))
 
 
-_WARM = {"classic": False, "scale": False}
+KERNELS = ("counted", "listed", "scale")
+_WARM = dict.fromkeys(KERNELS, False)
 
 
-def warmup(engines=("classic", "scale")) -> float:
-    """Compile (or load from the numba cache) the kernels of ``engines``; returns the seconds it took.
+def warmup(kernels=KERNELS) -> float:
+    """Compile (or load from the numba cache) ``kernels``; returns the seconds it took.
 
-    Each engine is compiled once per process; later calls return 0.
+    ``counted``: the classic kernel's default rule; ``listed``: the classic kernel's other options;
+    ``scale``: the scale engine. Each is compiled once per process; later calls return 0.
     """
-    todo = [e for e in engines if not _WARM[e]]
+    todo = [k for k in kernels if not _WARM[k]]
     if not todo:
         return 0.0
     from tacos_bench.collective import Collective
@@ -484,16 +498,28 @@ def warmup(engines=("classic", "scale")) -> float:
 
     t0 = time.perf_counter()
     p = Problem(ring(3), Collective(ALL_GATHER, 1, 1))
-    if "classic" in todo:
-        # one kernel serves every option (they are runtime codes); this run takes its rarely used branches
+    if "counted" in todo:
+        _Instance(p, GreedyOptions(matching="maximum")).run(np.uint64(1))
+    if "listed" in todo:
+        # one kernel serves every listed option (they are runtime codes); this run takes its rare branches
         _Instance(p, GreedyOptions(chunk_order="oldest", matching="maximum", duplicates=True,
                                    preempt=True)).run(np.uint64(1))
     if "scale" in todo:
         inst = _ScaleInstance(p, GreedyOptions())
         inst.run(np.uint64(1), sink=_TableSink(inst.ldst, inst.ldst))
-    for e in todo:
-        _WARM[e] = True
+    for k in todo:
+        _WARM[k] = True
     return time.perf_counter() - t0
+
+
+def kernel_for(problem: Problem, opts: GreedyOptions) -> str:
+    """Which compiled kernel a run of ``opts`` on ``problem`` uses (see :func:`warmup`)."""
+    if pick_engine(problem, opts) == "scale":
+        return "scale"
+    from . import _kernel_classic as K
+
+    return "counted" if K.uses_counted_random(CHUNK_ORDERS.index(opts.chunk_order), opts.duplicates,
+                                              opts.window) else "listed"
 
 
 def _progress_bar(opts: GreedyOptions, total: int, desc: str):
@@ -658,8 +684,7 @@ class GreedySolver(Solver):
     def warmup(self, problem: Problem | None = None, opts: GreedyOptions | None = None) -> float:
         if problem is None:
             return warmup()
-        engines = {pick_engine(p, opts or GreedyOptions()) for p in _phases(problem)}
-        return warmup(tuple(sorted(engines)))
+        return warmup(tuple(sorted({kernel_for(p, opts or GreedyOptions()) for p in _phases(problem)})))
 
     def _solve(self, problem: Problem, opts: GreedyOptions) -> SolveResult:
         jit_s = self.warmup(problem, opts)

@@ -44,6 +44,7 @@ from numba import njit
 from .collective import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER
 from .cost import BYTES_PER_GIB
 from .errors import ConfigError
+from .graph import bfs, dijkstra
 from .problem import Problem
 from .topology import Topology
 
@@ -146,85 +147,16 @@ def count_time_us(t: np.ndarray, ptr: np.ndarray, need: np.ndarray) -> np.ndarra
 
 # ============================================================================ shortest paths (numba)
 @njit(cache=True)
-def _heap_push(hk, hv, size, key, val):
-    # Ties in key may pop in any order: Dijkstra's distances do not depend on it.
-    i = size
-    while i > 0:
-        p = (i - 1) >> 1
-        if hk[p] <= key:
-            break
-        hk[i] = hk[p]
-        hv[i] = hv[p]
-        i = p
-    hk[i] = key
-    hv[i] = val
-    return size + 1
-
-
-@njit(cache=True)
-def _heap_pop(hk, hv, size):
-    key = hk[0]
-    val = hv[0]
-    size -= 1
-    lk = hk[size]
-    lv = hv[size]
-    i = 0
-    while True:
-        c = 2 * i + 1
-        if c >= size:
-            break
-        if c + 1 < size and hk[c + 1] < hk[c]:
-            c += 1
-        if hk[c] >= lk:
-            break
-        hk[i] = hk[c]
-        hv[i] = hv[c]
-        i = c
-    hk[i] = lk
-    hv[i] = lv
-    return key, val, size
-
-
-@njit(cache=True)
-def _sssp(out_ptr, dst, w, source, uniform, dist, hops, hk, hv):
+def _sssp(out_ptr, dst, w, source, uniform, dist, hops, pred, hk, hv):
     """Link-time distances from ``source`` into ``dist`` (BFS when all ``w`` are equal)."""
-    n = dist.shape[0]
-    for i in range(n):
-        dist[i] = np.inf
     if uniform:
         # hops * w keeps distances exact multiples of the link time (same products as the count bound).
         w0 = w[0] if w.shape[0] > 0 else 0.0
-        for i in range(n):
-            hops[i] = -1
-        hops[source] = 0
-        hv[0] = source
-        head = 0
-        tail = 1
-        while head < tail:
-            u = hv[head]
-            head += 1
-            for j in range(out_ptr[u], out_ptr[u + 1]):
-                v = dst[j]
-                if hops[v] < 0:
-                    hops[v] = hops[u] + 1
-                    hv[tail] = v
-                    tail += 1
-        for i in range(n):
-            if hops[i] >= 0:
-                dist[i] = hops[i] * w0
+        bfs(out_ptr, dst, source, hops, hv)
+        for i in range(dist.shape[0]):
+            dist[i] = hops[i] * w0 if hops[i] >= 0 else np.inf
         return
-    dist[source] = 0.0
-    size = _heap_push(hk, hv, 0, 0.0, source)
-    while size > 0:
-        d, u, size = _heap_pop(hk, hv, size)
-        if d > dist[u]:
-            continue
-        for j in range(out_ptr[u], out_ptr[u + 1]):
-            v = dst[j]
-            nd = d + w[j]
-            if nd < dist[v]:
-                dist[v] = nd
-                size = _heap_push(hk, hv, size, nd, v)
+    dijkstra(out_ptr, dst, w, source, dist, pred, hk, hv)
 
 
 @njit(cache=True)
@@ -236,11 +168,12 @@ def _distance_rows(out_ptr, dst, w, in_ptr, in_src, sources, uniform, want_entry
     E = np.empty((k if want_entry else 0, n))
     dist = np.empty(n)
     hops = np.empty(n, dtype=np.int64)
+    pred = np.empty(n, dtype=np.int64)
     cap = max(dst.shape[0] + 1, n + 1)
     hk = np.empty(cap)
     hv = np.empty(cap, dtype=np.int64)
     for i in range(k):
-        _sssp(out_ptr, dst, w, sources[i], uniform, dist, hops, hk, hv)
+        _sssp(out_ptr, dst, w, sources[i], uniform, dist, hops, pred, hk, hv)
         m = 0.0
         for v in range(n):
             if dist[v] > m:
@@ -261,9 +194,9 @@ def _distance_rows(out_ptr, dst, w, in_ptr, in_src, sources, uniform, want_entry
 def _distance_row(out_ptr, dst, w, source, uniform):
     n = out_ptr.shape[0] - 1
     dist = np.empty(n)
-    hops = np.empty(n, dtype=np.int64)
     cap = max(dst.shape[0] + 1, n + 1)
-    _sssp(out_ptr, dst, w, source, uniform, dist, hops, np.empty(cap), np.empty(cap, dtype=np.int64))
+    _sssp(out_ptr, dst, w, source, uniform, dist, np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64),
+          np.empty(cap), np.empty(cap, dtype=np.int64))
     return dist
 
 

@@ -1,4 +1,4 @@
-"""Tests of the greedy TACOS matcher (solvers/greedy.py, solvers/_greedy_kernel.py).
+"""Tests of the greedy TACOS matcher (solvers/greedy.py and its kernels solvers/_kernel_*.py).
 
 Every schedule produced here is replayed by the independent verifier.
 """

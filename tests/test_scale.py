@@ -142,7 +142,7 @@ def test_in_link_groups_partition_each_destinations_links_by_speed():
 
 
 def test_groups_are_capped_and_merge_the_slowest_links():
-    from solvers._greedy_kernel import SCALE_MAX_GROUPS
+    from solvers._kernel_scale import SCALE_MAX_GROUPS
     from solvers.greedy import _ScaleInstance
 
     n = SCALE_MAX_GROUPS + 3
