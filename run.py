@@ -38,7 +38,6 @@ if __name__ == "__main__":
     except Exception as e:
         if user_wants_trace:
             raise
-        from tacos_bench.runner.hydra_app import config_error_line
+        from tacos_bench.runner.hydra_app import error_exit
 
-        print(f"tacos-bench: config error: {config_error_line(e)}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(error_exit(e))

@@ -41,7 +41,7 @@ import pandas as pd  # noqa: E402
 from tacos_bench import Collective, Problem  # noqa: E402
 from tacos_bench.bounds import lower_bound_us  # noqa: E402
 from tacos_bench.generators import grid, hypercube, ring  # noqa: E402
-from tacos_bench.verify import check  # noqa: E402
+from tacos_bench.runner import solve_and_verify  # noqa: E402
 from solvers import get_solver  # noqa: E402
 
 EXACT = {
@@ -74,38 +74,27 @@ def make_topology(family: str, size: int):
 
 def run_one(problem: Problem, label: str, mode: str, time_limit: float, seed: int, lb: float,
             extra: dict | None = None) -> dict:
-    """Solve, verify and flatten one run into a record."""
+    """One run through the pipeline's path (``tacos_bench.runner.solve_and_verify``): its record, plus the
+    TEN statistics this benchmark tabulates under short names."""
     topo = problem.topology
-    rec = {"topology": topo.name, "num_npus": problem.num_npus, "num_links": problem.num_links,
-           "solver": label, "mode": mode, "time_limit_s": time_limit, "lower_bound_us": lb}
     if label == "greedy":
-        solver, opts = get_solver("greedy"), {}
+        name, opts = "greedy", {}
     else:
         name, opts = EXACT[label]
-        solver = get_solver(name)
         opts = dict(opts, warm_start=(mode != "cold"), **(extra or {}))
-    t0 = time.perf_counter()
-    r = solver.solve(problem, time_limit_s=time_limit, seed=seed, **opts)
-    rec["synthesis_s"] = time.perf_counter() - t0
-    st = dict(r.stats)
-    rec.update(status=r.status, objective_us=r.objective_us, best_bound_us=r.best_bound_us, gap=r.gap,
-               build_s=r.build_time_s, solve_s=r.solve_time_s, message=r.message[:120],
-               model_vars=st.get("model_vars"), model_constraints=st.get("model_constraints"),
-               source=st.get("source"), tau_us=st.get("tau_us"), ten_exact=st.get("ten_exact"),
-               steps=st.get("objective_steps"), bound_steps=st.get("bound_steps"), lb_steps=st.get("lb_steps"),
-               warm_steps=st.get("warm_steps"), warm_source=st.get("warm_source"),
-               horizon_steps=st.get("horizon_steps"), proof=st.get("proof"))
-    if r.schedule is not None:
-        v = check(problem, r.schedule)
-        rec["valid"] = v.valid
-        rec["collective_time_us"] = v.collective_time_us
-        rec["verify_message"] = v.message[:160]
-    else:
-        rec["valid"] = None
-        rec["collective_time_us"] = None
-    rec["vs_lb"] = (rec["collective_time_us"] / lb) if rec.get("collective_time_us") and lb else None
-    print(f"  {topo.name:>16} {label:>14} {mode:>4}: {r.status:>11} {rec['synthesis_s']:8.2f} s"
-          f"  T={rec['collective_time_us'] or float('nan'):10.1f} µs  x{rec['vs_lb'] or float('nan'):.3f} of LB"
+    rec, _ = solve_and_verify(problem, name, {**opts, "time_limit_s": time_limit, "seed": seed}, bounds=False,
+                              fields={"lower_bound_us": lb, "lower_bound_source": "bounds"})
+    rec.update(topology=topo.name, num_npus=problem.num_npus, num_links=problem.num_links, solver=label, mode=mode,
+               model_vars=rec.get("s_model_vars"), model_constraints=rec.get("s_model_constraints"),
+               source=rec.get("s_source"), tau_us=rec.get("s_tau_us"), ten_exact=rec.get("s_ten_exact"),
+               steps=rec.get("s_objective_steps"), bound_steps=rec.get("s_bound_steps"), lb_steps=rec.get("s_lb_steps"),
+               warm_steps=rec.get("s_warm_steps"), warm_source=rec.get("s_warm_source"),
+               horizon_steps=rec.get("s_horizon_steps"), proof=rec.get("s_proof"),
+               ten_optimal=rec["status"] == "optimal" or bool(rec.get("s_ten_optimal")),
+               message=(rec.get("solver_message") or rec.get("error") or "")[:160])
+    T = rec.get("collective_time_us")
+    print(f"  {topo.name:>16} {label:>14} {mode:>4}: {rec['status']:>11} {rec['synthesis_time_s']:8.2f} s"
+          f"  T={T or float('nan'):10.1f} µs  x{rec.get('ratio_to_bound') or float('nan'):.3f} of LB"
           f"  vars={rec['model_vars']} src={rec['source']}", flush=True)
     return rec
 
@@ -151,7 +140,7 @@ def suite_sweep(args) -> pd.DataFrame:
                     r = run_one(p, label, mode, args.time_limit, args.seed, lb)
                     r["family"] = family
                     rows.append(r)
-                    if r["status"] != "optimal":
+                    if not r["ten_optimal"]:
                         stopped.add((label, mode))
             if all((s, m) in stopped for s in args.solvers for m in ("warm", "cold")):
                 break
@@ -205,17 +194,17 @@ def sweep_summary(df: pd.DataFrame) -> str:
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for (fam, topo), g in df.groupby(["family", "topology"], sort=False):
         gr = g[g["solver"] == "greedy"]
-        ex = g[(g["solver"] != "greedy") & g["vs_lb"].notna()]
+        ex = g[(g["solver"] != "greedy") & g["ratio_to_bound"].notna()]
         cells = [fam, topo, str(int(g["num_npus"].iloc[0])),
-                 _fmt(gr["vs_lb"].iloc[0], ".3f") if len(gr) else "",
-                 _fmt(ex["vs_lb"].min(), ".3f") if len(ex) else ""]
+                 _fmt(gr["ratio_to_bound"].iloc[0], ".3f") if len(gr) else "",
+                 _fmt(ex["ratio_to_bound"].min(), ".3f") if len(ex) else ""]
         for s, m in runs:
             r = g[(g["solver"] == s) & (g["mode"] == m)]
             if r.empty:
                 cells.append("—")
             else:
                 r = r.iloc[0]
-                cells.append(f"{r['synthesis_s']:.2f} {marks.get(r['status'], r['status'])}")
+                cells.append(f"{r['synthesis_time_s']:.2f} {marks.get(r['status'], r['status'])}")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -223,15 +212,15 @@ def sweep_summary(df: pd.DataFrame) -> str:
 def markdown(suite: str, df: pd.DataFrame, command: str, figure: str | None) -> str:
     d = df.copy()
     d["time_steps"] = d["collective_time_us"] / d["tau_us"].where(d["tau_us"].notna(), np.nan)
-    cols = ["topology", "num_npus", "solver", "mode", "status", "synthesis_s", "collective_time_us", "vs_lb",
-            "steps", "bound_steps", "lb_steps", "warm_steps", "model_vars", "model_constraints", "build_s",
-            "solve_s", "source"]
+    cols = ["topology", "num_npus", "solver", "mode", "status", "synthesis_time_s", "collective_time_us",
+            "ratio_to_bound", "steps", "bound_steps", "lb_steps", "warm_steps", "model_vars", "model_constraints",
+            "build_time_s", "solve_time_s", "source"]
     if suite == "sweep":
         cols = ["family"] + cols
     if suite == "warm":
-        cols = ["topology", "solver", "strategy", "status", "synthesis_s", "steps", "bound_steps", "warm_steps",
-                "horizon_steps", "model_vars", "solve_s", "source"]
-    fmts = {"vs_lb": ".3f", "collective_time_us": ".1f", "synthesis_s": ".2f"}
+        cols = ["topology", "solver", "strategy", "status", "synthesis_time_s", "steps", "bound_steps",
+                "warm_steps", "horizon_steps", "model_vars", "solve_time_s", "source"]
+    fmts = {"ratio_to_bound": ".3f", "collective_time_us": ".1f", "synthesis_time_s": ".2f"}
     fmts.update({c: ".0f" for c in ("num_npus", "steps", "bound_steps", "lb_steps", "warm_steps", "horizon_steps",
                                     "model_vars", "model_constraints")})
     text = f"Produced by `{command}`. {machine_note()}\n\n"
@@ -248,8 +237,7 @@ def markdown(suite: str, df: pd.DataFrame, command: str, figure: str | None) -> 
     bad = d[(d["valid"] == False) | (d["status"] == "error")]  # noqa: E712
     text += "\n" + ("All returned schedules verified.\n" if bad.empty else
                     f"{len(bad)} run(s) failed verification or errored: "
-                    + "; ".join(f"{r.solver} on {r.topology}: {r.verify_message or r.message}"
-                                for r in bad.itertuples()) + "\n")
+                    + "; ".join(f"{r.solver} on {r.topology}: {r.message}" for r in bad.itertuples()) + "\n")
     return text, None
 
 
@@ -272,12 +260,12 @@ def plot_sweep(df: pd.DataFrame, path: Path) -> None:
             color, marker, ls = styles.get((solver, mode), ("C5", "x", ":"))
             g = g.sort_values("num_npus")
             label = solver if mode == "-" else f"{solver} ({mode})"
-            axes[0, j].plot(g["num_npus"], g["synthesis_s"], ls=ls, color=color, marker=marker, label=label, ms=4)
-            opt = (g["status"] == "optimal") | (solver == "greedy")  # the greedy never claims optimality
-            axes[0, j].scatter(g.loc[~opt, "num_npus"], g.loc[~opt, "synthesis_s"], s=70, facecolors="none",
+            axes[0, j].plot(g["num_npus"], g["synthesis_time_s"], ls=ls, color=color, marker=marker, label=label, ms=4)
+            opt = g["ten_optimal"] | (solver == "greedy")  # the greedy never claims a proof
+            axes[0, j].scatter(g.loc[~opt, "num_npus"], g.loc[~opt, "synthesis_time_s"], s=70, facecolors="none",
                                edgecolors="r", zorder=5)
             gg = g[g["collective_time_us"].notna()]
-            axes[1, j].plot(gg["num_npus"], gg["vs_lb"], ls=ls, color=color, marker=marker, label=label, ms=4)
+            axes[1, j].plot(gg["num_npus"], gg["ratio_to_bound"], ls=ls, color=color, marker=marker, label=label, ms=4)
         axes[0, j].set_yscale("log")
         axes[0, j].set_title(fam)
         axes[0, j].set_xlabel("NPUs")

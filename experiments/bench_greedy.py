@@ -7,11 +7,11 @@
     python experiments/bench_greedy.py --suite hetero [--seeds 5] [--doc docs/greedy.md]
 
 ``--suite speed`` (default): All-Gather, 1 chunk per NPU, 1 GiB, 50 GiB/s and 0.5 µs per link (the
-reference's setting). For every topology and greedy configuration it reports the synthesis time
-(``GreedySolver.solve`` only: Python start-up and the numba JIT warm-up are measured once and reported
-separately), verifies every schedule with ``tacos_bench.verify``, compares the collective time with the
-per-NPU ingress bound and both with ``../shared/reference/tacos_cpp_measured.csv`` (its ``synthesis_s`` and
-``steps``).
+reference's setting). Every run goes through the pipeline's one path, ``tacos_bench.runner.solve_and_verify``:
+``synthesis_time_s`` is the wall time of ``solve()`` alone (Python start-up and the numba JIT warm-up are
+measured once and reported separately), every schedule is verified, and the collective time is compared
+with the per-NPU ingress bound and both with ``../shared/reference/tacos_cpp_measured.csv`` (its
+``synthesis_s`` and ``steps``).
 
 ``--suite quality``: steps against the ingress step bound over seeds on homogeneous meshes, tori and
 hypercubes. ``--suite hetero``: collective time of the three ways of handling a chunk that a faster link
@@ -204,59 +204,59 @@ def _problem(name):
     return Problem(named_topology(name), Collective("all_gather", 1, 1024.0))
 
 
+def _run(problem, opts: dict, seed: int, bounds: bool = False) -> dict:
+    """One verified greedy run through the pipeline's path; a schedule the verifier rejects stops the benchmark."""
+    from tacos_bench.runner import solve_and_verify
+
+    rec, _ = solve_and_verify(problem, "greedy", {**opts, "seed": seed, "progress": False}, bounds=bounds)
+    if not rec["valid"]:
+        raise SystemExit(f"{problem.topology.name} {opts}: {rec['error']}")
+    return rec
+
+
 def run_speed(args, startup):
     import numpy as np
 
-    from solvers.greedy import GreedySolver
-    from tacos_bench.bounds import lower_bounds
-    from tacos_bench.verify import verify
-
     ref = load_reference()
-    solver = GreedySolver()
     rows = []
     for name in args.sizes:
         problem = _problem(name)
         topo = problem.topology
-        b = lower_bounds(problem)
         step_us = float(problem.link_time_us.min())
         r = ref.get(reference_key(topo.name))
         for cfg in args.configs:
             opts = config_options(cfg)
-            times, res = [], None
             load = os.getloadavg()[0]
-            for _ in range(max(1, args.repeat)):
-                res = solver.solve(problem, seed=args.seed, progress=False, **opts)
-                times.append(res.solve_time_s)
-            tv = time.perf_counter()
-            v = verify(problem, res.schedule)
-            verify_s = time.perf_counter() - tv
+            recs = [_run(problem, opts, args.seed, bounds=(i == 0)) for i in range(max(1, args.repeat))]
+            times = [x["synthesis_time_s"] for x in recs]
+            rec = recs[0]
             row = {
                 "topology": topo.name, "npus": topo.num_npus, "links": topo.num_links, "config": cfg,
                 "options": ",".join(f"{k}={x}" for k, x in opts.items()) or "TACOS rules",
-                "synthesis_s": min(times), "synthesis_median_s": float(np.median(times)), "repeats": len(times),
-                "verified": True, "verify_s": verify_s, "transfers": v.num_transfers,
-                "collective_us": v.collective_time_us, "lower_bound_us": b["best_us"],
-                "steps": round(v.collective_time_us / step_us, 3) if topo.is_homogeneous else None,
-                "ingress_steps": b["ingress_steps"],
+                "synthesis_time_s": min(times), "synthesis_median_time_s": float(np.median(times)), "repeats": len(times),
+                "valid": rec["valid"], "verify_time_s": rec["verify_time_s"], "transfers": rec["num_transfers"],
+                "collective_time_us": rec["collective_time_us"], "lower_bound_us": rec["lower_bound_us"],
+                "steps": round(rec["collective_time_us"] / step_us, 3) if topo.is_homogeneous else None,
+                "ingress_steps": rec["lb_ingress_steps"],
                 "ref_steps": None if r is None else _num(r["steps"]),
                 "ref_allgather_us": None if r is None else _num(r["allgather_us"]),
                 "ref_synthesis_s": None if r is None else _num(r["synthesis_s"]),
-                "events": res.stats["events"], "candidates": res.stats["candidates"],
+                "events": rec["s_events"], "candidates": rec["s_candidates"],
                 "peak_rss_mib": peak_rss_mib(), "load_avg_1min": load,
             }
-            row["speedup_vs_ref"] = (row["ref_synthesis_s"] / row["synthesis_s"]
-                                     if row["ref_synthesis_s"] and row["synthesis_s"] > 0 else None)
+            row["speedup_vs_ref"] = (row["ref_synthesis_s"] / row["synthesis_time_s"]
+                                     if row["ref_synthesis_s"] and row["synthesis_time_s"] > 0 else None)
             rows.append(row)
-            print(f"{topo.name:14s} {cfg:14s} synthesis {row['synthesis_s']:8.3f} s (median "
-                  f"{row['synthesis_median_s']:.3f}), {row['collective_us']:.3f} µs"
+            print(f"{topo.name:14s} {cfg:14s} synthesis {row['synthesis_time_s']:8.3f} s (median "
+                  f"{row['synthesis_median_time_s']:.3f}), {row['collective_time_us']:.3f} µs"
                   + (f" = {row['steps']:g} steps (bound {row['ingress_steps']})" if row["steps"] else "")
                   + (f"; reference {row['ref_synthesis_s']:.2f} s" if row["ref_synthesis_s"] else ""), flush=True)
     f3, f2, g = (lambda v: f"{v:.3f}"), (lambda v: f"{v:.2f}"), (lambda v: f"{v:g}")
     cols = [("topology", "topology", str), ("npus", "NPUs", str), ("config", "config", str),
-            ("synthesis_s", "synthesis s", f3), ("synthesis_median_s", "median s", f3),
+            ("synthesis_time_s", "synthesis s", f3), ("synthesis_median_time_s", "median s", f3),
             ("ref_synthesis_s", "C++ ref s", f2), ("speedup_vs_ref", "speed-up", lambda v: f"{v:.0f}×"),
             ("steps", "steps", g), ("ingress_steps", "ingress bound", g), ("ref_steps", "C++ ref steps", g),
-            ("verify_s", "verify s", f3), ("peak_rss_mib", "peak RSS MiB", lambda v: f"{v:.0f}"),
+            ("verify_time_s", "verify s", f3), ("peak_rss_mib", "peak RSS MiB", lambda v: f"{v:.0f}"),
             ("load_avg_1min", "load avg", lambda v: f"{v:.1f}")]
     lines = [_header(args).rstrip("\n"), ""] + _table(rows, cols) + [""]
     lines.append(f"Start-up, not included above: Python {startup['python_startup_s']:.2f} s, imports "
@@ -265,7 +265,7 @@ def run_speed(args, startup):
     for cfg in args.configs:
         mesh = [r for r in rows if r["config"] == cfg and r["topology"].startswith("mesh")
                 and r["topology"].count("x") == 1]
-        e = fit_exponent([r["npus"] for r in mesh], [r["synthesis_s"] for r in mesh]) if len(mesh) >= 2 else None
+        e = fit_exponent([r["npus"] for r in mesh], [r["synthesis_time_s"] for r in mesh]) if len(mesh) >= 2 else None
         if e is not None:
             lines.append(f"Fitted growth of the synthesis time over the {len(mesh)} 2-D meshes, `{cfg}`: "
                          f"∝ N^{e:.2f} (the schedule itself has N² transfers).")
@@ -275,11 +275,9 @@ def run_speed(args, startup):
 
 
 def run_quality(args, startup):
-    from solvers.greedy import GreedySolver
     from tacos_bench.bounds import lower_bounds
 
     ref = load_reference()
-    solver = GreedySolver()
     rows = []
     for name in args.sizes:
         problem = _problem(name)
@@ -289,8 +287,7 @@ def run_quality(args, startup):
         row = {"topology": problem.topology.name, "npus": problem.num_npus, "ingress_steps": bound,
                "ref_steps": None if r is None else _num(r["steps"])}
         for cfg in args.configs:
-            st = [solver.solve(problem, seed=s, progress=False, **config_options(cfg)).objective_us / step_us
-                  for s in range(args.seeds)]
+            st = [_run(problem, config_options(cfg), s)["collective_time_us"] / step_us for s in range(args.seeds)]
             row[f"{cfg}_min"], row[f"{cfg}_max"] = min(st), max(st)
             row[f"{cfg}_at_bound"] = sum(abs(x - bound) < 1e-6 for x in st)
         rows.append(row)
@@ -316,12 +313,9 @@ def run_quality(args, startup):
 def run_hetero(args, startup):
     import numpy as np
 
-    from solvers.greedy import GreedySolver
     from tacos_bench.bounds import lower_bounds
-    from tacos_bench.verify import verify
 
     ref = load_reference()
-    solver = GreedySolver()
     rows = []
     for name in args.sizes:
         problem = _problem(name)
@@ -331,10 +325,10 @@ def run_hetero(args, startup):
             for mode, mopts in DUP_MODES.items():
                 ms, wasted, cancelled = [], [], []
                 for s in range(args.seeds):
-                    res = solver.solve(problem, seed=s, progress=False, **config_options(cfg), **mopts)
-                    ms.append(verify(problem, res.schedule).collective_time_us)
-                    wasted.append(res.stats["wasted_link_time_us"])
-                    cancelled.append(res.stats["cancelled_transfers"])
+                    rec = _run(problem, {**config_options(cfg), **mopts}, s)
+                    ms.append(rec["collective_time_us"])
+                    wasted.append(rec["s_wasted_link_time_us"])
+                    cancelled.append(rec["s_cancelled_transfers"])
                 rows.append({"topology": problem.topology.name, "npus": problem.num_npus, "config": cfg,
                              "in_flight": mode, "min_us": min(ms), "mean_us": float(np.mean(ms)),
                              "lower_bound_us": lb, "min_over_bound": min(ms) / lb,

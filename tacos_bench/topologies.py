@@ -194,9 +194,9 @@ def build_topology(cfg: Mapping) -> Topology:
     ``"induced"``). Both lists use the ids of the topology as built, and the
     survivors are renumbered densely (``meta["original_ids"]`` maps back);
     the result must still be strongly connected. The topology is named
-    ``name`` (for ``kind=named``: the canonical form of the name); with ``kind=file`` and the placeholder name ``file`` (or no
-    name) it keeps the name from the file (JSON/GraphML name, edge-list
-    ``# name:`` comment, else the file stem).
+    ``name`` (for ``kind=named``: the canonical form of the name); with ``kind=file`` and the placeholder
+    name ``file`` (or no name) it is named after the file's stem, and a name the file declares (JSON/GraphML
+    name, edge-list ``# name:`` comment) is kept as ``meta["header_name"]``.
 
     Raises
     ------
@@ -283,6 +283,13 @@ def build_topology(cfg: Mapping) -> Topology:
         if not path:
             raise ConfigError("kind=file needs topo.path=FILE")
         topo = load_topology(path)
+        # named after the file: an edited copy of a file whose header says "torus4x4" is not a torus4x4
+        from pathlib import Path
+
+        stem = Path(str(path)).stem
+        if topo.name != stem:
+            topo = Topology(topo.num_npus, topo.src, topo.dst, topo.bw_GiBps, topo.lat_us, name=stem,
+                            meta={**topo.meta, "header_name": topo.name})
 
     failed = cfg.get("failed_npus") or []
     members = cfg.get("subset")
@@ -313,7 +320,7 @@ def build_topology(cfg: Mapping) -> Topology:
         what = " and ".join(x for x, on in (("removing failed_npus", bool(failed)),
                                             ("keeping only the subset", members is not None)) if on)
         _check_connected_configured_ids(topo, f"{name or base.name} after {what}")
-    # conf/topo/file.yaml is named "file", which says nothing: a loaded topology keeps its own name then;
+    # conf/topo/file.yaml is named "file", which says nothing: a loaded topology keeps its file's name then;
     # with kind=named the name is the spec and the generator's canonical form (hypercube16 -> bhypercube16) wins.
     if name and kind != "named" and not (kind == "file" and name == "file"):
         topo = topo.with_name(name)

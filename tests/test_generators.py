@@ -383,7 +383,7 @@ def test_config_file_needs_path(tmp_path):
         build_topology(cfg)
     f = save_topology(gen.ring(5), tmp_path / "myring.txt")
     t = build_topology(OmegaConf.merge(cfg, {"path": str(f)}))
-    assert same_arrays(t, gen.ring(5)) and t.name == "ring5"
+    assert same_arrays(t, gen.ring(5)) and t.name == "myring" and t.meta["header_name"] == "ring5"
 
 
 def test_config_named_needs_name():
@@ -456,7 +456,10 @@ def test_absurd_sizes_are_refused_quickly(name):
 
 
 def test_file_kind_naming(tmp_path):
+    # named after the file (an edited copy of a file whose header says "lab-cluster" is not lab-cluster);
+    # the declared name is kept apart
     f = save_topology(gen.ring(4).with_name("lab-cluster"), tmp_path / "t.json")
-    assert build_topology({"name": "file", "kind": "file", "path": str(f)}).name == "lab-cluster"
-    assert build_topology({"kind": "file", "path": str(f)}).name == "lab-cluster"
+    t = build_topology({"name": "file", "kind": "file", "path": str(f)})
+    assert t.name == "t" and t.meta["header_name"] == "lab-cluster"
+    assert build_topology({"kind": "file", "path": str(f)}).name == "t"
     assert build_topology({"name": "mine", "kind": "file", "path": str(f)}).name == "mine"

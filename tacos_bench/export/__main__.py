@@ -6,6 +6,8 @@
     python -m tacos_bench.export msccl RESULT_DIR --algo-dir DIR      # both variants, for MSCCL_ALGO_DIR
     python -m tacos_bench.export json RESULT_DIR -o schedule.json
     python -m tacos_bench.export chakra RESULT_DIR -o traces/algo     # traces/algo.<rank>.et
+    python -m tacos_bench.export astra-sim RESULT_DIR -o DIR          # DIR/run.sh PATH/TO/AstraSim_...
+    python -m tacos_bench.export check algo.xml [--fifo-capacity 1]   # the independent MSCCL-IR checker
 
 Bad input exits with status 2 and a one-line message.
 """
@@ -48,7 +50,35 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("-o", "--output", type=Path,
                    help="file prefix: writes PREFIX.<rank>.et (default RESULT_DIR/chakra/algo)")
     c.add_argument("--reduce-time-us", type=int, default=0, help="duration of each reduction node (µs)")
+
+    a = sub.add_parser("astra-sim", help="a directory that runs in ASTRA-sim as is (DIR/run.sh ASTRA_SIM_BINARY)")
+    a.add_argument("result_dir", type=Path)
+    a.add_argument("-o", "--output", type=Path, help="bundle directory (default RESULT_DIR/astra-sim)")
+    a.add_argument("--network", default="auto", choices=("auto", "fully_connected", "ring"),
+                   help="ASTRA-sim network: auto = Ring when exact, else FullyConnected")
+    a.add_argument("--reduce-time-us", type=int, default=0, help="duration of each reduction node (µs)")
+
+    k = sub.add_parser("check", help="validate and simulate an MSCCL-IR XML file (tacos_bench.export.msccl_check)")
+    k.add_argument("xml", type=Path)
+    k.add_argument("--fifo-capacity", type=int, default=1,
+                   help="messages a send may leave unread per channel (1: the strictest)")
     return p
+
+
+def _check(args) -> int:
+    from .msccl_check import MscclCheckError, check_msccl_xml
+
+    try:
+        report = check_msccl_xml(args.xml.read_text(), fifo_capacity=args.fifo_capacity)
+    except OSError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except (MscclCheckError, ValueError) as e:
+        print(f"error: {args.xml}: {e}", file=sys.stderr)
+        return 1
+    print(f"{args.xml}: ok ({', '.join(report.variants)}; {report.num_gpus} GPUs, {report.num_tbs} threadblocks, "
+          f"{report.num_steps} steps, {report.messages} messages)")
+    return 0
 
 
 def _write(text: str, path: Path | None) -> str:
@@ -62,6 +92,8 @@ def _write(text: str, path: Path | None) -> str:
 
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
+    if args.format == "check":
+        return _check(args)
     from . import export_chakra, export_json, export_msccl, export_msccl_dir, load_run
     from .common import safe_name
     from .msccl import _default_name
@@ -83,6 +115,12 @@ def main(argv=None) -> int:
         elif args.format == "json":
             out = args.output if args.output is not None else args.result_dir / "schedule.json"
             where = _write(export_json(problem, schedule, record=record), out)
+        elif args.format == "astra-sim":
+            from .astra_sim import export_astra_sim
+
+            out = args.output if args.output is not None else args.result_dir / "astra-sim"
+            where = str(export_astra_sim(problem, schedule, out, network=args.network,
+                                         reduce_time_us=args.reduce_time_us, record=record))
         else:
             prefix = args.output if args.output is not None else args.result_dir / "chakra" / "algo"
             paths = export_chakra(problem, schedule, prefix, reduce_time_us=args.reduce_time_us)

@@ -68,3 +68,38 @@ def config_error_line(exc: BaseException) -> str:
     if cause is not None and str(cause).strip():
         first = first.rstrip(".") + f": {str(cause).strip().splitlines()[0]}"
     return first
+
+
+def is_config_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is Hydra/OmegaConf rejecting the configuration (not a job or launcher failure)."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    return isinstance(exc, (HydraException, OmegaConfBaseException))
+
+
+def error_exit(exc: BaseException) -> int:
+    """Print the one line for an exception that ended ``run.py`` and return the exit status.
+
+    A configuration error is named as such. Anything else ended a sweep early (e.g. a launcher lost a job
+    that the cluster killed): the records already written are aggregated into the sweep's
+    ``results.parquet`` before exiting, so nothing computed is lost.
+    """
+    if is_config_error(exc):
+        print(f"tacos-bench: config error: {config_error_line(exc)}", file=sys.stderr)
+        return 2
+    line = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+    where = ""
+    try:
+        if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
+            from pathlib import Path
+
+            from ..collect import collect
+
+            sweep = Path(HydraConfig.get().sweep.dir)
+            df = collect([sweep], sweep / "results.parquet")
+            where = f"; the {len(df)} records written so far are in {sweep / 'results.parquet'}"
+    except Exception:  # noqa: BLE001 - the original error is what the user must see
+        pass
+    print(f"tacos-bench: error: the sweep stopped: {line}{where}", file=sys.stderr)
+    return 1

@@ -39,6 +39,10 @@ from .records import environment, flatten, new_record
 
 log = logging.getLogger(__name__)
 
+class ExportStageError(TacosError):
+    """The export of a verified, saved schedule failed (the message names the stage)."""
+
+
 GB = 1e9  # algorithmic bandwidth is reported in GB/s (10^9 bytes), as nccl-tests does
 OPTIMAL_REL_TOL = 1e-9  # a verified time within this of the lower bound meets it
 
@@ -199,7 +203,10 @@ def solve_and_verify(problem: Problem, solver: str, options: Mapping[str, Any] |
 
         if not isinstance(sched, Schedule):
             sched = sched.to_schedule(max_rows=csv_max_rows)
-        path = exporters.export_to_file(export, problem, sched, out_dir)
+        try:
+            path = exporters.export_to_file(export, problem, sched, out_dir)
+        except TacosError as e:  # the schedule is verified and saved; say which stage failed
+            raise ExportStageError(f"exporting ({export}): {e}") from None
         fields["export_file"] = Path(path).name
     return fields, sched
 
@@ -262,6 +269,9 @@ def run_job(cfg: Mapping[str, Any], out_dir, *, choices: Mapping[str, Any] | Non
         stage = "solving"
         solve_and_verify(problem, str(solver_cfg.get("name")), options, out_dir=out_dir, csv=csv,
                          csv_max_rows=csv_rows, topology_max_links=topo_links, export=export, fields=rec)
+    except ExportStageError as e:
+        rec["status"] = "error"
+        rec["error"] = str(e)
     except TacosError as e:
         rec["status"] = "error"
         rec["error"] = f"{stage}: {e}" if stage != "building the problem" else str(e)

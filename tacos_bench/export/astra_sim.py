@@ -1,0 +1,477 @@
+"""A directory that runs a verified schedule in ASTRA-sim, as is.
+
+ASTRA-sim (analytical network backend) runs a synthesized collective through
+its *custom-collective* path: the workload holds one ``COMM_COLL_NODE`` per
+NPU, and the system configuration points that collective at one Chakra trace
+per NPU (:mod:`tacos_bench.export.chakra`), whose sends and receives ASTRA-sim
+replays as a dataflow graph on its simulated network. :func:`export_astra_sim`
+writes everything that takes::
+
+    DIR/run.sh                 DIR/run.sh PATH/TO/AstraSim_Analytical_Congestion_Aware
+    DIR/workload.<rank>.et     one COMM_COLL_NODE (ALL_GATHER / REDUCE_SCATTER / ALL_REDUCE)
+    DIR/chakra/algo.<rank>.et  the synthesized schedule (sends, receives, reductions)
+    DIR/system.json            "preferred-dataset-splits": 1, "<coll>-implementation-custom"
+    DIR/network.yml            the exact embedding of the topology (FullyConnected or Ring)
+    DIR/remote_memory.json     no memory expansion
+    DIR/bundle.json            what was exported and the time tacos-bench's verifier measured
+
+``run.sh`` changes into its own directory (ASTRA-sim resolves the trace
+prefix in ``system.json`` against the working directory), so it runs from
+anywhere; ASTRA-sim's log goes to stderr and the last line on stdout is the
+collective time in µs: the largest ``sys[r] finished, T cycles`` over NPUs
+(``T`` in ns). It exits non-zero when the simulator fails or when not every
+NPU finished (ASTRA-sim itself exits 0 then).
+
+**Network embedding.** This analytical backend has no arbitrary-graph
+topology, and its congestion-aware binary takes one dimension of ``Ring``,
+``FullyConnected`` or ``Switch``, each with a single bandwidth and latency.
+A topology whose links all share one bandwidth and one latency embeds exactly
+in ``FullyConnected(N)``: each of our links ``u -> v`` is ASTRA-sim's own
+``u -> v`` link, one hop, and links the topology lacks are simply never used.
+When every link joins ring neighbours (``v = u +- 1 mod N``, ``N >= 3``),
+``Ring(N)`` is exact as well and is written instead (``network="auto"``).
+Mixed link speeds (heterogeneous meshes, multi-tier clusters) have no exact
+embedding and raise :class:`~tacos_bench.errors.ExportError`. ASTRA-sim's
+``Switch`` is never used: it is two store-and-forward hops through shared
+ports, not tacos-bench's unwound switch (a fully connected graph of per-pair
+links), so it would time a different network.
+
+**Units.** ASTRA-sim's ``bandwidth`` is in GB/s converted with 2^30, i.e.
+GiB/s like ours; ``latency`` is in ns (ours is µs). It truncates each hop's
+latency + serialization time to whole ns and charges 1 ns for a reduction
+``COMP_NODE`` of duration 0, so its time differs from ``collective_time_us``
+by at most 1 ns per transfer and per reduction on the longest dependency
+chain (:func:`causal_depth`), provided the schedule starts every transfer as
+early as its per-link order and data allow (the greedy does; a schedule with
+idle slack finishes earlier in ASTRA-sim's as-soon-as-possible replay).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..problem import Problem
+from ..schedule import REDUCE, Schedule
+from .common import ExportError, verified
+
+# tacos-bench kind -> (Chakra CollectiveCommType name, system.json key stem)
+ASTRA_COLLECTIVES = {
+    "all_gather": ("ALL_GATHER", "all-gather"),
+    "reduce_scatter": ("REDUCE_SCATTER", "reduce-scatter"),
+    "all_reduce": ("ALL_REDUCE", "all-reduce"),
+}
+
+# Collectives ASTRA-sim's custom path cannot take (measured with the prebuilt binary, astra-sim 518bd51;
+# Workload::issue_coll_comm). all_to_all is the one the simulator would accept.
+UNSUPPORTED = {
+    "all_to_all": ("ASTRA-sim's custom path does take ALL_TO_ALL (all-to-all-implementation-custom), "
+                   "but tacos_bench.export.chakra does not lower all_to_all schedules yet"),
+    "broadcast": ("ASTRA-sim replays a BROADCAST collective node as a fixed delay (the node's runtime, "
+                  "1 ns by default) and never runs a custom trace for it"),
+    "reduce": ("ASTRA-sim rejects REDUCE collective nodes ('Unsupported collective comm type'); its custom "
+               "path serves only ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER and ALL_TO_ALL"),
+    "gather": ("ASTRA-sim rejects GATHER collective nodes ('Unsupported collective comm type'); its custom "
+               "path serves only ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER and ALL_TO_ALL"),
+    "scatter": ("ASTRA-sim rejects SCATTER collective nodes ('Unsupported collective comm type'); its custom "
+                "path serves only ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER and ALL_TO_ALL"),
+}
+
+NETWORKS = ("auto", "fully_connected", "ring")
+TRACE_PREFIX = "chakra/algo"      # relative to the bundle directory (ASTRA-sim resolves it against the cwd)
+WORKLOAD_PREFIX = "workload"
+BUNDLE_SCHEMA = "tacos-bench/astra-sim-bundle"
+BUNDLE_VERSION = 1
+_FINISHED = re.compile(r"sys\[(\d+)\] finished, (\d+) cycles")
+
+
+def astra_collective(kind: str) -> tuple[str, str]:
+    """Chakra collective type and ``system.json`` key stem of a tacos-bench collective.
+
+    Raises
+    ------
+    ExportError
+        For a collective ASTRA-sim's custom-collective path cannot run (one line: why).
+
+    Examples
+    --------
+    >>> astra_collective("all_reduce")
+    ('ALL_REDUCE', 'all-reduce')
+    >>> astra_collective("gather")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    tacos_bench.errors.ExportError: cannot export gather to ASTRA-sim: ASTRA-sim rejects GATHER ...
+    """
+    if kind in ASTRA_COLLECTIVES:
+        return ASTRA_COLLECTIVES[kind]
+    why = UNSUPPORTED.get(kind, "ASTRA-sim's custom path serves only ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER "
+                                "and ALL_TO_ALL")
+    raise ExportError(f"cannot export {kind} to ASTRA-sim: {why}")
+
+
+def _num(x: float) -> str:
+    """A float as YAML reads it back exactly (``50.0``, ``7.142857142857143``)."""
+    return repr(float(x))
+
+
+def embed_network(topology, network: str = "auto") -> dict:
+    """The exact ASTRA-sim network of ``topology``, as the fields of ``network.yml``.
+
+    Parameters
+    ----------
+    topology : tacos_bench.topology.Topology
+        Any topology; it embeds when all its links share one bandwidth and one latency.
+    network : {"auto", "fully_connected", "ring"}
+        ``auto`` picks ``Ring`` when the topology's links all join ring neighbours and
+        ``FullyConnected`` otherwise; ``ring`` raises when a ring is not exact.
+
+    Returns
+    -------
+    dict
+        ``topology`` (``"FullyConnected"`` or ``"Ring"``), ``npus_count``, ``bandwidth`` (GiB/s,
+        ASTRA-sim's "GB/s" with 2^30) and ``latency`` (ns).
+
+    Raises
+    ------
+    ExportError
+        Mixed link speeds (no exact embedding), no links, or an impossible ``network``.
+
+    Examples
+    --------
+    >>> from tacos_bench.generators import mesh2d, ring
+    >>> embed_network(ring(8))
+    {'topology': 'Ring', 'npus_count': 8, 'bandwidth': 50.0, 'latency': 500.0}
+    >>> embed_network(mesh2d(4, 4))["topology"]
+    'FullyConnected'
+    """
+    n = int(topology.num_npus)
+    if network not in NETWORKS:
+        raise ExportError(f"network must be one of {', '.join(NETWORKS)}, got {network!r}")
+    if topology.num_links == 0 or n < 2:
+        raise ExportError(f"topology {topology.name!r} has no links: nothing for ASTRA-sim to simulate")
+    bw, lat = np.asarray(topology.bw_GiBps), np.asarray(topology.lat_us)
+    if np.ptp(bw) != 0 or np.ptp(lat) != 0:
+        spread = [f"{what} {a.min():g}-{a.max():g} {unit}" for what, a, unit in
+                  (("bandwidth", bw, "GiB/s"), ("latency", lat, "µs")) if np.ptp(a) != 0]
+        raise ExportError(
+            f"topology {topology.name!r} has no exact ASTRA-sim network: its links mix speeds "
+            f"({', '.join(spread)}) and ASTRA-sim's analytical network has one bandwidth and latency per "
+            f"dimension and no arbitrary-graph topology")
+    step = (np.asarray(topology.dst, np.int64) - np.asarray(topology.src, np.int64)) % n
+    ring_ok = n >= 3 and bool(np.all((step == 1) | (step == n - 1)))
+    if network == "ring" and not ring_ok:
+        raise ExportError(f"topology {topology.name!r} is not a ring of NPUs 0..{n - 1} in order "
+                          f"(a link joins non-neighbours), so Ring({n}) is not exact; use FullyConnected")
+    kind = "Ring" if (ring_ok and network != "fully_connected") else "FullyConnected"
+    return {"topology": kind, "npus_count": n, "bandwidth": float(bw[0]), "latency": float(lat[0]) * 1000.0}
+
+
+def network_yaml(net: dict) -> str:
+    """``network.yml`` text of :func:`embed_network`'s result.
+
+    >>> print(network_yaml({'topology': 'Ring', 'npus_count': 8, 'bandwidth': 50.0, 'latency': 500.0}), end="")
+    topology: [ Ring ]
+    npus_count: [ 8 ]
+    bandwidth: [ 50.0 ]  # GB/s, converted with 2^30 by ASTRA-sim: GiB/s
+    latency: [ 500.0 ]  # ns
+    """
+    return (f"topology: [ {net['topology']} ]\n"
+            f"npus_count: [ {int(net['npus_count'])} ]\n"
+            f"bandwidth: [ {_num(net['bandwidth'])} ]  # GB/s, converted with 2^30 by ASTRA-sim: GiB/s\n"
+            f"latency: [ {_num(net['latency'])} ]  # ns\n")
+
+
+def system_config(kind: str, trace_prefix: str = TRACE_PREFIX) -> dict:
+    """``system.json``: the custom implementation of ``kind`` and the settings it needs.
+
+    ``preferred-dataset-splits`` must be 1: ASTRA-sim divides by zero without it (SIGFPE), and with
+    more splits it waits for streams the custom path never creates and exits 0 unfinished.
+
+    >>> system_config("all_gather")["all-gather-implementation-custom"]
+    ['chakra/algo']
+    """
+    _, key = astra_collective(kind)
+    return {"scheduling-policy": "FIFO", "preferred-dataset-splits": 1,
+            f"{key}-implementation-custom": [str(trace_prefix)], "local-mem-bw": 50}
+
+
+def causal_depth(problem: Problem, schedule: Schedule) -> int:
+    """Transfers and reductions on the longest dependency chain of the exported traces.
+
+    The Chakra traces make a send wait for the node that produced the value it forwards (the
+    receive, or the reduction ``COMP_NODE`` after it) and for the previous send on its link, and a
+    reduction wait for its receive and the previous partial sum; ASTRA-sim's time is the end of
+    the longest such chain. It truncates each hop to whole ns (up to -1 ns per transfer) and
+    charges 1 ns per reduction of duration 0 (+1 ns each), so for a schedule that starts every
+    transfer as early as this order allows, ASTRA-sim's time lies within this many ns of ours.
+
+    Examples
+    --------
+    >>> from tacos_bench import Collective, Problem, Schedule
+    >>> from tacos_bench.generators import ring
+    >>> p = Problem(ring(3), Collective("all_gather", 1, 1))
+    >>> t = float(p.link_time_us[0])
+    >>> s = Schedule.from_rows([(0, 0, 1, 0, t, "copy"), (0, 1, 2, t, 2 * t, "copy"),
+    ...                         (1, 1, 2, 0, t, "copy"), (1, 2, 0, t, 2 * t, "copy"),
+    ...                         (2, 2, 0, 0, t, "copy"), (2, 0, 1, t, 2 * t, "copy")])
+    >>> causal_depth(p, s)   # two hops
+    2
+    >>> rs = Problem(ring(3), Collective("reduce_scatter", 1, 1))
+    >>> s = Schedule.from_rows([(0, 1, 0, 0, t, "reduce"), (0, 2, 0, 0, t, "reduce"),
+    ...                         (1, 0, 1, 0, t, "reduce"), (1, 2, 1, 0, t, "reduce"),
+    ...                         (2, 0, 2, 0, t, "reduce"), (2, 1, 2, 0, t, "reduce")])
+    >>> causal_depth(rs, s)  # one hop, then two reductions in a row at each owner
+    3
+    """
+    from ..verify import REL_TOL
+
+    sched = schedule.sorted()
+    T = len(sched)
+    if T == 0:
+        return 0
+    chunk, src, dst, op = sched.chunk.tolist(), sched.src.tolist(), sched.dst.tolist(), sched.op.tolist()
+    tol = REL_TOL * max(1.0, abs(sched.makespan_us))
+    times = np.concatenate([sched.end_us - tol, sched.start_us])      # arrivals before departures
+    kinds = np.concatenate([np.zeros(T, np.int8), np.ones(T, np.int8)])
+    ids = np.concatenate([np.arange(T), np.arange(T)])
+    order = np.lexsort((ids, kinds, times)).tolist()
+    value: dict[tuple[int, int], int] = {}     # (npu, chunk) -> depth of the node holding its value
+    link: dict[tuple[int, int], int] = {}      # (src, dst) -> depth of the last send on the link
+    depth = [0] * T
+    best = 0
+    for e in order:
+        t = int(ids[e])
+        if kinds[e]:
+            d = 1 + max(value.get((src[t], chunk[t]), 0), link.get((src[t], dst[t]), 0))
+            depth[t] = d
+            link[(src[t], dst[t])] = d
+        else:
+            key = (dst[t], chunk[t])
+            # a reduction is one more node after its receive and the previous partial sum
+            d = 1 + max(depth[t], value.get(key, 0)) if op[t] == REDUCE else depth[t]
+            value[key] = d
+            best = max(best, d)
+    return max(best, max(depth))
+
+
+def _workload_node(pb, kind: str, comm_bytes: int):
+    ctype, _ = astra_collective(kind)
+    node = pb.Node(id=0, name=f"tacos_{kind}", type=pb.COMM_COLL_NODE)
+    node.attr.append(pb.AttributeProto(name="is_cpu_op", bool_val=False))
+    node.attr.append(pb.AttributeProto(name="comm_type", int64_val=pb.CollectiveCommType.Value(ctype)))
+    node.attr.append(pb.AttributeProto(name="comm_size", int64_val=int(comm_bytes)))
+    return node
+
+
+def run_script(num_npus: int, comment: str = "") -> str:
+    """The ``run.sh`` of a bundle of ``num_npus`` NPUs (bash; runs from any working directory)."""
+    head = "".join(f"# {line}\n" for line in comment.splitlines())
+    return f"""#!/usr/bin/env bash
+# ASTRA-sim bundle written by tacos-bench (python -m tacos_bench.export astra-sim).
+{head}#
+# usage: run.sh PATH/TO/AstraSim_Analytical_Congestion_Aware      (or set ASTRA_SIM to it)
+# Works from any directory. ASTRA-sim's log goes to stderr; the LAST line on stdout is the collective
+# time in µs, the largest per-NPU "sys[r] finished, T cycles" (T in ns). Exit status: 2 bad usage,
+# the simulator's own status if it fails, 3 if not every NPU finished (ASTRA-sim exits 0 then).
+set -u
+NPUS={int(num_npus)}
+bin="${{1:-${{ASTRA_SIM:-}}}}"
+if [ -z "$bin" ]; then
+  echo "usage: $0 PATH/TO/AstraSim_Analytical_Congestion_Aware" >&2; exit 2
+fi
+case "$bin" in
+  */*) bin="$(cd "$(dirname -- "$bin")" 2>/dev/null && pwd)/$(basename -- "$bin")" ;;
+  *) bin="$(command -v -- "$bin" || true)" ;;
+esac
+if [ ! -f "$bin" ] || [ ! -x "$bin" ]; then
+  echo "error: not an executable ASTRA-sim binary: ${{1:-${{ASTRA_SIM:-}}}}" >&2; exit 2
+fi
+here="$(cd "$(dirname -- "${{BASH_SOURCE[0]}}")" && pwd)"
+tmp="$(mktemp -d "${{TMPDIR:-/tmp}}/tacos-astra-sim.XXXXXX")" || exit 2
+trap 'rm -rf "$tmp"' EXIT
+# system.json names the traces relative to this directory: ASTRA-sim resolves them against the cwd.
+cd "$here" || exit 2
+"$bin" --workload-configuration={WORKLOAD_PREFIX} --system-configuration=system.json \\
+  --remote-memory-configuration=remote_memory.json --network-configuration=network.yml \\
+  --logging-folder="$tmp/log" 2>&1 | tee "$tmp/out" >&2
+rc=${{PIPESTATUS[0]}}
+if [ "$rc" -ne 0 ]; then
+  echo "error: ASTRA-sim exited with status $rc" >&2; exit "$rc"
+fi
+summary="$(sed -nE 's/.*sys\\[([0-9]+)\\] finished, ([0-9]+) cycles.*/\\1 \\2/p' "$tmp/out" | sort -n -u -k1,1 |
+  awk '{{ n++; if (n == 1 || $2 > m) {{ m = $2; w = $1 }} }} END {{ printf "%d %d %d", n, m, w }}')"
+read -r nfin ns worst <<< "$summary"
+if [ "$nfin" -ne "$NPUS" ]; then
+  echo "error: only $nfin of $NPUS NPUs finished" >&2; exit 3
+fi
+echo "ASTRA-sim: $nfin/$NPUS NPUs finished, the last (sys[$worst]) at $ns ns; collective time in us:"
+awk -v t="$ns" 'BEGIN {{ printf "%.3f\\n", t / 1000 }}'
+"""
+
+
+def export_astra_sim(problem: Problem, schedule: Schedule, out_dir: str | os.PathLike, *,
+                     network: str = "auto", reduce_time_us: int = 0, record: dict | None = None) -> Path:
+    """Write a directory that runs ``schedule`` in ASTRA-sim as is; returns it.
+
+    Parameters
+    ----------
+    problem, schedule : Problem, Schedule
+        A schedule the verifier accepts (it is replayed first; nothing is written otherwise).
+    out_dir : path
+        The bundle directory (created; files of an earlier bundle there are replaced).
+    network : {"auto", "fully_connected", "ring"}
+        See :func:`embed_network`.
+    reduce_time_us : int
+        Duration of each reduction ``COMP_NODE`` (whole µs; 0 costs ASTRA-sim 1 ns). Our cost model
+        reduces in zero time, so a positive value makes ASTRA-sim's time longer than ours by design.
+    record : dict, optional
+        The run record; its solver, seed and status are copied into ``bundle.json``.
+
+    Raises
+    ------
+    ExportError
+        An unsupported collective, a topology without an exact ASTRA-sim network, or a
+        missing Chakra schema (``pip install --no-deps mlc-chakra==1.0.0``).
+    VerificationError
+        The schedule is invalid.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> from tacos_bench import Collective, Problem, Schedule
+    >>> from tacos_bench.generators import ring
+    >>> p = Problem(ring(2), Collective("all_gather", 1, 1))
+    >>> t = float(p.link_time_us[0])
+    >>> s = Schedule.from_rows([(0, 0, 1, 0.0, t, "copy"), (1, 1, 0, 0.0, t, "copy")])
+    >>> d = export_astra_sim(p, s, pathlib.Path(tempfile.mkdtemp()) / "bundle")
+    >>> sorted(x.name for x in d.iterdir())   # doctest: +NORMALIZE_WHITESPACE
+    ['bundle.json', 'chakra', 'network.yml', 'remote_memory.json', 'run.sh', 'system.json',
+     'workload.0.et', 'workload.1.et']
+    >>> json.loads((d / "system.json").read_text())["all-gather-implementation-custom"]
+    ['chakra/algo']
+    """
+    from .chakra import _chakra, export_chakra
+
+    if not isinstance(problem, Problem):
+        raise ExportError(f"expected a Problem, got {type(problem).__name__}")
+    kind = problem.kind
+    ctype, _ = astra_collective(kind)                 # reject before anything is written
+    net = embed_network(problem.topology, network)
+    pb, encode = _chakra()
+    ver = verified(problem, schedule)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for old in [*out.glob(f"{WORKLOAD_PREFIX}.*.et"), *(out / "chakra").glob("algo.*.et")]:
+        old.unlink()
+    export_chakra(problem, schedule, out / TRACE_PREFIX, reduce_time_us=reduce_time_us)
+
+    n = problem.num_npus
+    comm_bytes = int(problem.chunk_bytes) * int(problem.num_chunks)
+    meta = pb.GlobalMetadata(version="0.0.4")
+    node = _workload_node(pb, kind, comm_bytes)
+    for rank in range(n):
+        with open(out / f"{WORKLOAD_PREFIX}.{rank}.et", "wb") as fh:
+            encode(fh, meta)
+            encode(fh, node)
+    (out / "system.json").write_text(json.dumps(system_config(kind), indent=2) + "\n")
+    (out / "remote_memory.json").write_text(json.dumps({"memory-type": "NO_MEMORY_EXPANSION"}, indent=2) + "\n")
+    (out / "network.yml").write_text(network_yaml(net))
+
+    T = float(ver.collective_time_us)
+    depth = causal_depth(problem, schedule)
+    topo = problem.topology
+    c = problem.collective
+    comment = (f"{kind} on {topo.name}: {n} NPUs, {c.chunks_per_npu} chunk(s) per NPU of {problem.chunk_bytes} B, "
+               f"{len(schedule)} transfers\n"
+               f"network: {net['topology']}({n}), {_num(net['bandwidth'])} GiB/s, {_num(net['latency'])} ns\n"
+               f"tacos-bench verified collective_time_us: {T!r}")
+    script = out / "run.sh"
+    script.write_text(run_script(n, comment))
+    script.chmod(0o755)
+    manifest = {
+        "schema": BUNDLE_SCHEMA, "schema_version": BUNDLE_VERSION,
+        "units": {"time": "us", "bandwidth": "GiB/s", "latency": "ns (network.yml)", "size": "bytes"},
+        "collective": {"kind": kind, "astra_sim_comm_type": ctype, "chunks_per_npu": int(c.chunks_per_npu),
+                       "num_chunks": int(problem.num_chunks), "chunk_bytes": int(problem.chunk_bytes),
+                       "comm_size": comm_bytes},
+        "topology": {"name": topo.name, "num_npus": n, "num_links": int(topo.num_links)},
+        "network": net,
+        "trace_prefix": TRACE_PREFIX, "workload_prefix": WORKLOAD_PREFIX,
+        "reduce_time_us": int(reduce_time_us),
+        "num_transfers": len(schedule),
+        "causal_depth": depth,
+        "collective_time_us": T,
+        "command": "./run.sh PATH/TO/AstraSim_Analytical_Congestion_Aware",
+    }
+    if record:
+        manifest["run"] = {k: _plain(record.get(k)) for k in ("solver", "seed", "status", "collective_time_us",
+                                                               "lower_bound_us", "run_id", "git_commit")
+                           if k in record}
+    (out / "bundle.json").write_text(json.dumps(manifest, indent=2, allow_nan=False) + "\n")
+    return out
+
+
+def _plain(v):
+    """A record value as strict JSON: non-finite numbers become None, numpy scalars Python ones."""
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        return float(v) if np.isfinite(v) else None
+    return v if v is None or isinstance(v, str) else str(v)
+
+
+@dataclass(frozen=True)
+class AstraSimRun:
+    """What :func:`run_bundle` measured: the collective time and each NPU's finish (ns)."""
+
+    time_us: float
+    finish_ns: dict
+    stdout: str
+    stderr: str
+
+
+def parse_finish_ns(log: str) -> dict:
+    """Per-NPU finish times (ns) from ASTRA-sim's log lines ``sys[r] finished, T cycles``.
+
+    >>> parse_finish_ns("[workload] [info] sys[1] finished, 17206 cycles, exposed communication 17206 cycles.")
+    {1: 17206}
+    """
+    return {int(r): int(t) for r, t in _FINISHED.findall(log)}
+
+
+def run_bundle(bundle_dir: str | os.PathLike, binary: str | os.PathLike, *, timeout: float | None = None
+               ) -> AstraSimRun:
+    """Run ``bundle_dir/run.sh binary`` and return the collective time it prints.
+
+    Raises
+    ------
+    ExportError
+        The script failed (simulator error, not every NPU finished) or timed out; the message
+        carries the script's last error line.
+    """
+    d = Path(bundle_dir)
+    script = d / "run.sh"
+    if not script.is_file():
+        raise ExportError(f"{d}: no run.sh; is this an ASTRA-sim bundle?")
+    try:
+        p = subprocess.run(["bash", str(script), str(binary)], capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise ExportError(f"{shlex.quote(str(script))} did not finish within {timeout:g} s") from None
+    lines = p.stdout.strip().splitlines()
+    if p.returncode != 0 or not lines:
+        err = [ln for ln in p.stderr.strip().splitlines() if ln.strip()]
+        raise ExportError(f"{script} exited with status {p.returncode}: {err[-1] if err else 'no output'}")
+    try:
+        t = float(lines[-1])
+    except ValueError:
+        raise ExportError(f"{script}: last line {lines[-1]!r} is not a time in µs") from None
+    return AstraSimRun(time_us=t, finish_ns=parse_finish_ns(p.stderr), stdout=p.stdout, stderr=p.stderr)
