@@ -30,11 +30,12 @@ def utilization_timeline(problem: Problem, schedule: Schedule, bins: int = 200):
     --------
     >>> from tacos_bench.generators import ring
     >>> from tacos_bench import Collective
-    >>> from solvers import get_solver
-    >>> p = Problem(ring(4), Collective("all_gather", 1, 4))
-    >>> edges, frac = utilization_timeline(p, get_solver("bfs").solve(p).schedule, bins=4)
-    >>> len(edges), len(frac), bool(0 <= frac.min() and frac.max() <= 1)
-    (5, 4, True)
+    >>> p = Problem(ring(2), Collective("all_gather", 1, 4))
+    >>> t = float(p.link_time_us[0])
+    >>> s = Schedule.from_rows([(0, 0, 1, 0.0, t, "copy"), (1, 1, 0, t, 2 * t, "copy")])
+    >>> edges, frac = utilization_timeline(p, s, bins=2)
+    >>> frac.tolist()
+    [0.5, 0.5]
     """
     T = max(schedule.makespan_us, 1e-12)
     edges = np.linspace(0.0, T, bins + 1)
@@ -155,20 +156,92 @@ def plot_bars(df, category: str, value: str, group: str, path, *, title="", ylab
     return path
 
 
+def plot_sweep(df, x: str, y: str, hue: str, path, *, logx: bool = False, logy: bool = False,
+               title: str | None = None):
+    """A sweep's figure from its results table: mean ``y`` against ``x``, one line per ``hue`` value.
+
+    Only runs with a verified schedule are drawn (error rows and rejected schedules never make a point).
+
+    Examples
+    --------
+    >>> import pandas as pd, tempfile, os
+    >>> df = pd.DataFrame({"num_npus": [16, 64, 16, 64], "synthesis_time_s": [0.1, 0.4, 1.0, 9.0],
+    ...                    "solver": ["greedy", "greedy", "cpsat", "cpsat"], "status": ["feasible"] * 4,
+    ...                    "valid": [True] * 4})
+    >>> out = plot_sweep(df, "num_npus", "synthesis_time_s", "solver", os.path.join(tempfile.mkdtemp(), "f.png"))
+    >>> out.exists()
+    True
+    """
+    from .errors import ConfigError
+
+    missing = [c for c in (x, y, hue) if c not in df.columns]
+    if missing:
+        raise ConfigError(f"the results table has no column(s) {', '.join(missing)}; columns: "
+                          f"{', '.join(sorted(map(str, df.columns)))}")
+    ok = (df["status"] != "error") & df["valid"].astype("boolean").fillna(False) if "valid" in df else \
+        df["status"] != "error"
+    good = df[ok & df[y].notna() & df[x].notna()]
+    if good.empty:
+        raise ConfigError(f"no verified run has both {x} and {y}")
+    return plot_lines(good, x, y, hue, path, logx=logx, logy=logy, title=title or f"{y} vs {x}")
+
+
+def _sweep_main(argv) -> int:
+    """``python -m tacos_bench.plots sweep SWEEP_DIR --x num_npus --y synthesis_time_s --hue solver [--logy]``"""
+    import argparse
+    import sys
+
+    import pandas as pd
+
+    from .errors import TacosError
+
+    ap = argparse.ArgumentParser(prog="python -m tacos_bench.plots sweep",
+                                 description="A sweep's figure from its results.parquet (nothing else is read).")
+    ap.add_argument("sweep", help="a sweep directory holding results.parquet (or the parquet file itself)")
+    ap.add_argument("--x", default="num_npus", help="column on the x axis (default num_npus)")
+    ap.add_argument("--y", default="synthesis_time_s", help="column on the y axis, e.g. synthesis_time_s, gap, "
+                                                            "collective_time_us (default synthesis_time_s)")
+    ap.add_argument("--hue", default="solver", help="one line per value of this column (default solver)")
+    ap.add_argument("--logx", action="store_true")
+    ap.add_argument("--logy", action="store_true")
+    ap.add_argument("-o", "--output", default=None, help="PNG to write (default SWEEP/<y>_vs_<x>.png)")
+    args = ap.parse_args(argv)
+    src = Path(args.sweep)
+    table = src if src.suffix == ".parquet" else src / "results.parquet"
+    if not table.is_file():
+        print(f"plots: error: {table}: no results table (a sweep writes it when it ends; "
+              f"python -m tacos_bench.collect {src} makes one)", file=sys.stderr)
+        return 2
+    out = Path(args.output) if args.output else table.parent / f"{args.y}_vs_{args.x}.png"
+    try:
+        plot_sweep(pd.read_parquet(table), args.x, args.y, args.hue, out, logx=args.logx, logy=args.logy)
+    except TacosError as e:
+        print(f"plots: error: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {out}")
+    return 0
+
+
 def main(argv=None) -> int:
-    """``python -m tacos_bench.plots RESULT_DIR [-o gantt.png]``: Gantt chart + utilization of a run."""
+    """``python -m tacos_bench.plots RESULT_DIR [-o gantt.png]``: Gantt chart + utilization of a run;
+    ``python -m tacos_bench.plots sweep SWEEP_DIR --x ... --y ... --hue ...``: a sweep's figure."""
     import argparse
     import sys
 
     from .errors import TacosError
 
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "sweep":
+        return _sweep_main(argv[1:])
+    if argv and argv[0] == "gantt":
+        argv = argv[1:]
     ap = argparse.ArgumentParser(prog="python -m tacos_bench.plots", description=main.__doc__)
     ap.add_argument("result_dir", help="a run directory (result.json, schedule.csv, topology.txt)")
     ap.add_argument("-o", "--output", default=None, help="PNG to write (default: RESULT_DIR/gantt.png)")
     ap.add_argument("--max-links", type=int, default=64, help="draw at most this many links")
     args = ap.parse_args(argv)
     try:
-        from .export import load_run
+        from .rundir import load_run
 
         problem, schedule, rec = load_run(args.result_dir)
         out = args.output or str(Path(args.result_dir) / "gantt.png")

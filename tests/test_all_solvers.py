@@ -4,7 +4,9 @@ through one validator): same small instances, same verifier, same lower bounds."
 import pytest
 
 from solvers import available_solvers, get_solver
-from solvers.base import CAP_EXACT, STATUSES
+from solvers.base import CAP_EXACT, STATUSES, SolveResult
+from tacos_bench.errors import SolverError
+from tacos_bench.generators import torus2d
 from tacos_bench import Collective, Problem
 from tacos_bench.bounds import lower_bound_us
 from tacos_bench.generators import grid, hypercube, ring
@@ -49,3 +51,21 @@ def test_backend_schedule_verifies(solver_name, topo, kind):
     assert r.status in ("optimal", "feasible"), r.message
     v = verify(p, r.schedule)
     assert v.collective_time_us >= lower_bound_us(p) * (1 - 1e-9)
+
+
+def test_registry_and_unknown_solver():
+    assert {"bfs", "greedy"} <= set(available_solvers())
+    with pytest.raises(SolverError, match="unknown solver 'nope'"):
+        get_solver("nope")
+    with pytest.raises(ValueError):
+        SolveResult("done", None)
+
+
+@pytest.mark.parametrize("kind", ["all_gather", "reduce_scatter", "all_reduce"])
+def test_bfs_backend_verifies(kind):
+    p = Problem(torus2d(3, 3, bw=[50, 10]), Collective(kind, 2, 4))
+    r = get_solver("bfs").solve(p)
+    assert r.status == "feasible"
+    assert verify(p, r.schedule).collective_time_us == pytest.approx(r.objective_us)
+    with pytest.raises(SolverError, match="no option"):
+        get_solver("bfs").solve(p, chunk_order="random")

@@ -47,8 +47,11 @@ pytestmark = pytest.mark.skipif(_WHY_NOT is not None, reason=str(_WHY_NOT))
 
 
 def _accounting_on() -> bool:
+    """Accounting configured and its database answering (sacct works)."""
     r = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=20)
-    return "accounting_storage/slurmdbd" in r.stdout
+    if "accounting_storage/slurmdbd" not in r.stdout:
+        return False
+    return subprocess.run(["sacct", "-n", "-X", "-S", "now"], capture_output=True, timeout=20).returncode == 0
 
 
 def test_sweep_through_slurm_with_a_failing_job(root, tmp_path):

@@ -4,7 +4,7 @@ A record is flat (scalars only) so that many of them become one tidy table
 (:mod:`tacos_bench.collect`). :data:`FIELDS` lists every field with its unit and
 the stage of a run that fills it; :data:`FAMILIES` the prefixed families
 (``p_solver_*``, ``s_*``, ...). The README's record table is generated from it
-(``python -m tacos_bench.runner.records``) and a test checks that every record
+(:func:`markdown_table`) and a test checks that every record
 the pipeline writes uses only declared names. Field names are a public
 contract: add, never rename.
 
@@ -54,6 +54,7 @@ FIELDS: tuple[Field, ...] = (
     Field("job_name", "", "run", "Hydra job name"),
     Field("override_dirname", "", "run", "the command-line overrides of a Hydra job"),
     Field("output_dir", "", "run", "the run directory"),
+    Field("record_path", "", "run", "the result.json a row of an aggregated table came from"),
     # configuration
     Field("solver", "", "config", "backend name (`solver=`)"),
     Field("seed", "", "config", "master seed (`seed=`)"),
@@ -215,7 +216,3 @@ def markdown_table() -> str:
     for f in FIELDS + FAMILIES:
         rows.append(f"| `{f.name}` | {f.unit} | {f.stage} | {f.doc} |")
     return "\n".join(rows) + "\n"
-
-
-if __name__ == "__main__":
-    print(markdown_table(), end="")

@@ -1,15 +1,13 @@
-"""Adversarial review of the verifier (tacos_bench/verify.py) and of solvers/compose.py.
-
-Tests named ``test_bug_*`` or described as a bug pin a real defect found in review (now fixed); they
-fail if it comes back.
-The other tests pin behaviour that was correct but not covered yet.
-"""
+"""The verifier on edge cases: tiny and irrational link times, padded makespans, cycles, races, duplicates,
+row order, CSV round trips, and its fast All-Gather path against an independent replay."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from replay_cases import (adversarial_all_gather, ag_ring_rows, fc3_all_reduce_rows, rand_topology,
+                          reference_all_gather_valid, tiny_problem, uniring3)
 from tacos_bench import Collective, Problem, Schedule
 from tacos_bench.errors import VerificationError
 from tacos_bench.generators import fully_connected, ring
@@ -19,91 +17,8 @@ from solvers.compose import first_arrivals, solve_collective
 from solvers.trivial import bfs_all_gather
 
 
-# --------------------------------------------------------------------------------------------- helpers
-def tiny_problem(n: int, kind: str) -> Problem:
-    """Fully connected, zero latency, 1-byte chunks: every link time is ~1.9e-5 µs."""
-    topo = Topology.from_edges(n, [(u, v, 50.0, 0.0) for u in range(n) for v in range(n) if u != v])
-    p = Problem(topo, Collective(kind, 1, n / 2**20))
-    assert p.chunk_bytes == 1
-    return p
-
-
-def uniring3(kind: str = "all_gather") -> Problem:
-    return Problem(ring(3, bidirectional=False), Collective(kind, 1, 3))
-
-
-def ag_ring_rows(t: float):
-    return [(0, 0, 1, 0, t, "copy"), (1, 1, 2, 0, t, "copy"), (2, 2, 0, 0, t, "copy"),
-            (2, 0, 1, t, 2 * t, "copy"), (0, 1, 2, t, 2 * t, "copy"), (1, 2, 0, t, 2 * t, "copy")]
-
-
-def fc3_all_reduce_rows(t: float):
-    """A valid All-Reduce on fc3: everyone reduces into the owner, then the owner copies back."""
-    rows = [(c, u, c, 0.0, t, "reduce") for c in range(3) for u in range(3) if u != c]
-    rows += [(1, 1, 0, t, 2 * t, "copy"), (1, 1, 2, t, 2 * t, "copy"), (2, 2, 0, t, 2 * t, "copy"),
-             (2, 2, 1, t, 2 * t, "copy"), (0, 0, 1, 2 * t, 3 * t, "copy"), (0, 0, 2, 2 * t, 3 * t, "copy")]
-    return rows
-
-
-def rand_topology(rng, n: int) -> Topology:
-    """Strongly connected, asymmetric, heterogeneous digraph with irrational-looking link times."""
-    perm = rng.permutation(n)
-    edges = {(int(perm[i]), int(perm[(i + 1) % n])) for i in range(n)}
-    for _ in range(int(rng.integers(0, 2 * n))):
-        u, v = (int(x) for x in rng.integers(0, n, 2))
-        if u != v:
-            edges.add((u, v))
-    edges = sorted(edges)
-    bw = rng.uniform(1, 200, len(edges)) * np.pi
-    lat = rng.uniform(0, 3, len(edges)) / 7
-    return Topology.from_edges(n, [(u, v, float(b), float(l)) for (u, v), b, l in zip(edges, bw, lat)])
-
-
-def adversarial_all_gather(problem: Problem, rng) -> Schedule:
-    """A valid All-Gather full of what solvers may emit: duplicate deliveries, deliveries back to the owner,
-    forwarding at the exact arrival instant, transfers in random order."""
-    n, C = problem.num_npus, problem.num_chunks
-    topo, lt = problem.topology, problem.link_time_us
-    free = np.zeros(topo.num_links)
-    hold = np.full((n, C), np.inf)
-    hold[np.arange(C) % n, np.arange(C)] = 0.0
-    rows = []
-    while np.isinf(hold).any():
-        c = int(rng.integers(C))
-        u = int(rng.choice(np.flatnonzero(np.isfinite(hold[:, c]))))
-        lid = int(rng.integers(topo.out_ptr[u], topo.out_ptr[u + 1]))
-        v = int(topo.dst[lid])
-        if np.isfinite(hold[v, c]) and rng.random() < 0.7:
-            continue  # 30% of the time deliver anyway: a duplicate or a delivery to the owner
-        t0 = max(hold[u, c], free[lid])
-        t1 = t0 + lt[lid]
-        free[lid] = t1
-        hold[v, c] = min(hold[v, c], t1)
-        rows.append((c, u, v, t0, t1, "copy"))
-    s = Schedule.from_rows(rows)
-    return s.take(rng.permutation(len(s)))
-
-
-def reference_all_gather_valid(problem: Problem, s: Schedule, tol: float) -> bool:
-    """Independent causality + postcondition check for copy-only All-Gather (links assumed checked).
-
-    Transfers are taken in start order; a sender holds a chunk once an already *accepted* transfer
-    delivered it. Every transfer here lasts much longer than ``tol``, so a supporter always starts
-    strictly earlier than the transfer it supports.
-    """
-    n, C = problem.num_npus, problem.num_chunks
-    hold = np.full((n, C), np.inf)
-    hold[np.arange(C) % n, np.arange(C)] = 0.0
-    for i in np.argsort(s.start_us, kind="stable"):
-        c, u, v = int(s.chunk[i]), int(s.src[i]), int(s.dst[i])
-        if hold[u, c] > s.start_us[i] + tol:
-            return False
-        hold[v, c] = min(hold[v, c], s.end_us[i])
-    return bool(np.isfinite(hold).all())
-
-
 # ============================================================================================= BUGS
-def test_bug_cycle_of_short_transfers_is_rejected():
+def test_cycle_of_short_transfers_is_rejected():
     # Chunk 0 (owner 0) never leaves NPU 0: NPUs 1 and 2 'give' it to each other over [0, e], e ~ 2e-5 µs.
     # One slow (legal) transfer makes the makespan 1e5 µs, so tol = 1e-4 µs > e and each cyclic transfer
     # "holds" the chunk through the other's arrival. The docstring's no-cycle argument needs e > tol.
@@ -116,7 +31,7 @@ def test_bug_cycle_of_short_transfers_is_rejected():
     assert not v.valid and "non-causal" in v.message
 
 
-def test_bug_padding_the_makespan_does_not_loosen_the_checks():
+def test_padding_the_makespan_does_not_loosen_the_checks():
     p = uniring3()
     t = float(p.link_time_us[0])  # 20.03 µs
     # Every transfer over [0, t]: the second wave forwards chunks nobody holds yet, on links already busy.
@@ -127,7 +42,7 @@ def test_bug_padding_the_makespan_does_not_loosen_the_checks():
     assert not check(p, Schedule.from_rows(rows)).valid
 
 
-def test_bug_short_duplicate_reduction_is_caught():
+def test_short_duplicate_reduction_is_caught():
     p = tiny_problem(2, "reduce_scatter")
     e = float(p.link_time_us[0])
     rows = [(0, 1, 0, 0.0, 1.0, "reduce"),        # NPU 1's contribution to chunk 0 reaches the owner
@@ -137,7 +52,7 @@ def test_bug_short_duplicate_reduction_is_caught():
         verify(p, Schedule.from_rows(rows))
 
 
-def test_bug_verdict_does_not_depend_on_row_order(tmp_path):
+def test_verdict_does_not_depend_on_row_order(tmp_path):
     p = Problem(fully_connected(3), Collective("all_reduce", 1, 3))
     t = float(p.link_time_us[0])
     rows = fc3_all_reduce_rows(t)
@@ -310,29 +225,3 @@ def test_time_reversal_is_valid_with_duplicates_owner_deliveries_and_heterogeneo
             for x in (s, Schedule.from_csv(tmp_path / "s.csv")):
                 v = check(q, x)
                 assert v.valid, (seed, kind, v.message)
-
-
-def test_first_arrivals_keeps_one_earliest_delivery_per_non_owner():
-    rng = np.random.default_rng(3)
-    p = Problem(rand_topology(rng, 5), Collective("all_gather", 2, 8))
-    s = adversarial_all_gather(p, rng)
-    f = first_arrivals(p, s)
-    n, C = p.num_npus, p.num_chunks
-    assert len(f) == n * C - C  # exactly one delivery per (non-owner NPU, chunk)
-    assert not np.any(f.dst == f.chunk % n)
-    key = f.dst * C + f.chunk
-    assert len(np.unique(key)) == len(f)
-    earliest = np.full(n * C, np.inf)
-    np.minimum.at(earliest, s.dst * C + s.chunk, s.end_us)
-    assert np.array_equal(f.end_us, earliest[key])
-    assert verify(p, f).valid
-
-
-def test_all_reduce_phases_back_to_back_without_link_overlap():
-    p = Problem(ring(5), Collective("all_reduce", 2, 3))
-    s = solve_collective(p, bfs_all_gather)
-    red = s.op == 1
-    assert red.any() and (~red).any()
-    # every reduction ends no later than the first copy starts
-    assert s.end_us[red].max() <= s.start_us[~red].min()
-    assert verify(p, s).valid

@@ -1,0 +1,62 @@
+"""Compile every numba kernel ahead of time into numba's on-disk cache.
+
+    python -m tacos_bench.runner.warmup        # what `make install` runs after pip
+
+numba compiles a kernel the first time a process calls it and caches the machine code next to the
+sources; later processes load it in well under a second. Running this once at install time means no run,
+benchmark or test ever pays for the compilation inside its own wall time. It solves tiny problems with
+every backend so that each kernel (greedy counted/listed/scale, bounds, baselines, composition, the
+compact verifier) is compiled exactly as the real runs call it.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+
+def warm_all(verbose: bool = True) -> dict[str, float]:
+    """Compile (or load) every kernel; returns the seconds per part."""
+    from solvers import get_solver
+    from solvers.greedy import warmup as greedy_warmup
+    from tacos_bench import Collective, Problem
+    from tacos_bench.bounds import lower_bounds
+    from tacos_bench.generators import hetero_cluster, ring
+
+    parts: dict[str, float] = {}
+
+    def part(name, fn):
+        t0 = time.perf_counter()
+        fn()
+        parts[name] = time.perf_counter() - t0
+        if verbose:
+            print(f"  {name:<12} {parts[name]:6.1f} s", flush=True)
+
+    het = hetero_cluster(2, 1, 2)
+    part("greedy", greedy_warmup)
+    part("bounds", lambda: [lower_bounds(Problem(t, Collective(k, 1, 1)))
+                            for t in (ring(4), het) for k in ("all_gather", "all_reduce")])
+    part("baselines", lambda: [get_solver(n).solve(Problem(het, Collective("all_reduce", 1, 1)))
+                               for n in ("ring", "direct", "rhd", "dbt", "bfs")])
+
+    def compact():
+        from solvers.greedy import greedy_all_gather
+        from tacos_bench.verify import check
+
+        p = Problem(ring(4), Collective("all_gather", 1, 1))
+        check(p, greedy_all_gather(p, engine="scale", output="compact"))
+
+    part("compact", compact)
+    return parts
+
+
+def main() -> int:
+    t0 = time.perf_counter()
+    print("compiling the numba kernels into numba's cache (once per installation):", flush=True)
+    warm_all()
+    print(f"done in {time.perf_counter() - t0:.1f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
