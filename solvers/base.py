@@ -162,12 +162,14 @@ class Solver(abc.ABC):
 _REGISTRY: dict[str, str] = {
     "bfs": "solvers.trivial:BfsTreeSolver",
     "greedy": "solvers.greedy:GreedySolver",
+    "greedy_plus": "solvers.greedy:GreedyPlusSolver",
     "milp": "solvers.milp:MilpSolver",
     "cpsat": "solvers.cpsat:CpSatSolver",
     "ring": "solvers.baselines:RingSolver",
     "direct": "solvers.baselines:DirectSolver",
     "rhd": "solvers.baselines:RecursiveHalvingDoublingSolver",
     "dbt": "solvers.baselines:DoubleBinaryTreeSolver",
+    "hier": "solvers.hierarchical:HierarchicalSolver",
 }
 
 

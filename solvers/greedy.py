@@ -51,9 +51,11 @@ from .base import (CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_OVERLAP, CAP_RANDOMIZED, 
 from .compose import solve_collective
 from .options import SolverOptions, option
 
-CHUNK_ORDERS = ("random", "rarest", "farthest", "oldest")
+CHUNK_ORDERS = ("random", "rarest", "farthest", "oldest", "local_rarest")
 LINK_TIEBREAKS = ("earliest_finish", "random", "lowest_id")
 MATCHINGS = ("greedy", "maximum")
+IMPORTS = ("all", "near", "group")
+LINK_ORDERS = ("chunk_first", "fewest_first")
 
 # tqdm shows the bar only once a run has lasted this long (seconds)
 PROGRESS_DELAY_S = 2.0
@@ -62,7 +64,7 @@ SLICE_TARGET_S = 0.25
 # finished transfers are drained from the kernel in batches of at most this many rows
 OUT_BUFFER_ROWS = 1 << 22
 # the default rule runs on the scale kernel (see docs/scale.md) from this many (NPU, chunk) pairs on
-ENGINES = ("auto", "classic", "scale")
+ENGINES = ("auto", "classic", "scale", "tiered")
 SCALE_MIN_PAIRS = 1 << 22
 # All-Gather schedules with more transfers than this come back as a CompactSchedule (tacos_bench.compact)
 OUTPUTS = ("auto", "table", "compact")
@@ -91,10 +93,48 @@ class GreedyOptions(SolverOptions):
                            doc="greedy (maximal, TACOS) or maximum (augmenting paths) matching per destination")
     window: int = option(0, minimum=0, doc="each link offers only its `window` earliest arrivals (0 = all)")
     progress: bool | None = option(None, doc="tqdm progress bar (null: only when stderr is a terminal)")
+    imports: str = option("all", choices=IMPORTS,
+                          doc="near: a link does not carry a chunk an NPU nearer its receiver holds or receives "
+                              "(import once per near set); group: the same per group of faster links; all: TACOS")
+    import_gate: float = option(0.0, minimum=0.0,
+                                doc="the near rule applies only while the near in-links can drain their backlog: "
+                                    "t_near + gate * backlog / rate < t_link (0: always)")
+    link_order: str = option("chunk_first", choices=LINK_ORDERS,
+                             doc="chunk_first (TACOS: a chunk, then a link) or fewest_first (the link with the "
+                                 "fewest candidates picks first)")
+    group_matching: bool = option(False, doc="cross-group links into one group are matched together (maximum "
+                                             "matching per group)")
 
     def check(self) -> None:
         if self.preempt and not self.duplicates:
             raise SolverError("greedy option preempt=true needs duplicates=true (only a duplicate can preempt)")
+        if self.tiered:
+            clash = [f"{k}={v}" for k, v, d in (("duplicates", self.duplicates, False), ("window", self.window, 0),
+                                                ("matching", self.matching, "greedy")) if v != d]
+            clash += [f"chunk_order={self.chunk_order}"] if self.chunk_order in ("farthest", "oldest") else []
+            if clash:
+                raise SolverError(f"greedy options {', '.join(clash)} do not combine with the topology-aware rules "
+                                  "(imports, link_order, group_matching, chunk_order=local_rarest)")
+        if self.import_gate > 0 and self.imports != "near":
+            raise SolverError("greedy option import_gate needs imports=near")
+
+    @property
+    def tiered(self) -> bool:
+        """Whether a topology-aware rule is on (the run then uses :mod:`solvers._kernel_tiered`)."""
+        return (self.imports != "all" or self.link_order != "chunk_first" or self.group_matching
+                or self.chunk_order == "local_rarest")
+
+
+@dataclass(frozen=True)
+class GreedyPlusOptions(GreedyOptions):
+    """``greedy_plus``: the greedy with the best general topology-aware rules found (docs/greedy.md)."""
+
+    chunk_order: str = option("local_rarest", choices=CHUNK_ORDERS,
+                              doc="order in which candidate chunks are matched (local_rarest: rare at the receiver)")
+    imports: str = option("near", choices=IMPORTS, doc="import once per near set (see greedy)")
+    import_gate: float = option(0.5, minimum=0.0, doc="gate of the near rule (see greedy)")
+    link_order: str = option("fewest_first", choices=LINK_ORDERS, doc="the link with the fewest candidates first")
+    group_matching: bool = option(True, doc="maximum matching of the cross-group links into each group")
 
 
 def restart_seeds(seed: int, restarts: int) -> np.ndarray:
@@ -456,6 +496,39 @@ class _ScaleInstance(_Static):
         }
 
 
+class _TieredInstance(_Static):
+    """Static arrays of one All-Gather problem for the topology-aware kernel (:mod:`solvers._kernel_tiered`)."""
+
+    def __init__(self, problem: Problem, opts: GreedyOptions):
+        super().__init__(problem, opts)
+        from . import _kernel_tiered as K
+        from ._tiers import Tiers
+
+        self.K = K
+        t = self.tiers = Tiers(problem)
+        self.tr = (t.near_of_link, t.near_ptr, t.rev_ptr, t.rev_cls, t.fin_ptr, t.fin_links, t.fin_rate,
+                   t.fin_tmin, t.near_mem, t.part_of_link, t.gid, t.ngrev_ptr, t.ngrev)
+        self.topo = (self.lsrc, self.ldst, self.ltime, self.in_ptr, self.in_order, self.out_ptr)
+        self.rules = (IMPORTS.index(opts.imports), float(opts.import_gate),
+                      {"random": K.KEY_RANDOM, "rarest": K.KEY_RAREST, "local_rarest": K.KEY_LOCAL}[opts.chunk_order],
+                      LINK_ORDERS.index(opts.link_order), bool(opts.group_matching),
+                      LINK_TIEBREAKS.index(opts.link_tiebreak))
+
+    def run(self, kseed: np.uint64):
+        """One run; returns the schedule columns and counters."""
+        K = self.K
+        total = (self.N - 1) * self.C
+        out = (np.empty(total, np.int64), np.empty(total, np.int64), np.empty(total), np.empty(total))
+        stats = np.zeros(K.NUM_STATS, np.int64)
+        n = K.run_tiered(self.N, self.C, self.topo, self.tr, self.rules, np.array([kseed], np.uint64), out, stats)
+        chunk, link, start, end = (a[:n] for a in out)
+        names = ("events", "matchings", "gate_checks", "gate_closed", "deferred_links", "augmentations",
+                 "fallbacks", "candidates")
+        counters = {k: int(stats[i]) for i, k in enumerate(names)}
+        counters.update(self.tiers.stats())
+        return (chunk, self.lsrc[link], self.ldst[link], start, end), counters
+
+
 class _TableSink:
     """Collects streamed transfers as schedule columns (for schedules that fit in memory)."""
 
@@ -480,7 +553,7 @@ class _TableSink:
         return Schedule(chunk, self.lsrc[link], self.ldst[link], ev[s], ev[e], np.full(len(chunk), COPY, np.int8))
 
 
-KERNELS = ("counted", "listed", "scale")
+KERNELS = ("counted", "listed", "scale", "tiered")
 _WARM = dict.fromkeys(KERNELS, False)
 
 
@@ -488,7 +561,8 @@ def warmup(kernels=KERNELS) -> float:
     """Compile (or load from the numba cache) ``kernels``; returns the seconds it took.
 
     ``counted``: the classic kernel's default rule; ``listed``: the classic kernel's other options;
-    ``scale``: the scale engine. Each is compiled once per process; later calls return 0.
+    ``scale``: the scale engine; ``tiered``: the topology-aware rules. Each is compiled once per process;
+    later calls return 0.
     """
     todo = [k for k in kernels if not _WARM[k]]
     if not todo:
@@ -507,6 +581,13 @@ def warmup(kernels=KERNELS) -> float:
     if "scale" in todo:
         inst = _ScaleInstance(p, GreedyOptions())
         inst.run(np.uint64(1), sink=_TableSink(inst.ldst, inst.ldst))
+    if "tiered" in todo:
+        from tacos_bench.generators import hetero_cluster
+
+        hp = Problem(hetero_cluster(2, 1, 2), Collective(ALL_GATHER, 1, 1))
+        for o in (GreedyPlusOptions(), GreedyOptions(imports="group", link_order="chunk_first",
+                                                     group_matching=True, chunk_order="rarest")):
+            _TieredInstance(hp, o).run(np.uint64(1))
     for k in todo:
         _WARM[k] = True
     return time.perf_counter() - t0
@@ -514,8 +595,9 @@ def warmup(kernels=KERNELS) -> float:
 
 def kernel_for(problem: Problem, opts: GreedyOptions) -> str:
     """Which compiled kernel a run of ``opts`` on ``problem`` uses (see :func:`warmup`)."""
-    if pick_engine(problem, opts) == "scale":
-        return "scale"
+    engine = pick_engine(problem, opts)
+    if engine in ("scale", "tiered"):
+        return engine
     from . import _kernel_classic as K
 
     return "counted" if K.uses_counted_random(CHUNK_ORDERS.index(opts.chunk_order), opts.duplicates,
@@ -536,6 +618,10 @@ def pick_engine(problem: Problem, opts: GreedyOptions, engine: str = "auto") -> 
     """``"scale"`` or ``"classic"``: which kernel runs (``auto``: scale for the default rule on large problems)."""
     if engine not in ENGINES:
         raise SolverError(f"greedy engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if opts.tiered or engine == "tiered":
+        if not opts.tiered:
+            raise SolverError("the tiered engine runs the topology-aware rules only")
+        return "tiered"
     ok = _ScaleInstance.supports(problem, opts)
     if engine == "scale" and not ok:
         raise SolverError("the scale engine runs the default rule only (chunk_order=random, matching=greedy, "
@@ -601,7 +687,7 @@ def greedy_all_gather(problem: Problem, *, seed: int = 0, deadline: float | None
         output = "compact" if engine == "scale" and total > COMPACT_MIN_ROWS else "table"
     if output == "compact" and engine != "scale":
         raise SolverError("compact output needs the scale engine (the default rule)")
-    inst = _Instance(problem, opts) if engine == "classic" else _ScaleInstance(problem, opts)
+    inst = {"classic": _Instance, "scale": _ScaleInstance, "tiered": _TieredInstance}[engine](problem, opts)
     seeds = restart_seeds(seed, opts.restarts)
     best = None
     makespans = []
@@ -612,6 +698,9 @@ def greedy_all_gather(problem: Problem, *, seed: int = 0, deadline: float | None
         try:
             if engine == "classic":
                 arrays, counters = inst.run(ks, bar)
+                result = Schedule(*arrays, np.full(len(arrays[0]), COPY, dtype=np.int8))
+            elif engine == "tiered":
+                arrays, counters = inst.run(ks)
                 result = Schedule(*arrays, np.full(len(arrays[0]), COPY, dtype=np.int8))
             else:
                 result, counters = _run_scale(inst, ks, bar, output, spool if len(seeds) == 1 else None, threads)
@@ -727,3 +816,11 @@ def _phases(problem: Problem) -> list[Problem]:
     if problem.kind != "reduce_scatter":
         out.append(problem.with_collective(ALL_GATHER))
     return out
+
+
+class GreedyPlusSolver(GreedySolver):
+    """The greedy with the best general topology-aware rules (near imports with a gate, local-rarest keys,
+    fewest-first links, group matching); ``greedy`` stays the paper's TACOS rule."""
+
+    name = "greedy_plus"
+    Options = GreedyPlusOptions

@@ -576,7 +576,8 @@ def _bytes_per_us(bw_GiBps: np.ndarray) -> np.ndarray:
 
 
 class _Opts:
-    def __init__(self, distance_exact_max_npus, refine_max_npus, cut_max_npus, distance_samples, cut_sample_pins):
+    def __init__(self, distance_exact_max_npus, refine_max_npus, cut_max_npus, distance_samples, cut_sample_pins,
+                 drain=True):
         for name, v in (("distance_exact_max_npus", distance_exact_max_npus), ("refine_max_npus", refine_max_npus),
                         ("cut_max_npus", cut_max_npus), ("distance_samples", distance_samples),
                         ("cut_sample_pins", cut_sample_pins)):
@@ -587,6 +588,7 @@ class _Opts:
         self.cut_max_npus = int(cut_max_npus)
         self.distance_samples = int(distance_samples)
         self.cut_sample_pins = int(cut_sample_pins)
+        self.drain = bool(drain)
 
 
 def _distances(g: _Graph, opts: _Opts, want_entry: bool):
@@ -665,6 +667,109 @@ def _cut_links_time(g: _Graph, S: np.ndarray, need: int) -> float:
     return float(count_time_us(t, np.array([0, t.size]), np.array([need]))[0])
 
 
+# ============================================================================ group import + drain
+_DRAIN_EPS = 1e-9
+
+
+@njit(cache=True)
+def _drain_infeasible(T, K, t_out, uniq_out, mo_ptr, mo_t, mi_ptr, mi_t):
+    """Whether makespan ``T`` is impossible for one group (see :func:`_drain_bound`)."""
+    for u in range(uniq_out.shape[0]):
+        t = uniq_out[u]
+        k = 1
+        while k * t < T - _DRAIN_EPS:
+            a = k * t  # the argument holds just below a: a link's k-th transfer ends at k t at the earliest
+            entered = 0.0
+            for i in range(t_out.shape[0]):
+                entered += np.ceil(a / t_out[i] - _DRAIN_EPS) - 1.0
+            X = K - entered
+            if X <= 0:
+                break
+            x = T - a
+            for m in range(mo_ptr.shape[0] - 1):
+                cap = 0.0
+                for j in range(mo_ptr[m], mo_ptr[m + 1]):
+                    tj = mo_t[j]
+                    cap += min(np.floor(x / tj + _DRAIN_EPS) + 1.0, np.floor(T / tj + _DRAIN_EPS))
+                for j in range(mi_ptr[m], mi_ptr[m + 1]):
+                    cap += np.floor(x / mi_t[j] + _DRAIN_EPS)
+                if X > cap + 1e-9:
+                    return True
+            k += 1
+    return False
+
+
+def _drain_groups(topo: Topology, t: np.ndarray) -> list[np.ndarray]:
+    """Non-trivial strongly connected groups of the links faster than each distinct link time."""
+    from .graph import strong_components
+
+    n = topo.num_npus
+    out_ptr = np.asarray(topo.out_ptr, np.int64)
+    dst = np.asarray(topo.dst, np.int64)
+    seen, groups = set(), []
+    for tau in np.unique(t).tolist():
+        keep = t < tau * (1 - 1e-12)
+        if not keep.any():
+            continue
+        lab = strong_components(n, out_ptr, dst, keep)
+        order = np.argsort(lab, kind="stable")
+        cuts = np.flatnonzero(np.diff(lab[order])) + 1
+        for mem in np.split(order, cuts):
+            if 1 < mem.size < n and mem.tobytes() not in seen:
+                seen.add(mem.tobytes())
+                groups.append(np.sort(mem))
+    return groups
+
+
+def _drain_bound(topo: Topology, t: np.ndarray, cpn: int, floor: float) -> float:
+    """The group import + drain bound (docs/bounds.md): for a group ``S`` of faster links and a time ``a``
+    just below a multiple of an outside in-link time, at least ``X(a) = K - sum_l #{k: k t_l < a}`` of the
+    ``K`` outside chunks have not entered ``S`` by ``a``; every member must then receive all of them in
+    ``(a, T]``, over its outside in-links (at most ``min(floor((T-a)/t)+1, floor(T/t))`` each) and its inside
+    in-links (at most ``floor((T-a)/t)`` each: the sender gets the chunk only after ``a``). The least ``T``
+    that no group rules out is a lower bound; groups with the same link-time signature are checked once."""
+    n = topo.num_npus
+    src = np.asarray(topo.src, np.int64)
+    dst = np.asarray(topo.dst, np.int64)
+    best = float(floor)
+    done = set()
+    for S in _drain_groups(topo, t):
+        inS = np.zeros(n, dtype=bool)
+        inS[S] = True
+        into = inS[dst]
+        outside_in = into & ~inS[src]
+        if not outside_in.any():
+            continue
+        inside_in = into & inS[src]
+        mo = [np.sort(t[outside_in & (dst == v)]) for v in S.tolist()]
+        mi = [np.sort(t[inside_in & (dst == v)]) for v in S.tolist()]
+        t_out = np.sort(t[outside_in])
+        K = float(cpn * (n - S.size))
+        sig = (K, t_out.tobytes(), tuple(sorted((a.tobytes(), b.tobytes()) for a, b in zip(mo, mi))))
+        if sig in done:
+            continue
+        done.add(sig)
+        args = (K, t_out, np.unique(t_out), np.concatenate([[0], np.cumsum([len(a) for a in mo])]).astype(np.int64),
+                np.concatenate(mo), np.concatenate([[0], np.cumsum([len(a) for a in mi])]).astype(np.int64),
+                np.concatenate(mi) if sum(len(a) for a in mi) else np.zeros(0))
+        lo = best
+        if not _drain_infeasible(lo * (1 + 1e-12) + 1e-12, *args):
+            continue
+        hi = max(lo, 1.0) * 2
+        while _drain_infeasible(hi, *args):
+            hi *= 2
+        for _ in range(100):
+            mid = 0.5 * (lo + hi)
+            if _drain_infeasible(mid, *args):
+                lo = mid
+            else:
+                hi = mid
+            if hi - lo <= 1e-10 * hi:
+                break
+        best = max(best, lo)  # lo is ruled out: any valid schedule takes longer
+    return best
+
+
 def _all_gather_bounds(topo: Topology, t: np.ndarray, cpn: int, chunk_bytes: int, opts: _Opts) -> dict:
     """All-Gather bounds on ``topo`` with per-link chunk times ``t``."""
     n = topo.num_npus
@@ -677,6 +782,9 @@ def _all_gather_bounds(topo: Topology, t: np.ndarray, cpn: int, chunk_bytes: int
     out = {"ingress_basic_us": basic, "ingress_refined": refined is not None, "ingress_us": ingress,
            "distance_us": diameter, "distance_exact": d_exact}
     out.update(_ag_cut(topo, g, t, cpn, chunk_bytes, opts))
+    # the drain argument rules nothing out below its first outside link time: start from the bounds above
+    floor = max(v for v in (ingress, diameter, out["cut_us"]) if v is not None)
+    out["drain_us"] = _drain_bound(topo, t, cpn, floor) if opts.drain else None
     return out
 
 
@@ -750,12 +858,28 @@ def _all_reduce_bounds(problem: Problem, opts: _Opts) -> dict:
                cut_exact=r["exact"] and rb["exact"],
                cut_method=_cut_method("global-min-cut", n, pins),
                cut_flows=r["flows"] + rb["flows"], cut_size=int(r["S"].sum()))
+    if opts.drain:
+        # an All-Reduce schedule contains a Reduce-Scatter and the owners' contributions flow like an
+        # All-Gather: both phases' drain bounds hold for it (the reversed links carry the Reduce-Scatter's)
+        cpn = problem.collective.chunks_per_npu
+        floor = max(out["ingress_us"], out["distance_us"], out["cut_us"])
+        out["drain_us"] = max(_drain_bound(topo, t, cpn, floor),
+                              _drain_bound(topo.reversed(), _reversed_times(topo, t), cpn, floor))
+    else:
+        out["drain_us"] = None
     return out
+
+
+def _reversed_times(topo: Topology, t: np.ndarray) -> np.ndarray:
+    """Per-link times of ``topo.reversed()`` in its link order (link u->v becomes v->u)."""
+    rt = topo.reversed()
+    return np.asarray(t, np.float64)[topo.link_ids(rt.dst, rt.src)]
 
 
 def lower_bounds(problem: Problem, *, distance_exact_max_npus: int = DISTANCE_EXACT_MAX_NPUS,
                  refine_max_npus: int = REFINE_MAX_NPUS, cut_max_npus: int = CUT_MAX_NPUS,
-                 distance_samples: int = DISTANCE_SAMPLES, cut_sample_pins: int = CUT_SAMPLE_PINS) -> dict:
+                 distance_samples: int = DISTANCE_SAMPLES, cut_sample_pins: int = CUT_SAMPLE_PINS,
+                 drain: bool = True) -> dict:
     """All lower bounds (µs) on the collective time of ``problem``.
 
     Parameters
@@ -800,7 +924,7 @@ def lower_bounds(problem: Problem, *, distance_exact_max_npus: int = DISTANCE_EX
     >>> b["ingress_steps"], b["best_us"] == 8 * 1250.5
     (8, True)
     """
-    opts = _Opts(distance_exact_max_npus, refine_max_npus, cut_max_npus, distance_samples, cut_sample_pins)
+    opts = _Opts(distance_exact_max_npus, refine_max_npus, cut_max_npus, distance_samples, cut_sample_pins, drain)
     topo = problem.topology
     kind = problem.kind
     n = topo.num_npus
@@ -821,7 +945,8 @@ def lower_bounds(problem: Problem, *, distance_exact_max_npus: int = DISTANCE_EX
         res = _all_reduce_bounds(problem, opts)
     else:  # pragma: no cover - Collective validates kinds
         raise ConfigError(f"no lower bound for collective {kind!r}")
-    parts = {"ingress": res["ingress_us"], "distance": res["distance_us"], "cut": res["cut_us"]}
+    parts = {"ingress": res["ingress_us"], "distance": res["distance_us"], "cut": res["cut_us"],
+             "drain": res.get("drain_us")}
     best = max(v for v in parts.values() if v is not None)
     # Ties (common: the cut bound of a single NPU equals its ingress bound) go to the first listed.
     best_source = next(k for k, v in parts.items() if v is not None and v >= best * (1 - 1e-12))
@@ -830,6 +955,7 @@ def lower_bounds(problem: Problem, *, distance_exact_max_npus: int = DISTANCE_EX
                best_us=float(best), best_source=best_source)
     res.setdefault("gossip_us", None)
     res.setdefault("cut_size", None)
+    res.setdefault("drain_us", None)
     return res
 
 

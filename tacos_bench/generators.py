@@ -345,3 +345,83 @@ def hetero_mesh2d(x: int, y: int, bw: Sequence[float] = (50.0, 100.0),
     """
     return grid([x, y], wrap=False, bw=list(bw), lat=list(lat) if isinstance(lat, (list, tuple)) else lat,
                 name=f"hetero_mesh{x}x{y}")
+
+
+def three_tier(pods: int, servers: int, npus_per_server: int, intra: tuple[float, float] = (150.0, 0.25),
+               pod: tuple[float, float] = (50.0, 1.0), spine: tuple[float, float] = (12.5, 3.0),
+               spine_links: str = "full", name: str | None = None) -> Topology:
+    """Three-tier cluster: servers inside pods inside a spine, one rail per local NPU index.
+
+    Numbering: ``npu = (pod * servers + server) * npus_per_server + local``.
+
+    * Server tier: the NPUs of a server are fully connected (``intra = (bw, lat)``).
+    * Pod tier: NPU ``local`` of a server links both ways to NPU ``local`` of every other server of its
+      pod (``pod``), a rail-optimized leaf.
+    * Spine tier: NPU ``local`` of server ``s`` of a pod links both ways to NPU ``local`` of server ``s``
+      of every other pod (``spine_links="full"``) or of the two neighbouring pods (``"ring"``).
+
+    Examples
+    --------
+    >>> t = three_tier(4, 4, 8)
+    >>> t.num_npus, t.num_links
+    (128, 1664)
+    >>> [float(t.bw_GiBps[t.link_id(0, x)]) for x in (1, 8, 32)]   # server, pod, spine
+    [150.0, 50.0, 12.5]
+    """
+    P = _check_positive_int("three_tier pods", pods)
+    S = _check_positive_int("three_tier servers", servers)
+    n = _check_positive_int("three_tier npus_per_server", npus_per_server)
+    if spine_links not in ("full", "ring"):
+        raise TopologyError(f"three_tier spine_links must be full or ring, got {spine_links!r}")
+    for what, (b, l) in (("intra", intra), ("pod", pod), ("spine", spine)):
+        _check_bw_lat(f"three_tier {what}", b, l)
+    N = P * S * n
+    if N < 2:
+        raise TopologyError("three_tier needs at least 2 NPUs")
+    _check_size(f"three_tier{P}x{S}x{n}", N, N * (n + S + P))
+
+    def nid(p, s, i):
+        return (p * S + s) * n + i
+
+    edges = []
+    for p in range(P):
+        peers = [q for q in range(P) if q != p] if spine_links == "full" else sorted({(p + 1) % P, (p - 1) % P} - {p})
+        for s in range(S):
+            for i in range(n):
+                u = nid(p, s, i)
+                edges += [(u, nid(p, s, j), *intra) for j in range(n) if j != i]
+                edges += [(u, nid(p, s2, i), *pod) for s2 in range(S) if s2 != s]
+                edges += [(u, nid(q, s, i), *spine) for q in peers]
+    nm = name or (f"three_tier{P}x{S}x{n}" + ("" if spine_links == "full" else "_ring"))
+    return Topology.from_edges(N, edges, name=nm, kind="three_tier", pods=P, servers=S, npus_per_server=n)
+
+
+def unequal_servers(sizes: Sequence[int], intra: tuple[float, float] = (150.0, 0.25),
+                    inter: tuple[float, float] = (25.0, 2.0), name: str | None = None) -> Topology:
+    """Servers of unequal size on a bidirectional ring of servers, rails where they exist.
+
+    Server ``s`` has ``sizes[s]`` fully connected NPUs (``intra``); NPU ``i`` of a server links both ways
+    to NPU ``i`` of each neighbouring server on the ring that has an NPU ``i`` (``inter``).
+
+    Examples
+    --------
+    >>> t = unequal_servers([4, 8, 6, 2])
+    >>> t.num_npus, t.has_link(4 + 7, 0)    # NPU 7 of server 1 has no rail: server 0 has 4 NPUs
+    (20, False)
+    """
+    sz = [_check_positive_int("unequal_servers size", x) for x in sizes]
+    if len(sz) < 2:
+        raise TopologyError("unequal_servers needs at least 2 servers")
+    _check_bw_lat("unequal_servers intra", *intra)
+    _check_bw_lat("unequal_servers inter", *inter)
+    base = np.concatenate([[0], np.cumsum(sz)]).astype(np.int64)
+    S = len(sz)
+    edges = []
+    for s in range(S):
+        for i in range(sz[s]):
+            edges += [(base[s] + i, base[s] + j, *intra) for j in range(sz[s]) if j != i]
+            for s2 in sorted({(s + 1) % S, (s - 1) % S} - {s}):
+                if i < sz[s2]:
+                    edges.append((base[s] + i, base[s2] + i, *inter))
+    return Topology.from_edges(int(base[-1]), edges, name=name or "unequal" + "-".join(map(str, sz)),
+                               kind="unequal_servers", sizes=sz)

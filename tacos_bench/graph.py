@@ -234,3 +234,104 @@ def shortest_path_tree(num_npus, out_ptr, dst, w, source):
     cap = dst.shape[0] + 1
     dijkstra(out_ptr, dst, w, source, dist, pred, np.empty(cap), np.empty(cap, np.int64))
     return dist, pred
+
+
+@njit(cache=True)
+def dijkstra_within(out_ptr, dst, w, source, radius, dist, hk, hv, reached):
+    """Shortest paths from ``source`` up to ``radius`` (inclusive): fills ``dist`` for the nodes it settles
+    and lists them in ``reached``; returns how many. ``dist`` must be ``inf`` everywhere on entry; the caller
+    resets the listed entries afterwards. Cost: the ball, not the graph."""
+    n_reached = 0
+    dist[source] = 0.0
+    size = pair_push(hk, hv, 0, 0.0, source)
+    while size > 0:
+        d, u, size = pair_pop(hk, hv, size)
+        if d > dist[u] or d > radius:
+            continue
+        reached[n_reached] = u
+        n_reached += 1
+        dist[u] = -d - 1.0  # settled: negative marks it, |value| - 1 is the distance
+        for lk in range(out_ptr[u], out_ptr[u + 1]):
+            v = dst[lk]
+            nd = d + w[lk]
+            if nd <= radius and (dist[v] >= 0.0 and nd < dist[v]):
+                dist[v] = nd
+                size = pair_push(hk, hv, size, nd, v)
+    for i in range(n_reached):
+        dist[reached[i]] = -dist[reached[i]] - 1.0
+    return n_reached
+
+
+@njit(cache=True)
+def strong_components(n, out_ptr, dst, keep):
+    """Strongly connected components of the graph restricted to the links with ``keep[l]``: a label per
+    node, components numbered in the order of their smallest node (iterative Tarjan, no recursion)."""
+    index = np.full(n, -1, np.int64)
+    low = np.zeros(n, np.int64)
+    on_stack = np.zeros(n, np.bool_)
+    stack = np.empty(n, np.int64)
+    call_v = np.empty(n, np.int64)
+    call_e = np.empty(n, np.int64)
+    comp = np.full(n, -1, np.int64)
+    sp = 0
+    counter = 0
+    ncomp = 0
+    for root in range(n):
+        if index[root] >= 0:
+            continue
+        depth = 0
+        call_v[0] = root
+        call_e[0] = out_ptr[root]
+        index[root] = counter
+        low[root] = counter
+        counter += 1
+        stack[sp] = root
+        sp += 1
+        on_stack[root] = True
+        while depth >= 0:
+            u = call_v[depth]
+            e = call_e[depth]
+            if e < out_ptr[u + 1]:
+                call_e[depth] = e + 1
+                if not keep[e]:
+                    continue
+                v = dst[e]
+                if index[v] < 0:
+                    index[v] = counter
+                    low[v] = counter
+                    counter += 1
+                    stack[sp] = v
+                    sp += 1
+                    on_stack[v] = True
+                    depth += 1
+                    call_v[depth] = v
+                    call_e[depth] = out_ptr[v]
+                elif on_stack[v] and index[v] < low[u]:
+                    low[u] = index[v]
+                continue
+            if low[u] == index[u]:
+                while True:
+                    sp -= 1
+                    x = stack[sp]
+                    on_stack[x] = False
+                    comp[x] = ncomp
+                    if x == u:
+                        break
+                ncomp += 1
+            depth -= 1
+            if depth >= 0:
+                p = call_v[depth]
+                if low[u] < low[p]:
+                    low[p] = low[u]
+    # renumber by smallest member, so labels do not depend on the traversal
+    first = np.full(ncomp, n, np.int64)
+    for v in range(n):
+        if v < first[comp[v]]:
+            first[comp[v]] = v
+    order = np.argsort(first)
+    rank = np.empty(ncomp, np.int64)
+    for i in range(ncomp):
+        rank[order[i]] = i
+    for v in range(n):
+        comp[v] = rank[comp[v]]
+    return comp

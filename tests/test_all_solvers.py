@@ -9,7 +9,7 @@ from tacos_bench.errors import SolverError
 from tacos_bench.generators import torus2d
 from tacos_bench import Collective, Problem
 from tacos_bench.bounds import lower_bound_us
-from tacos_bench.generators import grid, hypercube, ring
+from tacos_bench.generators import grid, hetero_cluster, hypercube, ring, three_tier
 from tacos_bench.topology import Topology
 from tacos_bench.verify import verify
 
@@ -21,6 +21,8 @@ INSTANCES = {
     "hetero_mesh2x3": grid([2, 3], wrap=False, bw=[50, 100]),
     "hypercube4": hypercube(4),
     "asym4": ASYM,
+    "hetero2x1x2": hetero_cluster(2, 1, 2),      # two tiers: groups and rails (hier, greedy_plus)
+    "three_tier2x2x2": three_tier(2, 2, 2),      # three tiers
 }
 KINDS = ["all_gather", "reduce_scatter", "all_reduce"]
 EXACT_OPTIONS = {"time_limit_s": 60}

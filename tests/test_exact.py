@@ -157,7 +157,7 @@ def test_warm_start_reaches_the_same_optimum(solver):
         warm = get_solver(solver).solve(p, time_limit_s=60, warm_start=True)
         assert ten_optimal(cold) and ten_optimal(warm) and cold.status == warm.status
         assert warm.objective_us == pytest.approx(cold.objective_us)
-        assert warm.stats["warm_source"] in ("greedy", "ten_list")
+        assert warm.stats["warm_source"].startswith("greedy") or warm.stats["warm_source"] == "ten_list"
         verify(p, warm.schedule)
 
 
@@ -268,6 +268,7 @@ def test_falls_back_to_the_list_schedule_without_the_greedy(monkeypatch):
     import solvers.base
 
     monkeypatch.setitem(solvers.base._REGISTRY, "greedy", "solvers.no_such_module:Greedy")
+    monkeypatch.setitem(solvers.base._REGISTRY, "greedy_plus", "solvers.no_such_module:GreedyPlus")
     p = Problem(torus2d(4, 4), Collective("all_gather"))
     for solver in ("milp", "cpsat"):
         r = get_solver(solver).solve(p, time_limit_s=60)
@@ -328,7 +329,12 @@ def test_finer_step_is_never_worse():
 def test_greedy_jit_compile_is_not_charged_to_the_time_limit(monkeypatch, name):
     import solvers.greedy as greedy_mod
 
-    def slow_cold_compile(*engines):
+    calls = []
+
+    def slow_cold_compile(*engines):  # compiles once per process, like numba
+        if calls:
+            return 0.0
+        calls.append(engines)
         time.sleep(1.0)
         return 1.0
 

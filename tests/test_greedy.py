@@ -198,7 +198,10 @@ def test_duplicates_waste_slow_copies_and_preempt_withdraws_them():
     assert pre.objective_us <= dup.objective_us
 
 
-@pytest.mark.parametrize("order", CHUNK_ORDERS)
+CLASSIC_ORDERS = [o for o in CHUNK_ORDERS if o != "local_rarest"]
+
+
+@pytest.mark.parametrize("order", CLASSIC_ORDERS)
 @pytest.mark.parametrize("tie", LINK_TIEBREAKS)
 @pytest.mark.parametrize("matching", MATCHINGS)
 @pytest.mark.parametrize("dup", [(False, False), (True, False), (True, True)])
@@ -270,9 +273,18 @@ def random_problems(draw):
     cpn = draw(st.integers(1, 3))
     mib = draw(st.sampled_from([0.001, 1.0, 1024.0]))
     dup = draw(st.sampled_from([(False, False), (True, False), (True, True)]))
-    opts = dict(chunk_order=draw(st.sampled_from(CHUNK_ORDERS)), link_tiebreak=draw(st.sampled_from(LINK_TIEBREAKS)),
-                matching=draw(st.sampled_from(MATCHINGS)), duplicates=dup[0], preempt=dup[1],
-                restarts=draw(st.integers(1, 2)), window=draw(st.sampled_from([0, 0, 1, 3])))
+    if draw(st.booleans()):  # the classic kernel's options
+        opts = dict(chunk_order=draw(st.sampled_from(CLASSIC_ORDERS)),
+                    link_tiebreak=draw(st.sampled_from(LINK_TIEBREAKS)), matching=draw(st.sampled_from(MATCHINGS)),
+                    duplicates=dup[0], preempt=dup[1], restarts=draw(st.integers(1, 2)),
+                    window=draw(st.sampled_from([0, 0, 1, 3])))
+    else:  # the topology-aware rules (solvers/_kernel_tiered.py)
+        imports = draw(st.sampled_from(["all", "near", "group"]))
+        opts = dict(chunk_order=draw(st.sampled_from(["random", "rarest", "local_rarest"])),
+                    link_tiebreak=draw(st.sampled_from(LINK_TIEBREAKS)), imports=imports,
+                    import_gate=draw(st.sampled_from([0.0, 0.5])) if imports == "near" else 0.0,
+                    link_order=draw(st.sampled_from(["chunk_first", "fewest_first"])),
+                    group_matching=draw(st.booleans()), restarts=draw(st.integers(1, 2)))
     return Problem(topo, Collective(kind, cpn, mib)), opts, draw(st.integers(0, 2**32))
 
 

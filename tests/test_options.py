@@ -12,11 +12,12 @@ from solvers.base import CAP_RANDOMIZED, CAP_THREADS, CAP_TIME_LIMIT, solver_cla
 from solvers.options import COMMON, SolverOptions
 from tacos_bench import Collective, Problem
 from tacos_bench.errors import SolverError
-from tacos_bench.generators import ring
+from tacos_bench.generators import hetero_cluster, ring
 from tacos_bench.runner.conf import SOLVER_SCHEMAS
 
 NAMES = available_solvers()
 P = Problem(ring(4), Collective("all_reduce", 1, 4))
+HP = Problem(hetero_cluster(2, 1, 2), Collective("all_reduce", 1, 4))   # groups and rails, for hier
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -63,11 +64,12 @@ def test_capabilities_say_what_the_backend_honours(name):
     if not s.supports("all_reduce"):
         pytest.skip(f"{name} has no All-Reduce")
     kw = {"time_limit_s": 30} if "exact" in s.capabilities else {}
-    a = s.solve(P, seed=0, **kw).schedule
-    b = s.solve(P, seed=12345, **kw).schedule
+    p = HP if name == "hier" else P
+    a = s.solve(p, seed=0, **kw).schedule
+    b = s.solve(p, seed=12345, **kw).schedule
     if CAP_RANDOMIZED not in s.capabilities:  # a deterministic backend must really ignore the seed
         assert a.sorted().start_us.tolist() == b.sorted().start_us.tolist()
-    assert {CAP_TIME_LIMIT, CAP_THREADS} & s.capabilities or name in ("ring", "direct", "rhd", "dbt", "bfs")
+    assert {CAP_TIME_LIMIT, CAP_THREADS} & s.capabilities or name in ("ring", "direct", "rhd", "dbt", "bfs", "hier")
 
 
 def test_options_object_and_keywords_are_the_same():

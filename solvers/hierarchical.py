@@ -1,0 +1,210 @@
+"""The hierarchical baseline (``solver=hier``): what practitioners run on multi-tier clusters today.
+
+NCCL-style two levels, detected from the topology alone (:mod:`solvers._tiers`):
+
+* **groups**: the finest partition into strongly connected groups of faster links (servers);
+* **rails**: the connected components of the links between groups; the structure is served when every
+  group has the same number of NPUs and every rail holds exactly one NPU of each group (NPU ``i`` of every
+  server), otherwise the solver stops with a one-line reason.
+
+All-Gather: every rail runs an All-Gather of its members' chunks over the rail's own links (the links of
+different rails are disjoint, so the rails run side by side); every NPU then forwards each chunk it holds to
+its group peers over the fast links, as the chunk arrives (shortest paths inside the group, each link
+first-come first-served). ``rail_algorithm`` picks the rail All-Gather: ``greedy`` (the TACOS matcher with
+``chunk_order=rarest matching=maximum``, optimal on tori and meshes) or ``ring`` (the ring baseline).
+Reduce-Scatter and All-Reduce come from :mod:`solvers.compose` like every other backend's.
+
+Examples
+--------
+>>> from tacos_bench import Collective, Problem
+>>> from tacos_bench.generators import hetero_cluster
+>>> from tacos_bench.verify import verify
+>>> p = Problem(hetero_cluster(2, 2, 4), Collective("all_gather", 1, 64))
+>>> r = HierarchicalSolver().solve(p)
+>>> r.stats["hier_groups"], r.stats["hier_rails"], verify(p, r.schedule).valid
+(4, 4, True)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tacos_bench.collective import ALL_GATHER, Collective
+from tacos_bench.cost import MIB
+from tacos_bench.errors import SolverError
+from tacos_bench.problem import Problem
+from tacos_bench.schedule import COPY, Schedule
+from tacos_bench.transforms import _induced
+
+from ._baselines_engine import NO_PRED, Holdings, Plan, Router, send_path
+from .base import CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_OVERLAP, CAP_RANDOMIZED, CAP_REDUCE_SCATTER, Solver, SolveResult
+from .compose import solve_collective
+from .options import SolverOptions, option
+
+RAIL_ALGORITHMS = ("greedy", "ring")
+
+
+@dataclass(frozen=True)
+class HierOptions(SolverOptions):
+    rail_algorithm: str = option("greedy", choices=RAIL_ALGORITHMS,
+                                 doc="All-Gather on each rail: greedy (TACOS, rarest + maximum) or ring")
+
+
+@dataclass(frozen=True)
+class Hierarchy:
+    """Groups (label per NPU) and rails (member NPUs, one per group, in group order)."""
+
+    group: np.ndarray
+    rails: list[np.ndarray]
+
+    @property
+    def num_groups(self) -> int:
+        return int(self.group.max()) + 1
+
+
+def detect_hierarchy(problem: Problem) -> Hierarchy:
+    """Groups and rails of ``problem``'s topology, or a :class:`SolverError` naming why there are none.
+
+    >>> from tacos_bench.generators import torus2d, unequal_servers
+    >>> detect_hierarchy(Problem(torus2d(4, 4), Collective("all_gather")))
+    Traceback (most recent call last):
+    ...
+    tacos_bench.errors.SolverError: hier: topology 'torus4x4' has one link speed tier, so no groups of faster links to build a hierarchy on
+    >>> detect_hierarchy(Problem(unequal_servers([4, 8]), Collective("all_gather")))
+    Traceback (most recent call last):
+    ...
+    tacos_bench.errors.SolverError: hier: groups of unequal size in 'unequal4-8' (4 to 8 NPUs): no rail per NPU index
+    """
+    from ._tiers import Tiers
+
+    topo = problem.topology
+    name = topo.name
+    t = Tiers(problem)
+    if t.num_partitions == 0:
+        raise SolverError(f"hier: topology {name!r} has one link speed tier, so no groups of faster links to "
+                          "build a hierarchy on")
+    g = t.gid[0] - t.gid[0].min()
+    sizes = np.bincount(g)
+    if len(sizes) < 2:
+        raise SolverError(f"hier: the fast links of {name!r} connect all its NPUs: one group, nothing between groups")
+    if sizes.min() != sizes.max():
+        raise SolverError(f"hier: groups of unequal size in {name!r} ({sizes.min()} to {sizes.max()} NPUs): "
+                          "no rail per NPU index")
+    src, dst = np.asarray(topo.src, np.int64), np.asarray(topo.dst, np.int64)
+    cross = g[src] != g[dst]
+    parent = np.arange(topo.num_npus)
+
+    def find(x):
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for u, v in zip(src[cross].tolist(), dst[cross].tolist()):
+        ru, rv = find(u), find(v)
+        if ru != rv:
+            parent[max(ru, rv)] = min(ru, rv)
+    root = np.array([find(x) for x in range(topo.num_npus)])
+    rails = []
+    for r in np.unique(root):
+        members = np.flatnonzero(root == r)
+        if len(members) != len(sizes) or len(np.unique(g[members])) != len(sizes):
+            raise SolverError(f"hier: the links between groups of {name!r} do not form rails (a rail must hold "
+                              f"one NPU of each of the {len(sizes)} groups; NPU {int(members[0])}'s has "
+                              f"{len(members)} NPUs in {len(np.unique(g[members]))} groups)")
+        rails.append(members[np.argsort(g[members], kind="stable")])
+    return Hierarchy(g, rails)
+
+
+def _rail_all_gather(problem: Problem, members: np.ndarray, algorithm: str, seed: int) -> Schedule:
+    """The All-Gather of the rail's own chunks over the rail's links, in the problem's chunk ids."""
+    N, cpn, n = problem.num_npus, problem.collective.chunks_per_npu, len(members)
+    keep = np.zeros(N, dtype=bool)
+    keep[members] = True
+    sub_topo = _induced(problem.topology, keep, f"{problem.topology.name}-rail")
+    # the same chunk size: a buffer of n * cpn chunks of chunk_bytes (exact in binary floating point)
+    sub = Problem(sub_topo, Collective(ALL_GATHER, cpn, problem.chunk_bytes * n * cpn / MIB))
+    if sub.chunk_bytes != problem.chunk_bytes:  # pragma: no cover - guarded by the exact division above
+        raise SolverError("hier: internal error: the rail problem's chunk size differs")
+    try:
+        sub.topology.check_strongly_connected()
+    except Exception as e:
+        raise SolverError(f"hier: a rail of {problem.topology.name!r} is not strongly connected: {e}") from None
+    from .base import get_solver
+
+    opts = {"chunk_order": "rarest", "matching": "maximum", "seed": seed} if algorithm == "greedy" else {}
+    s = get_solver("greedy" if algorithm == "greedy" else "ring").solve(sub, opts).schedule
+    ids = np.asarray(sub_topo.meta["original_ids"], np.int64)     # sub NPU -> NPU; sub ids follow NPU order
+    chunk = (s.chunk // n) * N + ids[s.chunk % n]
+    return Schedule(chunk, ids[s.src], ids[s.dst], s.start_us, s.end_us, s.op)
+
+
+def hierarchical_all_gather(problem: Problem, algorithm: str = "greedy", seed: int = 0) -> tuple[Schedule, dict]:
+    """Rails first, then every NPU forwards what it holds to its group peers as it arrives."""
+    h = detect_hierarchy(problem)
+    topo = problem.topology
+    N, C = problem.num_npus, problem.num_chunks
+    rails = Schedule.concat([_rail_all_gather(problem, r, algorithm, seed) for r in h.rails])
+    plan = Plan(topo, problem.link_time_us, C)
+    have = Holdings(N, C)
+    lk = topo.link_ids(rails.src, rails.dst)
+    # the rail transfers keep their times (their links carry nothing else); each one a plan node
+    order = np.argsort(rails.start_us, kind="stable")
+    arrival: dict[tuple[int, int], int] = {}
+    prev_on = {}
+    for i in order.tolist():
+        c, d = int(rails.chunk[i]), int(rails.dst[i])
+        pred = prev_on.get(int(lk[i]), NO_PRED)
+        tid = plan.transfer(c, int(lk[i]), COPY, (pred,) if pred >= 0 else (), release=float(rails.start_us[i]))
+        prev_on[int(lk[i])] = tid
+        if (d, c) not in arrival:
+            arrival[(d, c)] = tid
+            have.set(c, d, tid)
+    # intra-group forwarding over the fast links only
+    w = np.asarray(problem.link_time_us, dtype=np.float64).copy()
+    w[h.group[np.asarray(topo.src)] != h.group[np.asarray(topo.dst)]] = np.inf
+    router = Router(topo, w)
+    members = [np.flatnonzero(h.group == k).tolist() for k in range(h.num_groups)]
+    holders = sorted(((0.0, c % N, c, NO_PRED) for c in range(C)), key=lambda x: x[0])
+    holders += sorted(((float(rails.end_us[i]), int(rails.dst[i]), int(rails.chunk[i]), arrival[(int(rails.dst[i]),
+                       int(rails.chunk[i]))]) for i in order.tolist()
+                       if arrival[(int(rails.dst[i]), int(rails.chunk[i]))] >= 0), key=lambda x: x[0])
+    for _, u, c, tid in holders:
+        if have.get(c, u) != tid:   # a duplicate rail delivery: forward the first copy only
+            continue
+        for v in members[h.group[u]]:
+            if v != u:
+                send_path(plan, c, router.path(u, v), COPY, tid, prio=0, have=have)
+    sched = plan.run()
+    stats = {"hier_groups": h.num_groups, "hier_rails": len(h.rails), "hier_group_size": len(h.rails),
+             "hier_rail_time_us": rails.makespan_us, "hier_rail_algorithm": algorithm}
+    return sched, stats
+
+
+class HierarchicalSolver(Solver):
+    """Hierarchical (NCCL-style) All-Gather / Reduce-Scatter / All-Reduce: per-rail phases between groups and
+    forwarding inside groups. Options: :class:`HierOptions`."""
+
+    name = "hier"
+    capabilities = frozenset({CAP_ALL_GATHER, CAP_REDUCE_SCATTER, CAP_ALL_REDUCE, CAP_OVERLAP, CAP_RANDOMIZED})
+    Options = HierOptions
+
+    def _solve(self, problem: Problem, opts: HierOptions) -> SolveResult:
+        import time
+
+        t0 = time.perf_counter()
+        stats: dict = {}
+        if problem.num_npus > 1:
+            detect_hierarchy(problem)  # the reason, if any, names the user's topology (not a reversed copy)
+
+        def ag(p: Problem) -> Schedule:
+            s, st = hierarchical_all_gather(p, opts.rail_algorithm, opts.seed)
+            stats.update(st)
+            return s
+
+        sched = Schedule.empty() if problem.num_npus == 1 else solve_collective(problem, ag)
+        stats["transfers"] = len(sched)
+        return SolveResult("feasible", sched, objective_us=sched.makespan_us, solve_time_s=time.perf_counter() - t0,
+                           stats=stats)
