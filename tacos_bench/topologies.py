@@ -14,6 +14,11 @@ and ``lat`` µs, default 50 and 0.5):
   25 GiB/s 2 µs (:func:`~tacos_bench.generators.hetero_cluster`)
 - ``hetero<SX>x<SY>x<P>``: the same with an explicit ``SX x SY`` server torus of ``P`` NPUs each
 - ``hetero_mesh<X>x<Y>``: 2-D mesh, X links 50 GiB/s, Y links 100 GiB/s, 0.5 µs
+- ``three_tier<P>x<S>x<N>`` / ``three_tier_ring<P>x<S>x<N>``: ``P`` pods of ``S`` servers of ``N`` NPUs, rails
+  inside pods (50 GiB/s 1 µs) and across pods, fully or on a ring (12.5 GiB/s 3 µs), servers 150 GiB/s 0.25 µs
+  (:func:`~tacos_bench.generators.three_tier`)
+- ``unequal<A>-<B>-...``: servers of A, B, ... NPUs on a ring of servers, rails where they exist
+  (:func:`~tacos_bench.generators.unequal_servers`)
 
 :func:`build_topology` takes the mapping of a ``conf/topo`` YAML file (keys
 ``name, kind, dims, bw_GiBps, lat_us, path, params, failed_npus, subset,
@@ -36,7 +41,7 @@ from .transforms import SUBSET_MODES, _as_ids, _induced
 
 NAME_FORMS = ("ring<N>", "uniring<N>", "fc<N>", "switch<N>", "mesh<X>x<Y>[x<Z>...]", "torus<X>x<Y>[x<Z>...]",
               "bhypercube<N>", "hypercube<N>", "dragonfly<G>x<R>", "hetero<N>", "hetero<SX>x<SY>x<P>",
-              "hetero_mesh<X>x<Y>")
+              "hetero_mesh<X>x<Y>", "three_tier<P>x<S>x<N>", "three_tier_ring<P>x<S>x<N>", "unequal<A>-<B>-...")
 
 KINDS = ("ring", "uniring", "fc", "switch", "mesh", "torus", "hypercube", "dragonfly", "hetero", "named", "file")
 
@@ -81,6 +86,11 @@ _NAMED: list[tuple[re.Pattern, Callable[..., Topology]]] = [
      lambda m, bw, lat: gen.hetero_cluster(int(m[1]), int(m[2]), int(m[3]))),
     (re.compile(r"hetero(\d+)"), lambda m, bw, lat: _hetero_by_count(int(m[1]))),
     (re.compile(r"hetero_mesh(\d+)x(\d+)"), lambda m, bw, lat: gen.hetero_mesh2d(int(m[1]), int(m[2]))),
+    (re.compile(r"three_tier(\d+)x(\d+)x(\d+)"),
+     lambda m, bw, lat: gen.three_tier(int(m[1]), int(m[2]), int(m[3]))),
+    (re.compile(r"three_tier_ring(\d+)x(\d+)x(\d+)"),
+     lambda m, bw, lat: gen.three_tier(int(m[1]), int(m[2]), int(m[3]), spine_links="ring")),
+    (re.compile(r"unequal(\d+(?:-\d+)+)"), lambda m, bw, lat: gen.unequal_servers([int(x) for x in m[1].split("-")])),
 ]
 
 
