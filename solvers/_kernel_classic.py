@@ -32,7 +32,7 @@ State is passed as a few tuples of arrays (unpacked for free inside the kernel):
 ``rules = (chunk_order, link_tiebreak, matching, duplicates, preempt, window)``,
 ``st = (H, R, cur_chunk, cur_start, busy_until, gen)``, ``counts = (wc, bc, tot)``,
 ``win = (log, loglen, lptr)``, ``q = (q_link, q_gen, q_end, r_off, r_cap, r_head, r_size,
-cheap, cpos, csize, chead, cprio)``, ``order = (copies, cnt, rmax, arr_time, dist)``,
+cheap, cpos, csize, chead, cprio)``, ``order = (copies, cnt, rmax, arr_time, dist, src_of)``,
 ``out = (out_chunk, out_link, out_start, out_end)`` and the scratch ``ws``
 (:func:`make_workspace`). The event loop is resumable: :data:`run_counted_random`
 and :data:`run_listed` (the same loop, compiled for the two matching paths so a
@@ -123,7 +123,7 @@ def _claim(v, c, N, topo, st, counts, counted, order, chunk_order):
     lsrc, ldst, ltime, lclass, in_ptr, in_order, out_ptr = topo
     H, R = st[0], st[1]
     wc, bc, tot = counts
-    copies, cnt, rmax, arr_time, dist = order
+    copies, cnt, rmax, arr_time, dist, src_of = order
     w = c >> 6
     bit = U1 << np.uint64(c & 63)
     R[v, w] |= bit
@@ -134,7 +134,7 @@ def _claim(v, c, N, topo, st, counts, counted, order, chunk_order):
             if H[lsrc[l], w] & bit:
                 _count_add(wc, bc, tot, l, w, -1)
     if chunk_order == ORDER_FARTHEST:
-        o = c % N
+        o = src_of[c]
         cnt[c, dist[o, v]] -= 1
         r = rmax[c]
         while r > 0 and cnt[c, r] == 0:
@@ -201,7 +201,7 @@ def _pick_link(j, cmask, free, F, ltime, link_tiebreak, k, rng):
 def _add_candidate(c, i, v, N, chunk_order, src, ws, nc, order):
     """Record that free in-link ``i`` (from ``src``) can carry chunk ``c``; returns the new count."""
     slot, cand, ckey, cmask, casg = ws[4], ws[5], ws[6], ws[7], ws[8]
-    copies, cnt, rmax, arr_time, dist = order
+    copies, cnt, rmax, arr_time, dist, src_of = order
     j = slot[c]
     if j < 0:
         j = nc
@@ -215,7 +215,7 @@ def _add_candidate(c, i, v, N, chunk_order, src, ws, nc, order):
             ckey[j] = np.float64(copies[c])
         elif chunk_order == ORDER_FARTHEST:
             # minus a lower bound on the hops c still has to travel beyond v
-            ckey[j] = -np.float64(rmax[c] - dist[c % N, v])
+            ckey[j] = -np.float64(rmax[c] - dist[src_of[c], v])
         elif chunk_order == ORDER_OLDEST:
             ckey[j] = np.inf
         else:

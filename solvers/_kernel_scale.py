@@ -70,13 +70,13 @@ def _first_in_group(G, st, jgmask, j):
 
 
 @njit(cache=True, _nrt=False)
-def scale_init(N, C, G, ldst, out_ptr, jpos, in_ptr, jgrp, jgmask, state, S, slen, jinfo, ctr):
-    """Owners hold their chunks from time 0 (chunk c is owned by NPU c mod N); candidate sets and counts."""
+def scale_init(N, C, G, ldst, out_ptr, jpos, in_ptr, jgrp, jgmask, state, S, slen, jinfo, ctr, src_of):
+    """Sources hold their chunks from time 0 (chunk c at NPU src_of[c]); candidate sets and counts."""
     for c in range(C):
-        v = c % N
+        v = src_of[c]
         state[c, v] |= S_HELD | S_CLAIMED
     for c in range(C):
-        u = c % N
+        u = src_of[c]
         for ol in range(out_ptr[u], out_ptr[u + 1]):
             nb = ldst[ol]
             j = jpos[ol]

@@ -185,7 +185,7 @@ def _start(l, c, now, N, C, P, topo, st, tr, key, busy, lchunk, hk, hv, hsize, o
 
 
 @njit(cache=True)
-def run_tiered(N, C, topo, tr, rules, rng, out, stats):
+def run_tiered(N, C, topo, tr, rules, rng, out, stats, init_v, init_c):
     """Synthesize an All-Gather with the tiered rules; the transfers go to ``out`` (chunk, link, start,
     end), in start order. Returns the number of transfers."""
     lsrc, ldst, lt, in_ptr, in_order, out_ptr = topo
@@ -206,8 +206,9 @@ def run_tiered(N, C, topo, tr, rules, rng, out, stats):
           np.zeros((G if key == KEY_LOCAL else 1, C), np.uint16), np.zeros(C, np.int32))
     H = st[0]
     R = st[1]
-    for c in range(C):
-        o = c % N
+    for i in range(init_v.shape[0]):  # (NPU, chunk) pairs held at the start, once each
+        o = init_v[i]
+        c = init_c[i]
         _gain(o, c, N, C, P, st, tr, key)
         R[o, c >> 6] |= U1 << np.uint64(c & 63)  # _arrive clears it again
         _arrive(o, c, topo, st, key)
@@ -220,7 +221,7 @@ def run_tiered(N, C, topo, tr, rules, rng, out, stats):
     hv = np.empty(M + 1, np.int64)
     hsize = 0
     nout = np.zeros(1, np.int64)
-    total = (N - 1) * C
+    total = N * C - init_v.shape[0]
     CB = np.zeros((maxdeg, W), np.uint64)
     jl = np.empty(maxdeg, np.int64)
     jn = np.empty(maxdeg, np.int64)
@@ -442,6 +443,8 @@ def run_tiered(N, C, topo, tr, rules, rng, out, stats):
         nt = 0
         if hsize == 0:
             # nothing in flight and nothing startable under the rules (not expected): the TACOS rule from here
+            if fallback:
+                break  # not even that: unreachable pairs (the caller reports the stall)
             stats[T_FALLBACKS] += 1
             fallback = True
             for v in range(N):

@@ -40,13 +40,15 @@ REL = 1e-9  # link times equal up to this relative difference are one tier
 class Tiers:
     """Near classes and group partitions of ``problem``'s topology (see the module docstring)."""
 
-    def __init__(self, problem: Problem):
-        topo = problem.topology
+    def __init__(self, problem: Problem, topology=None, link_time_us=None):
+        """``topology``/``link_time_us``: the links a run may use when not all of ``problem``'s (a fault)."""
+        topo = problem.topology if topology is None else topology
         self.N = N = problem.num_npus
         self.M = M = topo.num_links
         self.lsrc = np.ascontiguousarray(topo.src, dtype=np.int64)
         self.ldst = np.ascontiguousarray(topo.dst, dtype=np.int64)
-        self.lt = np.ascontiguousarray(problem.link_time_us, dtype=np.float64)
+        self.lt = np.ascontiguousarray(problem.link_time_us if link_time_us is None else link_time_us,
+                                       dtype=np.float64)
         self.in_ptr = np.ascontiguousarray(topo.in_ptr, dtype=np.int64)
         self.in_order = np.ascontiguousarray(topo.in_order, dtype=np.int64)
         self.out_ptr = np.ascontiguousarray(topo.out_ptr, dtype=np.int64)

@@ -54,12 +54,18 @@ SOURCES = ("heuristic", "model", "warm_start", "trivial")
 CAP_ALL_GATHER = "all_gather"
 CAP_REDUCE_SCATTER = "reduce_scatter"
 CAP_ALL_REDUCE = "all_reduce"
+CAP_BROADCAST = "broadcast"
+CAP_REDUCE = "reduce"
+CAP_GATHER = "gather"
+CAP_SCATTER = "scatter"
+CAP_ALL_TO_ALL = "all_to_all"
 CAP_EXACT = "exact"            # can prove optimality on its model
 CAP_TIME_LIMIT = "time_limit"  # honours time_limit_s
 CAP_RANDOMIZED = "randomized"  # uses the seed
 CAP_WARM_START = "warm_start"  # accepts an initial schedule
 CAP_THREADS = "threads"        # honours threads
 CAP_OVERLAP = "overlap"        # All-Reduce follows collective.overlap (composed RS + AG)
+CAP_FROM_STATE = "from_state"  # can start a copy collective from a given state (solve_from; solvers.repair)
 
 
 @dataclass(frozen=True)
@@ -96,6 +102,22 @@ class SolveResult:
             raise ValueError(f"solution_source must be one of {SOURCES}, got {self.solution_source!r}")
 
 
+@dataclass(frozen=True)
+class StartState:
+    """Where a copy collective resumes instead of its precondition (the state a fault leaves,
+    :mod:`solvers.repair`).
+
+    ``links`` masks the links of ``problem.topology`` that may be used; NPU ``hold_npu[i]`` holds chunk
+    ``hold_chunk[i]`` (time is not modelled here: the schedule starts at 0 and :func:`solvers.compose.retime_from`
+    places it); NPUs with ``alive`` false need nothing and hold nothing.
+    """
+
+    links: Any
+    hold_npu: Any
+    hold_chunk: Any
+    alive: Any
+
+
 class Solver(abc.ABC):
     """A synthesis backend (see the module docstring)."""
 
@@ -129,6 +151,22 @@ class Solver(abc.ABC):
     @abc.abstractmethod
     def _solve(self, problem: Problem, opts) -> SolveResult:
         ...
+
+    def solve_from(self, problem: Problem, start: StartState,
+                   options: Mapping[str, Any] | SolverOptions | None = None, **more) -> SolveResult:
+        """Complete the copy collective of ``problem`` from ``start`` (backends with ``from_state``)."""
+        if CAP_FROM_STATE not in self.capabilities:
+            can = [n for n in available_solvers() if CAP_FROM_STATE in solver_class(n).capabilities]
+            raise SolverError(f"solver {self.name!r} cannot start from a given state, so it cannot repair a "
+                              f"schedule after a fault (solvers that can: {', '.join(can)})")
+        if not problem.collective.copies:
+            raise SolverError(f"only copy collectives resume from a state, not {problem.kind}")
+        opts = self.options(options, **more)
+        self.check_supported(problem)
+        return self._solve_from(problem, start, opts)
+
+    def _solve_from(self, problem: Problem, start: StartState, opts) -> SolveResult:
+        raise NotImplementedError
 
     def warmup(self, problem: Problem | None = None, opts: SolverOptions | None = None) -> float:
         """Load or compile what :meth:`solve` needs for ``problem`` and ``opts`` (or everything); returns the

@@ -1,9 +1,10 @@
-"""Every collective from an All-Gather synthesizer, in one place for every backend.
+"""Every collective from a copy synthesizer, in one place for every backend.
 
-Reduce-Scatter is the All-Gather on the reversed topology with time reversed:
-an All-Gather transfer ``v->u`` (on the reversed link) over ``[s, e]`` becomes
-the reduction ``u->v`` over ``[T-e, T-s]`` on the real link. Every NPU then
-sends its partial sum of a chunk exactly once, after all the partial sums it
+Copy collectives (all_gather, broadcast, gather, scatter, all_to_all) are the synthesizer's own. A
+reducing collective with one destination per chunk is its copy mirror (:meth:`Problem.mirror`) on the
+reversed topology with time reversed: Reduce-Scatter from All-Gather, Reduce from Broadcast. A transfer
+``v->u`` (on the reversed link) over ``[s, e]`` becomes the reduction ``u->v`` over ``[T-e, T-s]`` on the
+real link. Every NPU then sends its partial sum of a chunk exactly once, after all the partial sums it
 waits for have arrived, so no contribution is counted twice.
 
 All-Reduce is that Reduce-Scatter followed by an All-Gather on the original
@@ -42,9 +43,11 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.typed import Dict
 
 from tacos_bench.collective import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER
+from tacos_bench.collective import REDUCE as REDUCE_KIND
 from tacos_bench.errors import SolverError
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import REDUCE, Schedule
@@ -55,13 +58,13 @@ AllGatherSolve = Callable[[Problem], Schedule]
 def first_arrivals(problem: Problem, schedule: Schedule) -> Schedule:
     """Keep one transfer per (receiver, chunk): the earliest arrival.
 
-    Redundant copies (a chunk delivered twice, or back to its owner) are harmless
-    in an All-Gather but would double-count partial sums once time is reversed.
+    Redundant copies (a chunk delivered twice, or back to its source) are harmless
+    in a copy collective but would double-count partial sums once time is reversed.
     """
     if not len(schedule):
         return schedule
     C = problem.num_chunks
-    keep_owner = schedule.dst != schedule.chunk % problem.num_npus
+    keep_owner = schedule.dst != problem.sources[schedule.chunk]
     key = schedule.dst.astype(np.int64) * C + schedule.chunk
     order = np.lexsort((schedule.start_us, schedule.end_us, key))
     k = key[order]
@@ -72,37 +75,42 @@ def first_arrivals(problem: Problem, schedule: Schedule) -> Schedule:
     return schedule.take(np.sort(idx))
 
 
+def mirrored(problem: Problem, copy_solve: AllGatherSolve) -> Schedule:
+    """A one-destination reducing collective (Reduce-Scatter, Reduce) from its copy mirror on the reversed
+    topology, time-reversed."""
+    rev = problem.mirror() if problem.kind != ALL_REDUCE else problem.reversed_all_gather()
+    return first_arrivals(rev, copy_solve(rev)).time_reversed(op=REDUCE)
+
+
 def reduce_scatter_from_all_gather(problem: Problem, ag_solve: AllGatherSolve) -> Schedule:
     """Reduce-Scatter schedule from an All-Gather on the reversed topology."""
-    rev = problem.reversed_all_gather()
-    ag = first_arrivals(rev, ag_solve(rev))
-    return ag.time_reversed(op=REDUCE)
+    return mirrored(problem.with_collective(REDUCE_SCATTER), ag_solve)
 
 
 def solve_collective(problem: Problem, ag_solve: AllGatherSolve, *,
                      rs_solve: AllGatherSolve | None = None) -> Schedule:
-    """Schedule any supported collective given an All-Gather synthesizer.
+    """Schedule any collective given a copy synthesizer.
 
     Parameters
     ----------
     problem : Problem
-        All-Gather, Reduce-Scatter or All-Reduce; All-Reduce follows
-        ``problem.collective.overlap``.
+        Any collective; All-Reduce follows ``problem.collective.overlap``.
     ag_solve : callable
-        Maps an All-Gather :class:`Problem` to a :class:`Schedule`.
+        Maps a copy-collective :class:`Problem` (All-Gather, Broadcast, Gather, Scatter, All-to-All) to a
+        :class:`Schedule`; it is handed only the kinds this composition needs.
     rs_solve : callable, optional
-        A different synthesizer for the reversed All-Gather that becomes the
-        Reduce-Scatter (default ``ag_solve``); a baseline whose mirrored
-        algorithm must never send an NPU a chunk it holds passes its own.
+        A different synthesizer for the mirrored copy problems that become reductions (default
+        ``ag_solve``); a baseline whose mirrored algorithm must never send an NPU a chunk it holds
+        passes its own.
     """
     kind = problem.kind
-    if kind == ALL_GATHER:
+    if problem.collective.copies:
         return ag_solve(problem)
-    rs = reduce_scatter_from_all_gather(problem, rs_solve or ag_solve)
-    if kind == REDUCE_SCATTER:
-        return rs
+    if kind in (REDUCE_SCATTER, REDUCE_KIND):
+        return mirrored(problem, rs_solve or ag_solve)
     if kind != ALL_REDUCE:
         raise SolverError(f"no composition for collective {kind!r}")
+    rs = mirrored(problem, rs_solve or ag_solve)
     ag = ag_solve(problem.with_collective(ALL_GATHER))
     return all_reduce(problem, rs, ag)
 
@@ -111,7 +119,7 @@ def all_reduce(problem: Problem, rs: Schedule, ag: Schedule) -> Schedule:
     """All-Reduce from a Reduce-Scatter and an All-Gather schedule (``problem.collective.overlap``)."""
     if not problem.collective.overlap:
         return Schedule.concat([rs, ag.shifted(rs.makespan_us)])
-    return Schedule.concat([rs, retime(problem, ag, link_free=link_last_use(problem, rs),
+    return Schedule.concat([rs, retime(problem.with_collective(ALL_GATHER), ag, link_free=link_last_use(problem, rs),
                                        chunk_ready=chunk_done_at_owner(problem, rs))])
 
 
@@ -138,7 +146,7 @@ def retime(problem: Problem, schedule: Schedule, *, link_free: np.ndarray, chunk
 
     A transfer starts at the latest of: its link's previous transfer ending
     (initially ``link_free[l]``), its sender holding the chunk (an owner from
-    ``chunk_ready[c]``, anyone else from its earliest retimed arrival). It
+    ``chunk_ready[c]`` at its source, anyone else from its earliest retimed arrival). It
     lasts its link's chunk time (``problem.link_time_us``). Transfers are
     replayed in the order of their original start, so the sender's arrival is
     always retimed first in a causal schedule.
@@ -153,15 +161,16 @@ def retime(problem: Problem, schedule: Schedule, *, link_free: np.ndarray, chunk
     start, end = _retime(order, link, schedule.chunk, schedule.src, schedule.dst,
                          np.asarray(problem.link_time_us, dtype=np.float64),
                          np.asarray(link_free, dtype=np.float64).copy(),
-                         np.asarray(chunk_ready, dtype=np.float64), problem.num_npus, problem.num_chunks)
+                         np.asarray(chunk_ready, dtype=np.float64), np.asarray(problem.sources, np.int64),
+                         problem.num_npus, problem.num_chunks)
     return Schedule(schedule.chunk, schedule.src, schedule.dst, start, end, schedule.op)
 
 
 @njit(cache=True)
-def _retime(order, link, chunk, src, dst, ltime, free, ready, n, C):
+def _retime(order, link, chunk, src, dst, ltime, free, ready, source, n, C):
     hold = np.full(n * C, np.inf)
     for c in range(C):
-        hold[(c % n) * C + c] = ready[c]
+        hold[source[c] * C + c] = ready[c]
     T = order.shape[0]
     start = np.empty(T)
     end = np.empty(T)
@@ -176,5 +185,75 @@ def _retime(order, link, chunk, src, dst, ltime, free, ready, n, C):
         end[i] = e
         key = dst[i] * C + c
         if e < hold[key]:
+            hold[key] = e
+    return start, end
+
+
+# the dense (NPU, chunk) table of retime_from stays below this many entries; beyond it a hash map
+RETIME_DENSE_MAX = 50_000_000
+
+
+def retime_from(problem: Problem, schedule: Schedule, *, link_free: np.ndarray, hold_npu: np.ndarray,
+                hold_chunk: np.ndarray, hold_time: np.ndarray) -> Schedule:
+    """:func:`retime` from an arbitrary state: NPU ``hold_npu[i]`` holds chunk ``hold_chunk[i]`` from
+    ``hold_time[i]`` on (the state a fault leaves, :mod:`solvers.repair`). Links with ``link_free = inf``
+    must not be used."""
+    if not len(schedule):
+        return schedule
+    topo = problem.topology
+    link = topo.link_ids(schedule.src, schedule.dst)
+    if np.any(link < 0):
+        raise SolverError("retime: the schedule uses a link the topology does not have")
+    order = np.lexsort((schedule.end_us, schedule.start_us))
+    n, C = problem.num_npus, problem.num_chunks
+    args = (order, link, schedule.chunk.astype(np.int64), schedule.src.astype(np.int64),
+            schedule.dst.astype(np.int64), np.asarray(problem.link_time_us, dtype=np.float64),
+            np.asarray(link_free, dtype=np.float64).copy(), np.asarray(hold_npu, np.int64) * C
+            + np.asarray(hold_chunk, np.int64), np.asarray(hold_time, np.float64), C)
+    if n * C <= RETIME_DENSE_MAX:
+        start, end = _retime_dense(*args, n * C)
+    else:
+        start, end = _retime_sparse(*args)
+    if not np.all(np.isfinite(end)):
+        raise SolverError("retime: a transfer's sender never holds its chunk, or its link has failed")
+    return Schedule(schedule.chunk, schedule.src, schedule.dst, start, end, schedule.op)
+
+
+@njit(cache=True)
+def _retime_dense(order, link, chunk, src, dst, ltime, free, hkey, htime, C, size):
+    hold = np.full(size, np.inf)
+    for i in range(hkey.shape[0]):
+        hold[hkey[i]] = min(hold[hkey[i]], htime[i])
+    start = np.empty(order.shape[0])
+    end = np.empty(order.shape[0])
+    for k in range(order.shape[0]):
+        i = order[k]
+        s = max(free[link[i]], hold[src[i] * C + chunk[i]])
+        e = s + ltime[link[i]]
+        free[link[i]] = e
+        start[i] = s
+        end[i] = e
+        key = dst[i] * C + chunk[i]
+        if e < hold[key]:
+            hold[key] = e
+    return start, end
+
+
+@njit(cache=True)
+def _retime_sparse(order, link, chunk, src, dst, ltime, free, hkey, htime, C):
+    hold = Dict.empty(key_type=types.int64, value_type=types.float64)
+    for i in range(hkey.shape[0]):
+        hold[hkey[i]] = min(hold.get(hkey[i], np.inf), htime[i])
+    start = np.empty(order.shape[0])
+    end = np.empty(order.shape[0])
+    for k in range(order.shape[0]):
+        i = order[k]
+        s = max(free[link[i]], hold.get(src[i] * C + chunk[i], np.inf))
+        e = s + ltime[link[i]]
+        free[link[i]] = e
+        start[i] = s
+        end[i] = e
+        key = dst[i] * C + chunk[i]
+        if e < hold.get(key, np.inf):
             hold[key] = e
     return start, end

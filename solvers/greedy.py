@@ -45,9 +45,11 @@ from tacos_bench.collective import ALL_GATHER
 from tacos_bench.errors import SolverError
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import COPY, Schedule
+from tacos_bench.topology import Topology
 
-from .base import (CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_OVERLAP, CAP_RANDOMIZED, CAP_REDUCE_SCATTER, CAP_THREADS,
-                   CAP_TIME_LIMIT, Solver, SolveResult)
+from .base import (CAP_FROM_STATE, CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_ALL_TO_ALL, CAP_BROADCAST, CAP_GATHER, CAP_OVERLAP,
+                   CAP_RANDOMIZED, CAP_REDUCE, CAP_REDUCE_SCATTER, CAP_SCATTER, CAP_THREADS, CAP_TIME_LIMIT, Solver,
+                   SolveResult, StartState)
 from .compose import solve_collective
 from .options import SolverOptions, option
 
@@ -64,7 +66,7 @@ SLICE_TARGET_S = 0.25
 # finished transfers are drained from the kernel in batches of at most this many rows
 OUT_BUFFER_ROWS = 1 << 22
 # the default rule runs on the scale kernel (see docs/scale.md) from this many (NPU, chunk) pairs on
-ENGINES = ("auto", "classic", "scale", "tiered")
+ENGINES = ("auto", "classic", "scale", "tiered", "unicast")
 SCALE_MIN_PAIRS = 1 << 22
 # All-Gather schedules with more transfers than this come back as a CompactSchedule (tacos_bench.compact)
 OUTPUTS = ("auto", "table", "compact")
@@ -171,27 +173,58 @@ class _Slices:
 class _Static:
     """The arrays both kernels read, as contiguous int64/float64 (shared by a problem's restarts)."""
 
-    def __init__(self, problem: Problem, opts: GreedyOptions):
-        topo = problem.topology
+    def __init__(self, problem: Problem, opts: GreedyOptions, start: StartState | None = None):
+        topo, ltime = _links_of(problem, start)
         self.problem = problem
         self.opts = opts
+        self.start = start
         self.N, self.C, self.M = problem.num_npus, problem.num_chunks, topo.num_links
         self.lsrc = np.ascontiguousarray(topo.src, dtype=np.int64)
         self.ldst = np.ascontiguousarray(topo.dst, dtype=np.int64)
-        self.ltime = np.ascontiguousarray(problem.link_time_us, dtype=np.float64)
+        self.ltime = np.ascontiguousarray(ltime, dtype=np.float64)
         self.in_ptr = np.ascontiguousarray(topo.in_ptr, dtype=np.int64)
         self.in_order = np.ascontiguousarray(topo.in_order, dtype=np.int64)
         self.out_ptr = np.ascontiguousarray(topo.out_ptr, dtype=np.int64)
         self.maxdeg = int(np.diff(self.in_ptr).max()) if self.N > 1 else 0
+        if not problem.collective.multicast:
+            raise SolverError(f"the multicast kernels serve all_gather and broadcast, not {problem.kind}")
+        # the NPU holding each chunk at the start (all_gather: c mod N, broadcast: the root)
+        self.src_of = np.ascontiguousarray(problem.sources, dtype=np.int64)
+
+    def initial_pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every (NPU, chunk) held at the start, once each, in (NPU, chunk) order; NPUs that need nothing
+        (failed, :class:`StartState`) count as holding every chunk."""
+        if self.start is None:
+            v, c = self.src_of, np.arange(self.C, dtype=np.int64)
+        else:
+            dead = np.flatnonzero(~np.asarray(self.start.alive, bool))
+            v = np.concatenate([np.asarray(self.start.hold_npu, np.int64), np.repeat(dead, self.C)])
+            c = np.concatenate([np.asarray(self.start.hold_chunk, np.int64), np.tile(np.arange(self.C), dead.size)])
+        key = np.unique(v * self.C + c)
+        return key // self.C, key % self.C
+
+
+def _links_of(problem: Problem, start: StartState | None):
+    """The topology and link times a run uses: all links, or those ``start`` leaves usable (same NPU ids)."""
+    topo = problem.topology
+    if start is None:
+        return topo, problem.link_time_us
+    keep = np.asarray(start.links, bool)
+    sub = Topology(topo.num_npus, topo.src[keep], topo.dst[keep], topo.bw_GiBps[keep], topo.lat_us[keep],
+                   name=topo.name, meta={"kind": "degraded"})
+    return sub, np.asarray(problem.link_time_us)[keep]
 
 
 class _Instance(_Static):
     """Static arrays of one All-Gather problem for the classic kernel."""
 
-    def __init__(self, problem: Problem, opts: GreedyOptions):
-        super().__init__(problem, opts)
+    def __init__(self, problem: Problem, opts: GreedyOptions, start: StartState | None = None):
+        super().__init__(problem, opts, start)
         from . import _kernel_classic as K
 
+        if start is not None and opts.chunk_order == "farthest":
+            raise SolverError("chunk_order=farthest ranks chunks by their one source; it cannot start from a "
+                              "state with several holders (use random, rarest or oldest)")
         self.K = K
         self.W = (self.C + 63) // 64
         # links of equal chunk time end in the order they start: one FIFO ring per class
@@ -210,7 +243,7 @@ class _Instance(_Static):
             from tacos_bench.graph import hop_distances
 
             self.dist = hop_distances(self.N, self.out_ptr, self.ldst)
-            owners = np.arange(self.C) % self.N
+            owners = self.src_of
             ecc = self.dist.max(axis=1)
             self.rmax0 = ecc[owners].astype(np.int32)
             cnt = np.zeros((self.N, int(ecc.max()) + 1), dtype=np.int32)  # NPUs at each distance from each NPU
@@ -227,8 +260,8 @@ class _Instance(_Static):
         K = self.K
         N, C, W, M = self.N, self.C, self.W, self.M
         H = np.zeros((N, W), dtype=np.uint64)
-        c = np.arange(C)
-        np.bitwise_or.at(H, (c % N, c >> 6), np.left_shift(np.uint64(1), (c & 63).astype(np.uint64)))
+        hv, hc = self.initial_pairs()
+        np.bitwise_or.at(H, (hv, hc >> 6), np.left_shift(np.uint64(1), (hc & 63).astype(np.uint64)))
         R = np.zeros((N, W), dtype=np.uint64)
         cur_chunk = np.full(M, -1, dtype=np.int64)
         cur_start = np.zeros(M)
@@ -238,8 +271,10 @@ class _Instance(_Static):
         if window:
             # per-NPU arrival logs: each link offers the `window` earliest arrivals its receiver still needs
             log = np.zeros((N, C), dtype=np.int32)
-            loglen = np.full(N, C // N, dtype=np.int64)
-            log[:, :C // N] = c.reshape(-1, N).T  # row u: its own chunks u, u+N, u+2N, ...
+            loglen = np.bincount(hv, minlength=N).astype(np.int64)
+            # row u: the chunks it starts with, in id order (initial_pairs is sorted by NPU, then chunk)
+            pos = np.arange(hv.size) - np.repeat(np.cumsum(loglen) - loglen, loglen)
+            log[hv, pos] = hc
             lptr = np.zeros(M, dtype=np.int64)
             wc = np.zeros((1, 1), dtype=np.uint8)
             bc = np.zeros((1, 1), dtype=np.uint16)
@@ -263,19 +298,19 @@ class _Instance(_Static):
         csize = np.zeros(1, dtype=np.int64)
         chead = np.zeros(self.K_classes)
         cprio = np.zeros(self.K_classes, dtype=np.int64)
-        copies = np.ones(C, dtype=np.int32)
+        copies = np.bincount(hc, minlength=C).astype(np.int32)
         cnt = self.cnt0.copy()
         rmax = self.rmax0.copy()
         if self.opts.chunk_order == "oldest":
             arr_time = np.full((N, C), np.inf)
-            arr_time[c % N, c] = 0.0
+            arr_time[hv, hc] = 0.0
         else:
             arr_time = np.zeros((1, 1))
         rng = np.array([kseed], dtype=np.uint64)
         clock = np.full(1, -1.0)
         ctr = np.zeros(K.NUM_COUNTERS, dtype=np.int64)
         fst = np.zeros(K.NUM_FSTATS)
-        remaining = N * C - C
+        remaining = N * C - hv.size
         ctr[K.C_REMAINING] = remaining
         cap = min(remaining, OUT_BUFFER_ROWS) + M
         out = [np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64), np.empty(cap), np.empty(cap)]
@@ -285,7 +320,7 @@ class _Instance(_Static):
                  bool(self.opts.preempt), int(window))
         state = (H, R, cur_chunk, cur_start, busy_until, gen)
         queue = (q_link, q_gen, q_end, self.r_off, self.r_cap, r_head, r_size, cheap, cpos, csize, chead, cprio)
-        order = (copies, cnt, rmax, arr_time, self.dist)
+        order = (copies, cnt, rmax, arr_time, self.dist, self.src_of)
         outs = (out[0], out[1], out[2], out[3])
         run = K.run_counted_random if self.counted_random else K.run_listed
         parts = []
@@ -411,7 +446,7 @@ class _ScaleInstance(_Static):
         remaining = N * C - C
         ctr[K.SC_REMAINING] = remaining
         K.scale_init(N, C, G, self.ldst, self.out_ptr, self.jpos, self.in_ptr, self.jgrp, self.jgmask, state, S,
-                     slen, jinfo, pctr[0])
+                     slen, jinfo, pctr[0], self.src_of)
         q_pos = np.zeros(M, dtype=np.int64)
         q_chunk = np.zeros(M, dtype=np.int64)
         q_sev = np.zeros(M, dtype=np.int64)
@@ -499,13 +534,14 @@ class _ScaleInstance(_Static):
 class _TieredInstance(_Static):
     """Static arrays of one All-Gather problem for the topology-aware kernel (:mod:`solvers._kernel_tiered`)."""
 
-    def __init__(self, problem: Problem, opts: GreedyOptions):
-        super().__init__(problem, opts)
+    def __init__(self, problem: Problem, opts: GreedyOptions, start: StartState | None = None):
+        super().__init__(problem, opts, start)
         from . import _kernel_tiered as K
         from ._tiers import Tiers
 
         self.K = K
-        t = self.tiers = Tiers(problem)
+        sub, lt = _links_of(problem, start)
+        t = self.tiers = Tiers(problem, sub, lt)
         self.tr = (t.near_of_link, t.near_ptr, t.rev_ptr, t.rev_cls, t.fin_ptr, t.fin_links, t.fin_rate,
                    t.fin_tmin, t.near_mem, t.part_of_link, t.gid, t.ngrev_ptr, t.ngrev)
         self.topo = (self.lsrc, self.ldst, self.ltime, self.in_ptr, self.in_order, self.out_ptr)
@@ -517,16 +553,86 @@ class _TieredInstance(_Static):
     def run(self, kseed: np.uint64):
         """One run; returns the schedule columns and counters."""
         K = self.K
-        total = (self.N - 1) * self.C
+        hv, hc = self.initial_pairs()
+        total = self.N * self.C - hv.size
         out = (np.empty(total, np.int64), np.empty(total, np.int64), np.empty(total), np.empty(total))
         stats = np.zeros(K.NUM_STATS, np.int64)
-        n = K.run_tiered(self.N, self.C, self.topo, self.tr, self.rules, np.array([kseed], np.uint64), out, stats)
+        n = K.run_tiered(self.N, self.C, self.topo, self.tr, self.rules, np.array([kseed], np.uint64), out, stats,
+                         hv, hc)
+        if n < total:
+            raise SolverError(f"greedy stalled with {total - n} (NPU, chunk) pairs undelivered")
         chunk, link, start, end = (a[:n] for a in out)
         names = ("events", "matchings", "gate_checks", "gate_closed", "deferred_links", "augmentations",
                  "fallbacks", "candidates")
         counters = {k: int(stats[i]) for i, k in enumerate(names)}
         counters.update(self.tiers.stats())
         return (chunk, self.lsrc[link], self.ldst[link], start, end), counters
+
+
+class _UnicastInstance:
+    """One unicast problem (gather, scatter, all-to-all) for :mod:`solvers._kernel_unicast`."""
+
+    def __init__(self, problem: Problem, opts: GreedyOptions, start: StartState | None = None):
+        from . import _kernel_unicast as K
+
+        if (opts.chunk_order not in ("random", "farthest") or opts.tiered or opts.duplicates or opts.window
+                or opts.matching != "greedy"):
+            raise SolverError(f"{problem.kind} runs the routing greedy, which takes chunk_order random or farthest "
+                              "and no matching, duplicates, window or topology-aware option")
+        self.farthest = opts.chunk_order == "farthest"
+        self.K = K
+        topo, lt = _links_of(problem, start)
+        self.problem = problem
+        self.N, self.C = problem.num_npus, problem.num_chunks
+        self.lsrc = np.ascontiguousarray(topo.src, dtype=np.int64)
+        self.ldst = np.ascontiguousarray(topo.dst, dtype=np.int64)
+        self.lt = np.ascontiguousarray(lt, dtype=np.float64)
+        self.out_ptr = np.ascontiguousarray(topo.out_ptr, dtype=np.int64)
+        in_order = np.asarray(topo.in_order, dtype=np.int64)
+        self.D = K.distances_to(self.N, np.ascontiguousarray(topo.in_ptr, dtype=np.int64),
+                                np.ascontiguousarray(self.lsrc[in_order]), np.ascontiguousarray(self.lt[in_order]))
+        self.src_of = np.ascontiguousarray(problem.sources, dtype=np.int64)
+        self.dst_of = np.ascontiguousarray(problem.destinations, dtype=np.int64)
+        if start is not None:
+            self._resume(start)
+        self.cap = max(1024, 8 * self.C)
+
+    def _resume(self, start: StartState) -> None:
+        """Each chunk resumes from the holder nearest its destination; chunks bound for a failed NPU or
+        already there stay put."""
+        alive = np.asarray(start.alive, bool)
+        hv, hc = np.asarray(start.hold_npu, np.int64), np.asarray(start.hold_chunk, np.int64)
+        ok = alive[hv]
+        hv, hc = hv[ok], hc[ok]
+        order = np.lexsort((self.D[hv, self.dst_of[hc]], hc))
+        first = np.ones(order.size, bool)
+        first[1:] = hc[order][1:] != hc[order][:-1]
+        pick = order[first]
+        src = self.dst_of.copy()
+        src[hc[pick]] = hv[pick]
+        stuck = ~np.isin(np.arange(self.C), hc[pick]) & alive[self.dst_of]
+        if stuck.any():
+            raise SolverError(f"chunk {int(np.flatnonzero(stuck)[0])} has no holder to resume from")
+        src[~alive[self.dst_of]] = self.dst_of[~alive[self.dst_of]]
+        self.src_of = np.ascontiguousarray(src)
+
+    def run(self, kseed: np.uint64):
+        K = self.K
+        while True:
+            total = int(np.sum(self.src_of != self.dst_of)) * max(1, self.N)  # transfers: at most N hops each
+            bound = min(total, int(np.sum(self.src_of != self.dst_of)) * (self.N - 1))
+            out = (np.empty(bound, np.int64), np.empty(bound, np.int64), np.empty(bound), np.empty(bound))
+            stats = np.zeros(2, np.int64)
+            st, n = K.run_unicast(self.N, self.C, self.lsrc, self.ldst, self.lt, self.out_ptr, self.D, self.src_of,
+                                  self.dst_of, True, self.farthest, np.array([kseed], np.uint64), self.cap, out, stats)
+            if st == K.ST_GROW:
+                self.cap *= 2
+                continue
+            if st == K.ST_STUCK:  # cannot happen on a strongly connected topology
+                raise SolverError("the routing greedy stalled with chunks undelivered")
+            chunk, link, start, end = (a[:n] for a in out)
+            return ((chunk, self.lsrc[link], self.ldst[link], start, end),
+                    {"events": int(stats[0]), "stale_queue_entries": int(stats[1]), "queue_pool": self.cap})
 
 
 class _TableSink:
@@ -553,7 +659,7 @@ class _TableSink:
         return Schedule(chunk, self.lsrc[link], self.ldst[link], ev[s], ev[e], np.full(len(chunk), COPY, np.int8))
 
 
-KERNELS = ("counted", "listed", "scale", "tiered")
+KERNELS = ("counted", "listed", "scale", "tiered", "unicast")
 _WARM = dict.fromkeys(KERNELS, False)
 
 
@@ -581,6 +687,8 @@ def warmup(kernels=KERNELS) -> float:
     if "scale" in todo:
         inst = _ScaleInstance(p, GreedyOptions())
         inst.run(np.uint64(1), sink=_TableSink(inst.ldst, inst.ldst))
+    if "unicast" in todo:
+        _UnicastInstance(Problem(ring(3), Collective("all_to_all", 1, 1)), GreedyOptions()).run(np.uint64(1))
     if "tiered" in todo:
         from tacos_bench.generators import hetero_cluster
 
@@ -593,10 +701,10 @@ def warmup(kernels=KERNELS) -> float:
     return time.perf_counter() - t0
 
 
-def kernel_for(problem: Problem, opts: GreedyOptions) -> str:
+def kernel_for(problem: Problem, opts: GreedyOptions, resume: bool = False) -> str:
     """Which compiled kernel a run of ``opts`` on ``problem`` uses (see :func:`warmup`)."""
-    engine = pick_engine(problem, opts)
-    if engine in ("scale", "tiered"):
+    engine = pick_engine(problem, opts, resume=resume)
+    if engine in ("scale", "tiered", "unicast"):
         return engine
     from . import _kernel_classic as K
 
@@ -614,15 +722,20 @@ def _progress_bar(opts: GreedyOptions, total: int, desc: str):
                 leave=False, file=sys.stderr)
 
 
-def pick_engine(problem: Problem, opts: GreedyOptions, engine: str = "auto") -> str:
-    """``"scale"`` or ``"classic"``: which kernel runs (``auto``: scale for the default rule on large problems)."""
+def pick_engine(problem: Problem, opts: GreedyOptions, engine: str = "auto", resume: bool = False) -> str:
+    """Which kernel runs (``auto``: scale for the default rule on large problems; ``resume``: a run from a
+    :class:`StartState`, which the scale kernel does not take, so the classic kernel runs the same rule)."""
     if engine not in ENGINES:
         raise SolverError(f"greedy engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if problem.collective.unicast or engine == "unicast":
+        if not problem.collective.unicast:
+            raise SolverError("the unicast engine serves gather, scatter and all_to_all")
+        return "unicast"
     if opts.tiered or engine == "tiered":
         if not opts.tiered:
             raise SolverError("the tiered engine runs the topology-aware rules only")
         return "tiered"
-    ok = _ScaleInstance.supports(problem, opts)
+    ok = _ScaleInstance.supports(problem, opts) and not resume
     if engine == "scale" and not ok:
         raise SolverError("the scale engine runs the default rule only (chunk_order=random, matching=greedy, "
                           "no duplicates, no window, in-degree <= 62)")
@@ -633,8 +746,8 @@ def pick_engine(problem: Problem, opts: GreedyOptions, engine: str = "auto") -> 
 
 def greedy_all_gather(problem: Problem, *, seed: int = 0, deadline: float | None = None,
                       opts: GreedyOptions | None = None, stats: dict | None = None, engine: str = "auto",
-                      output: str = "table", spool=None, threads: int = 1):
-    """Best-of-``opts.restarts`` greedy All-Gather schedule.
+                      output: str = "table", spool=None, threads: int = 1, start: StartState | None = None):
+    """Best-of-``opts.restarts`` greedy schedule of a copy collective (``start``: resumed from that state).
 
     Parameters
     ----------
@@ -676,18 +789,19 @@ def greedy_all_gather(problem: Problem, *, seed: int = 0, deadline: float | None
     >>> len(c), c.is_compact
     (72, True)
     """
-    if problem.kind != ALL_GATHER:
-        raise SolverError(f"greedy_all_gather needs an all_gather problem, got {problem.kind}")
+    if not problem.collective.copies:
+        raise SolverError(f"greedy_all_gather needs a copy collective, got {problem.kind}")
     if output not in OUTPUTS:
         raise SolverError(f"greedy output must be one of {', '.join(OUTPUTS)}, got {output!r}")
     opts = opts or GreedyOptions()
-    engine = pick_engine(problem, opts, engine)
+    engine = pick_engine(problem, opts, engine, resume=start is not None)
     total = (problem.num_npus - 1) * problem.num_chunks
     if output == "auto":
         output = "compact" if engine == "scale" and total > COMPACT_MIN_ROWS else "table"
     if output == "compact" and engine != "scale":
         raise SolverError("compact output needs the scale engine (the default rule)")
-    inst = {"classic": _Instance, "scale": _ScaleInstance, "tiered": _TieredInstance}[engine](problem, opts)
+    kernels = {"classic": _Instance, "scale": _ScaleInstance, "tiered": _TieredInstance, "unicast": _UnicastInstance}
+    inst = kernels[engine](problem, opts) if start is None else kernels[engine](problem, opts, start)
     seeds = restart_seeds(seed, opts.restarts)
     best = None
     makespans = []
@@ -699,7 +813,7 @@ def greedy_all_gather(problem: Problem, *, seed: int = 0, deadline: float | None
             if engine == "classic":
                 arrays, counters = inst.run(ks, bar)
                 result = Schedule(*arrays, np.full(len(arrays[0]), COPY, dtype=np.int8))
-            elif engine == "tiered":
+            elif engine in ("tiered", "unicast"):
                 arrays, counters = inst.run(ks)
                 result = Schedule(*arrays, np.full(len(arrays[0]), COPY, dtype=np.int8))
             else:
@@ -765,8 +879,9 @@ class GreedySolver(Solver):
     """
 
     name = "greedy"
-    capabilities = frozenset({CAP_ALL_GATHER, CAP_REDUCE_SCATTER, CAP_ALL_REDUCE, CAP_RANDOMIZED, CAP_TIME_LIMIT,
-                              CAP_THREADS, CAP_OVERLAP})
+    capabilities = frozenset({CAP_ALL_GATHER, CAP_REDUCE_SCATTER, CAP_ALL_REDUCE, CAP_BROADCAST, CAP_REDUCE,
+                              CAP_GATHER, CAP_SCATTER, CAP_ALL_TO_ALL, CAP_RANDOMIZED, CAP_TIME_LIMIT, CAP_THREADS,
+                              CAP_OVERLAP, CAP_FROM_STATE})
     Options = GreedyOptions
     STATUS_MAP = {"schedule built": "feasible"}
 
@@ -807,15 +922,24 @@ class GreedySolver(Solver):
         return SolveResult("feasible", sched, objective_us=sched.makespan_us, solve_time_s=dt, stats=stats,
                            message=msg, stop_reason="time_limit" if timed_out else "finished")
 
+    def _solve_from(self, problem: Problem, start: StartState, opts: GreedyOptions) -> SolveResult:
+        """The copy collective of ``problem`` completed from ``start`` (times from 0; solvers.repair places them)."""
+        jit_s = warmup((kernel_for(problem, opts, resume=True),))
+        t0 = time.perf_counter()
+        deadline = None if opts.time_limit_s is None else t0 + float(opts.time_limit_s)
+        st: dict = {}
+        sched = greedy_all_gather(problem, seed=opts.seed, deadline=deadline, opts=opts, stats=st, start=start)
+        return SolveResult("feasible", sched, objective_us=sched.makespan_us, solve_time_s=time.perf_counter() - t0,
+                           stats={"jit_warmup_s": jit_s, **st}, stop_reason="finished")
+
 
 def _phases(problem: Problem) -> list[Problem]:
-    """The All-Gather problems a collective is composed of."""
-    if problem.kind == ALL_GATHER:
+    """The copy problems a collective is composed of (solvers.compose)."""
+    if problem.collective.copies:
         return [problem]
-    out = [problem.reversed_all_gather()]
-    if problem.kind != "reduce_scatter":
-        out.append(problem.with_collective(ALL_GATHER))
-    return out
+    if problem.kind != "all_reduce":
+        return [problem.mirror()]
+    return [problem.reversed_all_gather(), problem.with_collective(ALL_GATHER)]
 
 
 class GreedyPlusSolver(GreedySolver):

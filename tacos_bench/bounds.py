@@ -721,14 +721,16 @@ def _drain_groups(topo: Topology, t: np.ndarray) -> list[np.ndarray]:
     return groups
 
 
-def _drain_bound(topo: Topology, t: np.ndarray, cpn: int, floor: float) -> float:
+def _drain_bound(topo: Topology, t: np.ndarray, cpn: int, floor: float, sources: np.ndarray | None = None) -> float:
     """The group import + drain bound (docs/bounds.md): for a group ``S`` of faster links and a time ``a``
     just below a multiple of an outside in-link time, at least ``X(a) = K - sum_l #{k: k t_l < a}`` of the
     ``K`` outside chunks have not entered ``S`` by ``a``; every member must then receive all of them in
     ``(a, T]``, over its outside in-links (at most ``min(floor((T-a)/t)+1, floor(T/t))`` each) and its inside
     in-links (at most ``floor((T-a)/t)`` each: the sender gets the chunk only after ``a``). The least ``T``
-    that no group rules out is a lower bound; groups with the same link-time signature are checked once."""
+    that no group rules out is a lower bound; groups with the same link-time signature are checked once.
+    ``sources`` (a multicast collective's chunk sources; default: All-Gather's ``c mod N``) decide ``K``."""
     n = topo.num_npus
+    per_npu = None if sources is None else np.bincount(sources, minlength=n)
     src = np.asarray(topo.src, np.int64)
     dst = np.asarray(topo.dst, np.int64)
     best = float(floor)
@@ -744,7 +746,9 @@ def _drain_bound(topo: Topology, t: np.ndarray, cpn: int, floor: float) -> float
         mo = [np.sort(t[outside_in & (dst == v)]) for v in S.tolist()]
         mi = [np.sort(t[inside_in & (dst == v)]) for v in S.tolist()]
         t_out = np.sort(t[outside_in])
-        K = float(cpn * (n - S.size))
+        K = float(cpn * (n - S.size)) if per_npu is None else float(per_npu.sum() - per_npu[S].sum())
+        if K <= 0:
+            continue
         sig = (K, t_out.tobytes(), tuple(sorted((a.tobytes(), b.tobytes()) for a, b in zip(mo, mi))))
         if sig in done:
             continue
@@ -876,6 +880,102 @@ def _reversed_times(topo: Topology, t: np.ndarray) -> np.ndarray:
     return np.asarray(t, np.float64)[topo.link_ids(rt.dst, rt.src)]
 
 
+def _group_cut_times(topo: Topology, g: _Graph, t: np.ndarray, sets, need_in, need_out) -> float:
+    """Whole-chunk count bound through the links entering and leaving each candidate set ``S``
+    (``need_in(S)``/``need_out(S)`` chunks must cross)."""
+    best = 0.0
+    src, dst = g.src, g.dst
+    for S in sets:
+        inS = np.zeros(topo.num_npus, dtype=bool)
+        inS[S] = True
+        for sel, need in ((~inS[src] & inS[dst], need_in(inS)), (inS[src] & ~inS[dst], need_out(inS))):
+            if need > 0:
+                tt = t[sel]
+                best = max(best, float(count_time_us(tt, np.array([0, tt.size]), np.array([need]))[0]))
+    return best
+
+
+def _candidate_cuts(topo: Topology, t: np.ndarray) -> list[np.ndarray]:
+    """Sets worth a cut: the groups of faster links (servers, pods) and, for grids, half of each dimension."""
+    sets = list(_drain_groups(topo, t))
+    dims = topo.meta.get("dims") if isinstance(topo.meta, dict) else None
+    n = topo.num_npus
+    if dims and int(np.prod(dims)) == n:
+        coords = np.stack(np.unravel_index(np.arange(n), [int(d) for d in dims][::-1])[::-1], axis=1)
+        for a, size in enumerate(dims):
+            if size >= 2:
+                sets.append(np.flatnonzero(coords[:, a] < size // 2))
+    return sets
+
+
+def _collective_bounds(problem: Problem, opts: _Opts) -> dict:
+    """Bounds of the copy collectives beyond All-Gather (broadcast, gather, scatter, all_to_all), from their
+    sources and destinations: every NPU must receive what it lacks (ingress) and send what only it holds
+    (egress); a chunk cannot arrive sooner than its shortest path (distance); every chunk occupies at least
+    its shortest path's total link time (link load); chunks that must cross a cut fit through its links
+    (cut: the source's min-cuts for broadcast, groups and grid halves for the others); and, for broadcast,
+    the group import + drain bound."""
+    topo = problem.topology
+    n, C = problem.num_npus, problem.num_chunks
+    t = np.asarray(problem.link_time_us, dtype=np.float64)
+    g = _Graph(topo, t)
+    rg = g.reversed()
+    src, dst = np.asarray(problem.sources), np.asarray(problem.destinations)
+    every = dst < 0
+    moving = every | (dst != src)
+    need_in = np.full(n, int(every.sum())) - np.bincount(src[every], minlength=n)
+    need_in += np.bincount(dst[~every & (dst != src)], minlength=n)
+    need_out = np.bincount(src[moving], minlength=n)
+    t_in, ptr = _node_groups(g)
+    ingress = float(count_time_us(t_in, ptr, need_in).max())
+    t_out, optr = _node_groups(rg)
+    egress = float(count_time_us(t_out, optr, need_out).max())
+    # distances from each source that has chunks to move
+    srcs = np.unique(src[moving])
+    exact = n <= opts.distance_exact_max_npus and srcs.size * (n + g.w.size) <= DISTANCE_EXACT_MAX_WORK
+    distance, load = 0.0, None
+    if exact and srcs.size:
+        D = np.vstack([_distance_row(g.out_ptr, g.dst, g.w, int(s), g.uniform) for s in srcs.tolist()])
+        row = np.searchsorted(srcs, src)
+        if every.any():
+            distance = float(D[row[every]].max())
+        one = ~every & (dst != src)
+        if one.any():
+            d1 = D[row[one], dst[one]]
+            distance = max(distance, float(d1.max()))
+            load = float(d1.sum()) / max(topo.num_links, 1)   # total link time the unicast chunks need
+    out = {"ingress_basic_us": ingress, "ingress_refined": False, "ingress_us": max(ingress, egress),
+           "egress_us": egress, "distance_us": distance, "distance_exact": bool(exact), "linkload_us": load}
+    # cuts
+    flows = 0
+    cut = 0.0
+    method = "groups+grid-halves"
+    if problem.kind == "broadcast" and n <= opts.cut_max_npus:
+        net = _FlowNet(topo, _chunk_rate_caps(t))
+        root = problem.collective.root
+        worst = np.inf
+        for v in range(n):
+            if v != root:
+                value, _ = net.max_flow(root, v, 0.0)
+                worst = min(worst, value * net.scale)
+        flows = net.flows
+        cut = C / worst if worst > 0 else np.inf
+        method = "source-min-cuts"
+    else:
+        def chunks_into(inS):
+            return int(np.sum(~inS[src] & np.where(every, True, inS[np.maximum(dst, 0)]) & moving))
+
+        def chunks_out(inS):
+            return int(np.sum(inS[src] & np.where(every, True, ~inS[np.maximum(dst, 0)]) & moving))
+
+        cut = _group_cut_times(topo, g, t, _candidate_cuts(topo, t), chunks_into, chunks_out)
+    out.update(cut_us=cut or None, cut_bw_us=None, cut_exact=False, cut_method=method, cut_flows=flows)
+    floor = max(v for v in (out["ingress_us"], distance, cut, load or 0.0) if v is not None)
+    out["drain_us"] = (_drain_bound(topo, t, 1, floor, src) if opts.drain and problem.collective.multicast
+                       else None)
+    return out
+
+
 def lower_bounds(problem: Problem, *, distance_exact_max_npus: int = DISTANCE_EXACT_MAX_NPUS,
                  refine_max_npus: int = REFINE_MAX_NPUS, cut_max_npus: int = CUT_MAX_NPUS,
                  distance_samples: int = DISTANCE_SAMPLES, cut_sample_pins: int = CUT_SAMPLE_PINS,
@@ -943,10 +1043,13 @@ def lower_bounds(problem: Problem, *, distance_exact_max_npus: int = DISTANCE_EX
                                  problem.collective.chunks_per_npu, problem.chunk_bytes, opts)
     elif kind == ALL_REDUCE:
         res = _all_reduce_bounds(problem, opts)
-    else:  # pragma: no cover - Collective validates kinds
-        raise ConfigError(f"no lower bound for collective {kind!r}")
+    elif kind == "reduce":
+        # the broadcast's arguments on the reversed links, mirrored in time (as Reduce-Scatter from All-Gather)
+        res = _collective_bounds(problem.mirror(), opts)
+    else:
+        res = _collective_bounds(problem, opts)
     parts = {"ingress": res["ingress_us"], "distance": res["distance_us"], "cut": res["cut_us"],
-             "drain": res.get("drain_us")}
+             "drain": res.get("drain_us"), "linkload": res.get("linkload_us")}
     best = max(v for v in parts.values() if v is not None)
     # Ties (common: the cut bound of a single NPU equals its ingress bound) go to the first listed.
     best_source = next(k for k, v in parts.items() if v is not None and v >= best * (1 - 1e-12))
@@ -956,6 +1059,8 @@ def lower_bounds(problem: Problem, *, distance_exact_max_npus: int = DISTANCE_EX
     res.setdefault("gossip_us", None)
     res.setdefault("cut_size", None)
     res.setdefault("drain_us", None)
+    res.setdefault("linkload_us", None)
+    res.setdefault("egress_us", None)
     return res
 
 

@@ -35,6 +35,9 @@ class Problem:
 
     def __post_init__(self):
         self.topology.check_strongly_connected()
+        if self.collective.rooted and self.collective.root >= self.topology.num_npus:
+            raise CollectiveError(f"collective.root={self.collective.root} is out of range: topology "
+                                  f"{self.topology.name!r} has NPUs 0..{self.topology.num_npus - 1}")
         if self.chunk_bytes < 1:
             raise CollectiveError(
                 f"collective.buffer_mib={self.collective.buffer_mib:g} is too small for "
@@ -76,15 +79,31 @@ class Problem:
         t.setflags(write=False)
         return t
 
-    def chunk_owner(self, chunk):
-        return chunk % self.num_npus
+    @cached_property
+    def sources(self) -> np.ndarray:
+        """The NPU holding each chunk before the collective (``-1``: every NPU contributes to it)."""
+        s = self.collective.sources(self.num_npus)
+        s.setflags(write=False)
+        return s
+
+    @cached_property
+    def destinations(self) -> np.ndarray:
+        """The one NPU that must hold each chunk after (``-1``: every NPU)."""
+        d = self.collective.destinations(self.num_npus)
+        d.setflags(write=False)
+        return d
 
     def with_collective(self, kind: str) -> "Problem":
         """Same topology and sizes, another collective kind."""
         return Problem(self.topology, replace(self.collective, kind=kind))
 
+    def mirror(self) -> "Problem":
+        """The copy problem whose time-reversed schedule is this reducing one: the mirrored collective
+        (Reduce-Scatter: All-Gather, Reduce: Broadcast, same root) on the reversed topology."""
+        return Problem(self.topology.reversed(), self.collective.mirror())
+
     def reversed_all_gather(self) -> "Problem":
-        """The All-Gather on the reversed topology (Reduce-Scatter's mirror image)."""
+        """The All-Gather on the reversed topology (Reduce-Scatter's and All-Reduce's first phase mirrored)."""
         return Problem(self.topology.reversed(), replace(self.collective, kind=ALL_GATHER))
 
     def describe(self) -> str:

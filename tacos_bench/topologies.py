@@ -45,7 +45,7 @@ NAME_FORMS = ("ring<N>", "uniring<N>", "fc<N>", "switch<N>", "mesh<X>x<Y>[x<Z>..
 
 KINDS = ("ring", "uniring", "fc", "switch", "mesh", "torus", "hypercube", "dragonfly", "hetero", "named", "file")
 
-CONFIG_KEYS = ("name", "kind", "dims", "bw_GiBps", "lat_us", "path", "params", "failed_npus", "subset",
+CONFIG_KEYS = ("name", "kind", "dims", "bw_GiBps", "lat_us", "path", "params", "failed_npus", "failed_links", "subset",
                "subset_mode")
 
 HETERO_NPUS_PER_SERVER = 8
@@ -180,7 +180,7 @@ def build_topology(cfg: Mapping) -> Topology:
 
     Keys (all but ``kind`` optional): ``name``, ``kind``, ``dims``,
     ``bw_GiBps``, ``lat_us``, ``path``, ``params``, ``failed_npus``,
-    ``subset``, ``subset_mode``. By kind:
+    ``failed_links``, ``subset``, ``subset_mode``. By kind:
 
     ================  ====================================  ==============================================
     kind              dims                                  params (defaults)
@@ -199,9 +199,10 @@ def build_topology(cfg: Mapping) -> Topology:
     file              ``[]`` (``path`` is read)             none; bw/lat come from the file
     ================  ====================================  ==============================================
 
-    Then NPUs in ``failed_npus`` are removed and, if ``subset`` is given, only
+    Then the directed links in ``failed_links`` (``[[u, v], ...]``; ``[u, v, "both"]`` for both
+    directions) are removed, the NPUs in ``failed_npus`` are removed and, if ``subset`` is given, only
     those NPUs and the links among them are kept (``subset_mode`` must be
-    ``"induced"``). Both lists use the ids of the topology as built, and the
+    ``"induced"``). All three lists use the ids of the topology as built, and the
     survivors are renumbered densely (``meta["original_ids"]`` maps back);
     the result must still be strongly connected. The topology is named
     ``name`` (for ``kind=named``: the canonical form of the name); with ``kind=file`` and the placeholder
@@ -301,6 +302,14 @@ def build_topology(cfg: Mapping) -> Topology:
             topo = Topology(topo.num_npus, topo.src, topo.dst, topo.bw_GiBps, topo.lat_us, name=stem,
                             meta={**topo.meta, "header_name": topo.name})
 
+    failed_links = cfg.get("failed_links") or []
+    if failed_links:
+        from .transforms import parse_links, remove_links
+
+        base = topo
+        topo = remove_links(base, parse_links(failed_links, "topo.failed_links"), "topo.failed_links")
+        if not (cfg.get("failed_npus") or cfg.get("subset") is not None):
+            _check_connected_configured_ids(topo, f"{name or base.name} after removing failed_links")
     failed = cfg.get("failed_npus") or []
     members = cfg.get("subset")
     mode = cfg.get("subset_mode") or "induced"
@@ -327,7 +336,8 @@ def build_topology(cfg: Mapping) -> Topology:
         base = topo
         extra = {"removed_npus": np.unique(failed_ids).tolist()} if failed else {}
         topo = _induced(base, keep, base.name, **extra)
-        what = " and ".join(x for x, on in (("removing failed_npus", bool(failed)),
+        what = " and ".join(x for x, on in (("removing failed_links", bool(failed_links)),
+                                            ("removing failed_npus", bool(failed)),
                                             ("keeping only the subset", members is not None)) if on)
         _check_connected_configured_ids(topo, f"{name or base.name} after {what}")
     # conf/topo/file.yaml is named "file", which says nothing: a loaded topology keeps its file's name then;
@@ -348,7 +358,7 @@ def _check_connected_configured_ids(topo: Topology, what: str) -> None:
     except TopologyError:
         import networkx as nx
 
-        orig = np.asarray(topo.meta["original_ids"])
+        orig = np.asarray(topo.meta.get("original_ids", np.arange(topo.num_npus)))
         g = nx.DiGraph()
         g.add_nodes_from(range(topo.num_npus))
         g.add_edges_from(zip(topo.src.tolist(), topo.dst.tolist()))

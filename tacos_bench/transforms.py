@@ -1,4 +1,4 @@
-"""Topology transforms: failed NPUs, multi-tenant sub-topologies, reversal.
+"""Topology transforms: failed NPUs and links, multi-tenant sub-topologies, reversal.
 
 Transforms that drop NPUs renumber the survivors densely in increasing order
 of their old id and record, in ``meta["original_ids"]``, the id each new NPU had
@@ -62,10 +62,87 @@ def _induced(topo: Topology, keep: np.ndarray, name: str, **extra_meta) -> Topol
         original = kept
     meta = {"kind": "induced", "parent": topo.name, "parent_kind": topo.meta.get("kind"),
             "original_ids": original.tolist(), **extra_meta}
+    if "failed_links" in topo.meta:
+        meta["failed_links"] = topo.meta["failed_links"]   # in the ids of the topology as built
     if "node_labels" in topo.meta and len(topo.meta["node_labels"]) == topo.num_npus:
         meta["node_labels"] = [topo.meta["node_labels"][i] for i in kept.tolist()]
     return Topology(int(kept.size), new_id[src[lk]], new_id[dst[lk]], topo.bw_GiBps[lk], topo.lat_us[lk],
                     name=name, meta=meta)
+
+
+LINK_BOTH = "both"
+
+
+def parse_links(items, what: str) -> np.ndarray:
+    """Directed links ``[[u, v], ...]`` as an ``(n, 2)`` int64 array; ``[u, v, "both"]`` stands for ``u->v``
+    and ``v->u``.
+
+    Examples
+    --------
+    >>> parse_links([[0, 1], [2, 3, "both"]], "failed_links").tolist()
+    [[0, 1], [2, 3], [3, 2]]
+    """
+    if items is None:
+        return np.zeros((0, 2), np.int64)
+    if isinstance(items, (str, bytes)) or not hasattr(items, "__iter__"):
+        raise TopologyError(f"{what} must be a list of links [u, v] or [u, v, \"both\"], got {items!r}")
+    out = []
+    for item in items:
+        vals = list(item) if hasattr(item, "__iter__") and not isinstance(item, (str, bytes)) else None
+        ok = vals is not None and len(vals) in (2, 3) and all(
+            isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)) for x in vals[:2])
+        if ok and len(vals) == 3 and str(vals[2]).lower() != LINK_BOTH:
+            ok = False
+        if not ok:
+            raise TopologyError(f"{what}: {item!r} is not a link; write [u, v] (directed) or [u, v, \"both\"]")
+        u, v = int(vals[0]), int(vals[1])
+        out.append((u, v))
+        if len(vals) == 3:
+            out.append((v, u))
+    return np.asarray(out, np.int64).reshape(-1, 2)
+
+
+def link_ids_of(topo: Topology, links: np.ndarray, what: str) -> np.ndarray:
+    """Ids of the directed links ``links`` (from :func:`parse_links`); an unknown NPU or a missing link is an
+    error naming it."""
+    links = np.asarray(links, np.int64).reshape(-1, 2)
+    _as_ids(topo, links.ravel().tolist(), what)
+    ids = topo.link_ids(links[:, 0], links[:, 1])
+    missing = np.flatnonzero(ids < 0)
+    if missing.size:
+        u, v = links[missing[0]]
+        raise TopologyError(f"{what}: topology {topo.name!r} has no link {u}->{v}")
+    return ids
+
+
+def remove_links(topo: Topology, links, what: str = "failed_links") -> Topology:
+    """Drop the directed links ``links`` (pairs ``(u, v)``, see :func:`parse_links`); NPU ids are unchanged.
+
+    The result may be disconnected; :class:`~tacos_bench.problem.Problem` (or
+    :meth:`Topology.check_strongly_connected`) reports which NPUs are cut off.
+
+    Raises
+    ------
+    TopologyError
+        If a pair names an unknown NPU or a link the topology does not have.
+
+    Examples
+    --------
+    >>> from tacos_bench.generators import ring
+    >>> t = remove_links(ring(4), parse_links([[0, 1, "both"]], "failed_links"))
+    >>> t.num_links, t.has_link(0, 1), t.has_link(1, 0), t.meta["failed_links"]
+    (6, False, False, [[0, 1], [1, 0]])
+    """
+    pairs = np.asarray(links, np.int64).reshape(-1, 2)
+    ids = link_ids_of(topo, pairs, what)
+    keep = np.ones(topo.num_links, dtype=bool)
+    keep[ids] = False
+    # like remove_npus, structural metadata (dims, groups) is not kept: a mesh minus a link is no mesh
+    meta = {"kind": "degraded", "parent": topo.name, "parent_kind": topo.meta.get("kind"),
+            "failed_links": [list(p) for p in sorted(set(map(tuple, pairs.tolist())))]}
+    meta.update({k: topo.meta[k] for k in ("original_ids", "node_labels", "header_name") if k in topo.meta})
+    return Topology(topo.num_npus, topo.src[keep], topo.dst[keep], topo.bw_GiBps[keep], topo.lat_us[keep],
+                    name=topo.name, meta=meta)
 
 
 def remove_npus(topo: Topology, failed: Iterable[int]) -> Topology:

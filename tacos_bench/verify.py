@@ -10,7 +10,9 @@ row and the reason, on:
 * two transfers overlapping on one directed link;
 * a sender that holds no part of the chunk when the transfer starts (non-causal);
 * a reduction that counts some NPU's contribution twice;
-* an unmet postcondition of the collective.
+* an unmet postcondition of the collective;
+* with a :class:`~tacos_bench.faults.Fault`: a transfer on a failed link that ends after the failure
+  (failed NPUs are then exempt from the postcondition).
 
 It returns the collective time (the last arrival). Times are compared with a
 tolerance of ``1e-9`` relative to the schedule's makespan, so CSV round trips
@@ -27,7 +29,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .collective import ALL_GATHER
 from .errors import VerificationError
 from .problem import Problem
 from .schedule import COPY, OPS, REDUCE, Schedule
@@ -55,8 +56,10 @@ def _row(schedule: Schedule, i: int) -> str:
             f"{schedule.start_us[i]:.6f}-{schedule.end_us[i]:.6f} µs, {OPS[int(schedule.op[i])]})")
 
 
-def verify(problem: Problem, schedule: Schedule) -> Verification:
+def verify(problem: Problem, schedule: Schedule, fault=None) -> Verification:
     """Replay ``schedule`` on ``problem``; raise :class:`VerificationError` if invalid.
+
+    ``fault`` (a :class:`tacos_bench.faults.Fault`): the schedule was executed through that failure.
 
     Examples
     --------
@@ -103,6 +106,18 @@ def verify(problem: Problem, schedule: Schedule) -> Verification:
         raise VerificationError(
             f"{_row(schedule, i)}: lasts {end[i] - start[i]:.6f} µs, shorter than the link time {need[i]:.6f} µs")
 
+    alive = None
+    if fault is not None:
+        failed = np.zeros(problem.num_links, bool)
+        failed[fault.failed_link_ids(topo)] = True
+        bad = np.flatnonzero(failed[link] & (end > fault.at_us + tol))
+        if bad.size:
+            i = bad[np.argmin(start[bad])]
+            raise VerificationError(f"{_row(schedule, i)}: link {int(src[i])}->{int(dst[i])} fails at "
+                                    f"{fault.at_us:.6f} µs, before this transfer ends")
+        alive = np.ones(n, bool)
+        alive[list(fault.npus)] = False
+
     # --- one chunk at a time per link -------------------------------------------
     if T > 1:
         order = np.lexsort((end, start, link))
@@ -114,17 +129,17 @@ def verify(problem: Problem, schedule: Schedule) -> Verification:
                 f"{_row(schedule, b)}: overlaps {_row(schedule, a)} on link {int(src[a])}->{int(dst[a])}")
 
     # --- causality, reductions, postcondition -----------------------------------
-    if problem.kind == ALL_GATHER and (T == 0 or not np.any(schedule.op == REDUCE)):
-        _replay_all_gather_copies(problem, schedule, tol)
+    if problem.collective.copies and (T == 0 or not np.any(schedule.op == REDUCE)):
+        _replay_copies(problem, schedule, tol, alive)
     else:
-        _replay_general(problem, schedule, tol)
+        _replay_general(problem, schedule, tol, alive)
 
     busy = float(need.sum())
     util = busy / (topo.num_links * makespan) if makespan > 0 and topo.num_links else None
     return Verification(True, makespan, T, busy, util, "")
 
 
-def check(problem: Problem, schedule, *, progress: bool | None = None) -> Verification:
+def check(problem: Problem, schedule, *, progress: bool | None = None, fault=None) -> Verification:
     """Replay any schedule and report instead of raising: ``valid=False`` with the message when rejected.
 
     The one entry point for callers: a :class:`~tacos_bench.compact.CompactSchedule`
@@ -141,38 +156,43 @@ def check(problem: Problem, schedule, *, progress: bool | None = None) -> Verifi
     """
     if isinstance(schedule, Schedule):
         try:
-            return verify(problem, schedule)
+            return verify(problem, schedule, fault)
         except VerificationError as e:
             return Verification(False, None, len(schedule), message=str(e))
+    if fault is not None:
+        schedule = schedule.to_schedule()
+        return check(problem, schedule, fault=fault)
     from .verify_compact import check_compact
 
     return check_compact(problem, schedule, progress=progress)
 
 
-def _replay_all_gather_copies(problem: Problem, schedule: Schedule, tol: float) -> None:
-    """Vectorized replay for copy-only All-Gather.
+def _replay_copies(problem: Problem, schedule: Schedule, tol: float, alive=None) -> None:
+    """Vectorized replay of a copy-only schedule of a copy collective (one source per chunk).
 
-    Every value in an All-Gather is the whole chunk, so a copy is valid exactly
-    when the sender has received the chunk (or owns it) by the start time; the
-    earliest arrival per (NPU, chunk) decides. Transfers have positive length,
-    so checking every transfer against the earliest arrivals (including those of
-    invalid transfers) cannot accept a cycle: the earliest-ending ungrounded
-    transfer would have to read from an arrival that ends even earlier.
+    Every value is the whole chunk, so a copy is valid exactly when the sender is the chunk's source or
+    has received it by the start time; the earliest arrival per (NPU, chunk) decides. Transfers have
+    positive length, so checking every transfer against the earliest arrivals (including those of invalid
+    transfers) cannot accept a cycle: the earliest-ending ungrounded transfer would have to read from an
+    arrival that ends even earlier. Only the (NPU, chunk) pairs a transfer touches are looked at when the
+    dense table would be large (All-to-All has N^2 K chunks).
     """
     n, C = problem.num_npus, problem.num_chunks
     chunk, src, dst = schedule.chunk, schedule.src, schedule.dst
     start, end = schedule.start_us, schedule.end_us
-    owner = chunk % n
+    source = problem.sources
+    dest = problem.destinations
     T = len(schedule)
-
+    dense = n * C <= DENSE_LIMIT
+    uniq = np.zeros(0, np.int64)
     if T:
         if float(np.min(end - start)) <= 0:
             i = int(np.argmin(end - start))
             raise VerificationError(f"{_row(schedule, i)}: a transfer must take positive time")
         key_in = dst.astype(np.int64) * C + chunk
         key_hold = src.astype(np.int64) * C + chunk
-        need = src != owner
-        if n * C <= DENSE_LIMIT:
+        need = src != source[chunk]
+        if dense:
             earliest = np.full(n * C, np.inf)
             np.minimum.at(earliest, key_in, end)
             hold_t = earliest[key_hold]
@@ -186,8 +206,6 @@ def _replay_all_gather_copies(problem: Problem, schedule: Schedule, tol: float) 
             earliest = np.minimum.reduceat(end[order], np.flatnonzero(first))
             pos = np.minimum(np.searchsorted(uniq, key_hold), len(uniq) - 1)
             hold_t = np.where(uniq[pos] == key_hold, earliest[pos], np.inf)
-            received = np.zeros(n * C, dtype=bool)
-            received[uniq] = True
         bad = np.flatnonzero(need & (hold_t > start + tol))
         if bad.size:
             i = bad[np.argmin(start[bad])]
@@ -195,26 +213,68 @@ def _replay_all_gather_copies(problem: Problem, schedule: Schedule, tol: float) 
             raise VerificationError(
                 f"{_row(schedule, i)}: non-causal: NPU {int(src[i])} does not hold chunk {int(chunk[i])} "
                 f"at {start[i]:.6f} µs ({when})")
+    # postcondition: every (destination, chunk) pair the collective requires is the source or was reached
+    c_all = np.arange(C, dtype=np.int64)
+    if (dest < 0).all():
+        if dense:
+            got = received.copy() if T else np.zeros(n * C, dtype=bool)
+            got[source * C + c_all] = True
+            if alive is not None:
+                got.reshape(n, C)[~alive] = True   # failed NPUs need nothing
+            missing_keys = np.flatnonzero(~got)
+            n_missing = missing_keys.size
+        else:
+            rc, rv = uniq % C, uniq // C
+            live = np.ones(n, bool) if alive is None else alive
+            cnt = np.bincount(rc[(rv != source[rc]) & live[rv]], minlength=C)
+            want = int(live.sum()) - live[source].astype(np.int64)
+            short = np.flatnonzero(cnt < want)
+            n_missing = int((want - cnt).sum())
+            missing_keys = (_missing_every(uniq, C, n, source, short[:1], live) if short.size
+                            else np.zeros(0, np.int64))
     else:
-        received = np.zeros(n * C, dtype=bool)
-    c_all = np.arange(C)
-    received[(c_all % n) * C + c_all] = True
-    if not received.all():
-        miss = int(np.flatnonzero(~received)[0])
-        missing = int((~received).sum())
+        req = dest * C + c_all
+        keep = (dest >= 0) & (dest != source)
+        if alive is not None:
+            keep &= alive[np.maximum(dest, 0)]
+        req = req[keep]
+        if dense:
+            have = received[req] if T else np.zeros(req.size, dtype=bool)
+        else:
+            have = np.isin(req, uniq)
+        missing_keys = req[~have]
+        n_missing = missing_keys.size
+    if n_missing:
+        miss = int(missing_keys[0])
         raise VerificationError(
             f"postcondition unmet: NPU {miss // C} never receives chunk {miss % C} "
-            f"({missing} (NPU, chunk) pairs missing)")
+            f"({n_missing} (NPU, chunk) pairs missing)")
 
 
-def _replay_general(problem: Problem, schedule: Schedule, tol: float) -> None:
+def _missing_every(uniq: np.ndarray, C: int, n: int, source: np.ndarray, chunks: np.ndarray,
+                   live: np.ndarray) -> np.ndarray:
+    """Keys ``v * C + c`` of the pairs that no transfer reached, for chunks every (live) NPU needs (sparse
+    case)."""
+    out = []
+    for c in chunks.tolist():
+        got = set((uniq[uniq % C == c] // C).tolist())
+        out += [v * C + c for v in range(n) if v != source[c] and v not in got and live[v]]
+    return np.array(sorted(out), np.int64)
+
+
+def _replay_general(problem: Problem, schedule: Schedule, tol: float, alive=None) -> None:
     """Event replay with per-(NPU, chunk) contribution bitmasks (Python ints)."""
     n, C = problem.num_npus, problem.num_chunks
-    coll = problem.collective
-    state = [[coll.initial_state(v, c, n) for c in range(C)] for v in range(n)]
+    full = (1 << n) - 1
+    if problem.collective.reduces:
+        state = [[1 << v] * C for v in range(n)]
+    else:
+        state = [[0] * C for _ in range(n)]
+        for c, v in enumerate(problem.sources.tolist()):
+            state[v][c] = full
     T = len(schedule)
     if T == 0:
-        _check_post(problem, state)
+        _check_post(problem, state, alive)
         return
     chunk = schedule.chunk.tolist()
     src = schedule.src.tolist()
@@ -259,19 +319,19 @@ def _replay_general(problem: Problem, schedule: Schedule, tol: float) -> None:
                     f"instant; with a copy involved the result depends on their order")
             state[d][c] = new
             last[(d, c)] = (end_l[i], op[i])
-    _check_post(problem, state)
+    _check_post(problem, state, alive)
 
 
-def _check_post(problem: Problem, state) -> None:
+def _check_post(problem: Problem, state, alive=None) -> None:
     n, C = problem.num_npus, problem.num_chunks
-    coll = problem.collective
+    full = (1 << n) - 1
+    dest = problem.destinations.tolist()
     missing = []
-    for v in range(n):
-        row = state[v]
-        for c in range(C):
-            req = coll.required_state(v, c, n)
-            if req is not None and row[c] != req:
+    for c in range(C):
+        for v in (range(n) if dest[c] < 0 else (dest[c],)):
+            if state[v][c] != full and (alive is None or alive[v]):
                 missing.append((v, c))
+    missing.sort()
     if missing:
         v, c = missing[0]
         have = state[v][c]

@@ -271,6 +271,7 @@ class TopoConfMirror:
     path: Optional[str] = None
     params: dict[str, Any] = dataclasses.field(default_factory=dict)
     failed_npus: list[int] = dataclasses.field(default_factory=list)
+    failed_links: list[Any] = dataclasses.field(default_factory=list)
     subset: Optional[list[int]] = None
     subset_mode: str = "induced"
 

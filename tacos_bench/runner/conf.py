@@ -1,7 +1,7 @@
 """Run settings and the Hydra structured-config schemas of ``run.py``.
 
 The settings of a run are plain dataclasses (:class:`RunSettings`,
-:class:`TopoConf`, :class:`CollectiveConf`) that :func:`tacos_bench.runner.run_job`
+:class:`TopoConf`, :class:`CollectiveConf`, :class:`FaultConf`) that :func:`tacos_bench.runner.run_job`
 reads from any mapping, Hydra or not. The solver schemas are *derived* from the
 backends' options dataclasses (:mod:`solvers.options`), so every default is
 written once, next to the backend that uses it. :func:`register_configs` hands
@@ -49,6 +49,8 @@ class TopoConf:
     path: Optional[str] = None
     params: Dict[str, Any] = field(default_factory=dict)
     failed_npus: List[int] = field(default_factory=list)
+    # directed links [[u, v], ...]; [u, v, "both"] fails both directions
+    failed_links: List[Any] = field(default_factory=list)
     subset: Optional[List[int]] = None
     subset_mode: str = "induced"
 
@@ -59,6 +61,17 @@ class CollectiveConf:
     chunks_per_npu: int = 1
     buffer_mib: float = 1024.0
     overlap: bool = True
+    # broadcast, reduce, gather, scatter: the root's NPU id as configured (before failed_npus/subset renumbering)
+    root: int = 0
+
+
+@dataclass
+class FaultConf:
+    """Links or NPUs failing at ``at_us`` during the collective; the rest is repaired (tacos_bench.repair)."""
+
+    at_us: Optional[float] = None
+    links: List[Any] = field(default_factory=list)
+    npus: List[int] = field(default_factory=list)
 
 
 @dataclass
@@ -68,6 +81,7 @@ class RunSettings:
     solver: Any = MISSING
     topo: TopoConf = MISSING
     collective: CollectiveConf = MISSING
+    fault: FaultConf = field(default_factory=FaultConf)
     seed: int = 0
     experiment: str = "default"
     # also export the verified schedule: none | msccl | json | chakra | astra-sim

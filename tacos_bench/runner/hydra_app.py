@@ -86,7 +86,9 @@ def error_exit(exc: BaseException) -> int:
     ``results.parquet`` before exiting, so nothing computed is lost.
     """
     if is_config_error(exc):
-        print(f"tacos-bench: config error: {config_error_line(exc)}", file=sys.stderr)
+        line = config_error_line(exc)
+        print(f"tacos-bench: config error: {line}", file=sys.stderr)
+        _record_config_error(line, sys.argv[1:])
         return 2
     line = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
     where = ""
@@ -103,3 +105,27 @@ def error_exit(exc: BaseException) -> int:
         pass
     print(f"tacos-bench: error: the sweep stopped: {line}{where}", file=sys.stderr)
     return 1
+
+
+def _record_config_error(line: str, argv: list[str]) -> None:
+    """A single run Hydra rejected before it started still leaves a ``result.json`` (status ``error``) in the
+    run directory it would have used (``hydra.run.dir=`` or the default ``outputs/<date>/<time>``), so
+    scripts find every run's outcome in the same place. Sweeps are rejected before any job: no record."""
+    if any(a in ("-m", "--multirun") for a in argv):
+        return
+    try:
+        import datetime as dt
+        from pathlib import Path
+
+        from .. import rundir
+        from .records import environment, new_record
+
+        given = [a.split("=", 1)[1] for a in argv if a.startswith(("hydra.run.dir=", "++hydra.run.dir="))]
+        now = dt.datetime.now()
+        out = Path(given[-1]) if given else Path("outputs") / now.strftime("%Y-%m-%d") / now.strftime("%H-%M-%S")
+        rec = new_record(status="error", valid=False, error=f"config error: {line}", collective_time_us=None,
+                         lower_bound_us=None, override_dirname=" ".join(argv), output_dir=str(out))
+        rec.update(environment())
+        rundir.write_record(rundir.prepare(out), rec)
+    except Exception:  # noqa: BLE001 - the one-line message already went out; a record is a courtesy
+        pass

@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import time
 import traceback
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -31,7 +32,7 @@ import numpy as np
 
 from .. import rundir
 from ..collective import Collective
-from ..errors import ConfigError, TacosError
+from ..errors import CollectiveError, ConfigError, TacosError
 from ..problem import Problem
 from ..schedule import Schedule
 from .conf import EXPORT_FORMATS, SCHEDULE_CSV_MODES, RunSettings
@@ -48,17 +49,41 @@ OPTIMAL_REL_TOL = 1e-9  # a verified time within this of the lower bound meets i
 
 
 def build_problem(topo_cfg: Mapping[str, Any], coll_cfg: Mapping[str, Any]) -> Problem:
-    """The problem of a ``topo`` and a ``collective`` config mapping."""
+    """The problem of a ``topo`` and a ``collective`` config mapping.
+
+    ``collective.root`` is an NPU id as configured, like ``topo.failed_npus``: it is mapped to the id it has
+    after failed NPUs are removed or a subset is kept.
+    """
     from ..topologies import build_topology
 
-    unknown = sorted(set(coll_cfg) - {"kind", "chunks_per_npu", "buffer_mib", "overlap"})
+    valid = ("kind", "chunks_per_npu", "buffer_mib", "overlap", "root")
+    unknown = sorted(set(coll_cfg) - set(valid))
     if unknown:
-        raise ConfigError(f"unknown collective setting(s) {', '.join(unknown)}; valid: kind, chunks_per_npu, "
-                          "buffer_mib, overlap")
-    topo = build_topology(dict(topo_cfg))
+        raise ConfigError(f"unknown collective setting(s) {', '.join(unknown)}; valid: {', '.join(valid)}")
     coll = Collective(kind=coll_cfg.get("kind", "all_gather"), chunks_per_npu=coll_cfg.get("chunks_per_npu", 1),
-                      buffer_mib=coll_cfg.get("buffer_mib", 1024.0), overlap=coll_cfg.get("overlap", True))
+                      buffer_mib=coll_cfg.get("buffer_mib", 1024.0), overlap=coll_cfg.get("overlap", True),
+                      root=coll_cfg.get("root", 0) if coll_cfg.get("root") is not None else 0)
+    topo = build_topology(dict(topo_cfg))
+    if coll.rooted:
+        coll = replace(coll, root=_configured_root(topo, coll.root, topo_cfg))
     return Problem(topo, coll)
+
+
+def _configured_root(topo, root: int, topo_cfg: Mapping[str, Any]) -> int:
+    """The id NPU ``root`` (as configured) has in ``topo``; an error if it is not one of its NPUs."""
+    orig = topo.meta.get("original_ids")
+    if orig is None:
+        if root >= topo.num_npus:
+            raise CollectiveError(f"collective.root={root} is not an NPU of {topo.name} (NPUs 0..{topo.num_npus - 1})")
+        return root
+    hit = np.flatnonzero(np.asarray(orig) == root)
+    if hit.size:
+        return int(hit[0])
+    if root in set(int(v) for v in (topo_cfg.get("failed_npus") or [])):
+        raise CollectiveError(f"collective.root={root} is a failed NPU (topo.failed_npus)")
+    if topo_cfg.get("subset") is not None and root <= max(orig):
+        raise CollectiveError(f"collective.root={root} is not in topo.subset")
+    raise CollectiveError(f"collective.root={root} is not an NPU of {topo.meta.get('parent', topo.name)}")
 
 
 def problem_fields(problem: Problem) -> dict[str, Any]:
@@ -75,10 +100,19 @@ def problem_fields(problem: Problem) -> dict[str, Any]:
         "chunks_per_npu": problem.collective.chunks_per_npu,
         "buffer_mib": problem.collective.buffer_mib,
         "overlap": problem.collective.overlap if problem.kind == "all_reduce" else None,
+        "root": _root_as_configured(problem),
+        "failed_links": len(topo.meta.get("failed_links", [])) or None,
         "num_chunks": problem.num_chunks,
         "chunk_bytes": problem.chunk_bytes,
         "min_link_time_us": float(problem.link_time_us.min()) if problem.num_links else None,
     }
+
+
+def _root_as_configured(problem: Problem) -> int | None:
+    if not problem.collective.rooted:
+        return None
+    orig = problem.topology.meta.get("original_ids")
+    return int(orig[problem.collective.root]) if orig is not None else problem.collective.root
 
 
 def bound_fields(problem: Problem) -> dict[str, Any]:
@@ -267,9 +301,18 @@ def run_job(cfg: Mapping[str, Any], out_dir, *, choices: Mapping[str, Any] | Non
         problem = build_problem(topo_cfg, coll_cfg)
         rec.update(problem_fields(problem))
         log.info("problem: %s", problem.describe())
+        from ..faults import fault_from_config
+
+        fault = fault_from_config(_section(cfg, "fault"), problem.topology)
         stage = "solving"
-        solve_and_verify(problem, str(solver_cfg.get("name")), options, out_dir=out_dir, csv=csv,
-                         csv_max_rows=csv_rows, topology_max_links=topo_links, export=export, fields=rec)
+        if fault is None:
+            solve_and_verify(problem, str(solver_cfg.get("name")), options, out_dir=out_dir, csv=csv,
+                             csv_max_rows=csv_rows, topology_max_links=topo_links, export=export, fields=rec)
+        else:
+            from .faulted import run_with_fault
+
+            run_with_fault(problem, fault, str(solver_cfg.get("name")), options, out_dir=out_dir, csv=csv,
+                           csv_max_rows=csv_rows, topology_max_links=topo_links, export=export, fields=rec)
     except ExportStageError as e:
         rec["status"] = "error"
         rec["error"] = str(e)

@@ -67,16 +67,20 @@ FIELDS: tuple[Field, ...] = (
     # problem
     Field("topology", "", "problem", "topology name (a file's stem for `topo=file`)"),
     Field("topology_header_name", "", "problem", "the name a topology file declares, when it differs"),
-    Field("topology_kind", "", "problem", "generator family, `file` or `induced`"),
+    Field("topology_kind", "", "problem", "generator family, `file`, `induced` (failed NPUs, subset) or "
+                                          "`degraded` (failed links)"),
     Field("num_npus", "", "problem", "NPUs"),
     Field("num_links", "", "problem", "directed links"),
     Field("homogeneous", "", "problem", "every link has the same bandwidth and latency"),
     Field("symmetric", "", "problem", "every link has a reverse with the same bandwidth and latency"),
-    Field("collective", "", "problem", "all_gather, reduce_scatter or all_reduce"),
-    Field("chunks_per_npu", "", "problem", "chunks each NPU owns"),
+    Field("collective", "", "problem", "all_gather, reduce_scatter, all_reduce, broadcast, reduce, gather, scatter "
+                                       "or all_to_all"),
+    Field("chunks_per_npu", "", "problem", "K: chunks per NPU (broadcast/reduce: chunks; all_to_all: per pair)"),
     Field("buffer_mib", "MiB", "problem", "collective size"),
     Field("overlap", "", "problem", "All-Reduce composition: phases overlapped per link and chunk (false: barrier)"),
-    Field("num_chunks", "", "problem", "N x chunks_per_npu"),
+    Field("root", "", "problem", "root of broadcast/reduce/gather/scatter, as configured (null for the others)"),
+    Field("failed_links", "", "problem", "number of directed links removed before synthesis (topo.failed_links)"),
+    Field("num_chunks", "", "problem", "N x K (broadcast/reduce: K; all_to_all: N x N x K)"),
     Field("chunk_bytes", "B", "problem", "floor(buffer / num_chunks)"),
     Field("min_link_time_us", "µs", "problem", "fastest link's chunk time"),
     # bounds
@@ -115,6 +119,26 @@ FIELDS: tuple[Field, ...] = (
     Field("gap_to_bound", "", "verify", "deprecated alias of gap (kept for old scripts)"),
     Field("algbw_GBps", "GB/s", "verify", "collective bytes / time (10^9 B/s, as nccl-tests)"),
     Field("link_utilization", "", "verify", "busy link time / (links x collective time)"),
+    # fault (fault.at_us set: tacos_bench.runner.faulted)
+    Field("fault_at_us", "µs", "fault", "when the links/NPUs of the fault fail"),
+    Field("fault_links", "", "fault", "directed links listed in fault.links"),
+    Field("fault_npus", "", "fault", "NPUs listed in fault.npus, as configured"),
+    Field("healthy_time_us", "µs", "fault", "verified time of the schedule without the fault"),
+    Field("healthy_synthesis_time_s", "s", "fault", "synthesis time of that schedule"),
+    Field("repaired_time_us", "µs", "fault", "verified time of the executed schedule (= collective_time_us)"),
+    Field("repair_synthesis_time_s", "s", "fault", "time to re-synthesize and place the rest after the fault"),
+    Field("repair_kept_transfers", "", "fault", "transfers ended or in flight on surviving links at the fault"),
+    Field("repair_in_flight_transfers", "", "fault", "of those, in flight at the fault (they complete)"),
+    Field("repair_lost_transfers", "", "fault", "transfers in flight on failed links at the fault (lost)"),
+    Field("repair_dropped_transfers", "", "fault", "transfers of the healthy schedule not started by the fault"),
+    Field("repair_new_transfers", "", "fault", "transfers the repair added"),
+    Field("scratch_time_us", "µs", "fault", "verified time of a from-scratch synthesis on the topology after the "
+                                           "fault (same backend and options)"),
+    Field("scratch_synthesis_time_s", "s", "fault", "its synthesis time"),
+    Field("scratch_valid", "", "fault", "the verifier accepted the from-scratch schedule"),
+    Field("scratch_error", "", "fault", "why there is no from-scratch comparison"),
+    Field("repair_loss", "", "fault", "repaired_time_us / scratch_time_us - 1 (negative: the repair is faster)"),
+    Field("repair_speedup", "", "fault", "scratch_synthesis_time_s / repair_synthesis_time_s"),
     # export
     Field("export_file", "", "export", "what the export wrote, in the run directory"),
     # outcome

@@ -1,0 +1,174 @@
+"""The greedy for unicast collectives (gather, scatter, all-to-all): TACOS matching with routing.
+
+Every chunk has one source and one destination. As in the TACOS rule, time advances event by event and
+every idle link starts a chunk its sender holds whenever it has one; a chunk may only move where it gets
+closer to its destination: over a link ``u->w`` on a shortest path (by link time) from ``u`` to it,
+``t_l + D(w, d) <= D(u, d)``. Each link keeps a first-in first-out queue of the chunks resident at its
+sender that it may carry; a chunk waiting for several forward links goes to whichever becomes idle first,
+which spreads the load over every shortest path (multipath routing). Chunks enter the queues of their
+source in an order drawn from the seed (``chunk_order=random``) or in chunk-id order (``chunk_order=rarest``
+has no meaning here and is refused by the solver), later ones in arrival order.
+
+The event loop is one call; it returns the transfers (chunk, link, start, end) and counters. Queue entries
+come from a pool sized by the caller; ``ST_GROW`` asks for a larger one (the run is deterministic, so the
+caller reruns it).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from tacos_bench.graph import dijkstra, pair_pop, pair_push
+
+from ._kernel_common import below
+
+ST_OK, ST_GROW, ST_STUCK = 0, 1, 2
+EVENT_REL = 1e-12
+FORWARD_REL = 1e-9
+
+
+@njit(cache=True)
+def distances_to(N, in_ptr, in_src, lt_in):
+    """``D[u, d]``: shortest-path time from ``u`` to ``d`` (one Dijkstra per destination on the reversed links)."""
+    D = np.empty((N, N))
+    dist = np.empty(N)
+    pred = np.empty(N, np.int64)
+    cap = lt_in.shape[0] + 1
+    hk = np.empty(cap)
+    hv = np.empty(cap, np.int64)
+    for d in range(N):
+        dijkstra(in_ptr, in_src, lt_in, d, dist, pred, hk, hv)
+        for u in range(N):
+            D[u, d] = dist[u]
+    return D
+
+
+@njit(cache=True, inline="always")
+def _enqueue(c, u, dest, D, out_ptr, ldst, lt, qhead, qtail, pnext, pchunk, npool, cap):
+    """Put chunk ``c`` (resident at ``u``, bound for ``dest``) on the queue of every forward out-link of ``u``;
+    returns the new pool size, or -1 when the pool is full."""
+    du = D[u, dest]
+    for l in range(out_ptr[u], out_ptr[u + 1]):
+        w = ldst[l]
+        if lt[l] + D[w, dest] <= du * (1.0 + FORWARD_REL) + 1e-12:
+            if npool >= cap:
+                return -1
+            e = npool
+            npool += 1
+            pchunk[e] = c
+            pnext[e] = -1
+            if qtail[l] < 0:
+                qhead[l] = e
+            else:
+                pnext[qtail[l]] = e
+            qtail[l] = e
+    return npool
+
+
+@njit(cache=True)
+def run_unicast(N, C, lsrc, ldst, lt, out_ptr, D, src_of, dst_of, shuffle, farthest, rng, cap, out, stats):
+    """Synthesize; ``out`` = (chunk, link, start, end) buffers. Returns ``(status, transfers)``."""
+    M = lsrc.shape[0]
+    qhead = np.full(M, -1, np.int64)
+    qtail = np.full(M, -1, np.int64)
+    pnext = np.empty(cap, np.int64)
+    pchunk = np.empty(cap, np.int64)
+    npool = 0
+    pos = np.full(C, -1, np.int64)       # the NPU a chunk rests at; -1 in flight or delivered
+    busy = np.zeros(M, np.bool_)
+    lchunk = np.full(M, -1, np.int64)
+    hk = np.empty(M + 1)
+    hv = np.empty(M + 1, np.int64)
+    hsize = 0
+    order = np.arange(C)
+    if shuffle:
+        for i in range(C - 1, 0, -1):
+            j = below(rng, i + 1)
+            order[i], order[j] = order[j], order[i]
+    if farthest:  # longest remaining path first (stable: the shuffled order breaks ties)
+        key = np.empty(C)
+        for i in range(C):
+            c = order[i]
+            key[i] = -D[src_of[c], dst_of[c]] if src_of[c] != dst_of[c] else 0.0
+        order = order[np.argsort(key, kind="mergesort")]
+    remaining = 0
+    for i in range(C):
+        c = order[i]
+        if src_of[c] == dst_of[c]:
+            continue  # already where it must be
+        remaining += 1
+        pos[c] = src_of[c]
+        npool = _enqueue(c, src_of[c], dst_of[c], D, out_ptr, ldst, lt, qhead, qtail, pnext, pchunk, npool, cap)
+        if npool < 0:
+            return ST_GROW, 0
+    touched = np.arange(N)
+    nt = N
+    stamp = np.full(N, -1, np.int64)
+    nout = 0
+    now = 0.0
+    ev = 0
+    while True:
+        stats[0] += 1
+        for ti in range(nt):
+            u = touched[ti]
+            for l in range(out_ptr[u], out_ptr[u + 1]):
+                if busy[l]:
+                    continue
+                e = qhead[l]
+                while e >= 0 and pos[pchunk[e]] != u:  # sent over another link, or moved on: drop
+                    e = pnext[e]
+                    stats[1] += 1
+                qhead[l] = e
+                if e < 0:
+                    qtail[l] = -1
+                    continue
+                c = pchunk[e]
+                qhead[l] = pnext[e]
+                if qhead[l] < 0:
+                    qtail[l] = -1
+                pos[c] = -1
+                busy[l] = True
+                lchunk[l] = c
+                end = now + lt[l]
+                out[0][nout] = c
+                out[1][nout] = l
+                out[2][nout] = now
+                out[3][nout] = end
+                nout += 1
+                hsize = pair_push(hk, hv, hsize, end, l)
+        if remaining == 0:
+            break
+        if hsize == 0:
+            return ST_STUCK, nout
+        ev += 1
+        nt = 0
+        t0, l, hsize = pair_pop(hk, hv, hsize)
+        now = t0
+        while True:
+            c = lchunk[l]
+            w = ldst[l]
+            busy[l] = False
+            lchunk[l] = -1
+            u = lsrc[l]
+            if stamp[u] != ev:
+                stamp[u] = ev
+                touched[nt] = u
+                nt += 1
+            if w == dst_of[c]:
+                remaining -= 1
+            else:
+                pos[c] = w
+                npool = _enqueue(c, w, dst_of[c], D, out_ptr, ldst, lt, qhead, qtail, pnext, pchunk, npool, cap)
+                if npool < 0:
+                    return ST_GROW, nout
+                if stamp[w] != ev:
+                    stamp[w] = ev
+                    touched[nt] = w
+                    nt += 1
+            if hsize == 0 or hk[0] > t0 + EVENT_REL * max(1.0, t0):
+                break
+            t1, l, hsize = pair_pop(hk, hv, hsize)
+            if t1 > now:
+                now = t1
+    return ST_OK, nout

@@ -1,0 +1,250 @@
+"""Failures during a collective: what fails when, and the state a schedule has reached by then.
+
+A :class:`Fault` says that at ``at_us`` some directed links fail, and some NPUs: a failed NPU loses every
+link touching it, holds nothing from then on and needs nothing any more (the collective completes among
+the survivors). A schedule executed until the fault keeps
+
+* every transfer that ended by ``at_us`` (on any link: it completed before the failure), and
+* every transfer in flight at ``at_us`` on a link that survives (it completes);
+
+transfers in flight on a failed link are lost, and transfers not started by ``at_us`` are dropped: the
+repair (:mod:`solvers.repair`) re-synthesizes what is left from the state this module computes, on the
+links that survive. The verifier (:func:`tacos_bench.verify.verify` with ``fault=``) checks a repaired
+schedule against the same rules: no transfer on a failed link ends after ``at_us``, and failed NPUs are
+exempt from the postcondition.
+
+Examples
+--------
+>>> from tacos_bench import Collective, Problem, Schedule
+>>> from tacos_bench.generators import ring
+>>> p = Problem(ring(4), Collective("all_gather", 1, 1))
+>>> t = float(p.link_time_us[0])
+>>> s = Schedule.from_rows([(0, 0, 1, 0.0, t, "copy"), (0, 1, 2, t, 2 * t, "copy"), (1, 1, 0, 0.0, t, "copy"),
+...                         (1, 0, 3, t, 2 * t, "copy"), (2, 2, 1, 2 * t, 3 * t, "copy")])
+>>> st = state_at(p, s, Fault(1.5 * t, links=((0, 3),)))   # 0->1 ended; 1->2 continues; 0->3 is lost
+>>> len(st.executed), st.in_flight, st.lost, st.dropped
+(3, 1, 1, 1)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from .errors import ConfigError, TopologyError
+from .problem import Problem
+from .schedule import Schedule
+from .topology import Topology
+from .transforms import parse_links, remove_links, remove_npus
+
+
+@dataclass(frozen=True)
+class Fault:
+    """Links and NPUs failing at ``at_us`` (ids of the problem's topology).
+
+    Parameters
+    ----------
+    at_us : float
+        When the failure happens (µs from the start of the collective).
+    links : tuple of (int, int)
+        Directed links that fail.
+    npus : tuple of int
+        NPUs that fail (with every link touching them).
+    """
+
+    at_us: float
+    links: tuple = ()
+    npus: tuple = ()
+    configured: dict = field(default_factory=dict, compare=False)
+
+    def __post_init__(self):
+        t = self.at_us
+        if isinstance(t, bool) or not isinstance(t, (int, float, np.integer, np.floating)) or not np.isfinite(t) \
+                or t < 0:
+            raise ConfigError(f"fault.at_us must be a non-negative number of µs, got {t!r}")
+        object.__setattr__(self, "at_us", float(t))
+        object.__setattr__(self, "links", tuple((int(u), int(v)) for u, v in self.links))
+        object.__setattr__(self, "npus", tuple(sorted({int(v) for v in self.npus})))
+        if not self.links and not self.npus:
+            raise ConfigError("fault.at_us is set but nothing fails: give fault.links=[[u,v],...] or "
+                              "fault.npus=[...]")
+
+    def failed_link_ids(self, topo: Topology) -> np.ndarray:
+        """Ids of every link that fails: the listed ones and every link touching a failed NPU."""
+        ids = np.zeros(0, np.int64)
+        if self.links:
+            pairs = np.asarray(self.links, np.int64).reshape(-1, 2)
+            ids = topo.link_ids(pairs[:, 0], pairs[:, 1])
+            if np.any(ids < 0):
+                u, v = pairs[np.flatnonzero(ids < 0)[0]]
+                raise TopologyError(f"fault.links: topology {topo.name!r} has no link {u}->{v}")
+        if self.npus:
+            dead = np.zeros(topo.num_npus, bool)
+            dead[list(self.npus)] = True
+            ids = np.concatenate([ids, np.flatnonzero(dead[topo.src] | dead[topo.dst])])
+        return np.unique(ids)
+
+    def surviving_links(self, topo: Topology) -> np.ndarray:
+        """Bool mask of the links that survive."""
+        keep = np.ones(topo.num_links, bool)
+        keep[self.failed_link_ids(topo)] = False
+        return keep
+
+    def surviving_topology(self, topo: Topology) -> Topology:
+        """The links that survive, NPU ids unchanged (failed NPUs are left without links)."""
+        keep = self.surviving_links(topo)
+        return Topology(topo.num_npus, topo.src[keep], topo.dst[keep], topo.bw_GiBps[keep], topo.lat_us[keep],
+                        name=f"{topo.name}-fault", meta={"kind": "degraded", "parent": topo.name})
+
+    def scratch_topology(self, topo: Topology) -> Topology:
+        """The topology a from-scratch run after the failure would use: the failed links and NPUs removed
+        (survivors renumbered as :func:`tacos_bench.transforms.remove_npus` does)."""
+        out = remove_links(topo, self.links, "fault.links") if self.links else topo
+        if self.npus:
+            out = remove_npus(out, self.npus)
+        return out.with_name(topo.name)
+
+    def describe(self) -> str:
+        what = []
+        if self.links:
+            what.append(f"{len(self.links)} link(s)")
+        if self.npus:
+            what.append(f"NPU(s) {', '.join(map(str, self.npus))}")
+        return f"{' and '.join(what)} fail at {self.at_us:g} µs"
+
+
+def fault_from_config(cfg: Mapping[str, Any] | None, topo: Topology) -> Fault | None:
+    """The :class:`Fault` of a ``fault`` config mapping (``at_us``, ``links``, ``npus``), or ``None``.
+
+    Ids are as configured (like ``topo.failed_npus``) and are mapped to the topology's ids; a link or NPU
+    that is not part of the topology is an error naming it.
+
+    Examples
+    --------
+    >>> from tacos_bench.generators import mesh2d
+    >>> fault_from_config({"at_us": 10, "links": [[0, 1, "both"]]}, mesh2d(2, 2)).links
+    ((0, 1), (1, 0))
+    >>> fault_from_config({"at_us": None}, mesh2d(2, 2)) is None
+    True
+    """
+    cfg = dict(cfg or {})
+    unknown = sorted(set(cfg) - {"at_us", "links", "npus"})
+    if unknown:
+        raise ConfigError(f"unknown fault setting(s) {', '.join(unknown)}; valid: at_us, links, npus")
+    at = cfg.get("at_us")
+    links = parse_links(cfg.get("links") or [], "fault.links")
+    npus = cfg.get("npus") or []
+    if at is None:
+        if links.size or npus:
+            raise ConfigError("fault.links/fault.npus need fault.at_us (when they fail, in µs)")
+        return None
+    orig = topo.meta.get("original_ids")
+    to_id = ({int(o): i for i, o in enumerate(orig)} if orig is not None
+             else {i: i for i in range(topo.num_npus)})
+
+    def mapped(v, what):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise ConfigError(f"{what}: NPU id {v!r} is not an integer")
+        if int(v) not in to_id:
+            raise TopologyError(f"{what}: NPU {v} is not an NPU of {topo.name} (failed, outside the subset or "
+                                "out of range)")
+        return to_id[int(v)]
+
+    pairs = tuple((mapped(u, "fault.links"), mapped(v, "fault.links")) for u, v in links.tolist())
+    if isinstance(npus, (str, bytes)) or not hasattr(npus, "__iter__"):
+        raise ConfigError(f"fault.npus must be a list of NPU ids, got {npus!r}")
+    dead = tuple(mapped(v, "fault.npus") for v in npus)
+    f = Fault(at, pairs, dead, configured={"links": links.tolist(), "npus": [int(v) for v in npus]})
+    f.failed_link_ids(topo)  # every listed link exists
+    if len(f.npus) >= topo.num_npus:
+        raise TopologyError("fault.npus lists every NPU: nothing would remain")
+    return f
+
+
+@dataclass
+class FaultState:
+    """What a schedule has done when a fault strikes (:func:`state_at`).
+
+    ``executed`` are the transfers that stay in the executed schedule; ``hold_npu/hold_chunk/hold_time``
+    list every (NPU, chunk) held by then or arriving on an in-flight transfer that survives, with the time
+    it is (or will be) held, failed NPUs excluded; ``link_free`` is when each link can start something new
+    (``inf`` for failed links).
+    """
+
+    executed: Schedule
+    hold_npu: np.ndarray
+    hold_chunk: np.ndarray
+    hold_time: np.ndarray
+    link_free: np.ndarray
+    alive: np.ndarray
+    lost: int
+    dropped: int
+    in_flight: int
+
+
+def state_at(problem: Problem, schedule: Schedule, fault: Fault) -> FaultState:
+    """The state ``schedule`` (valid on the healthy ``problem``) reaches at ``fault.at_us``."""
+    if problem.collective.reduces:
+        raise ConfigError(f"a {problem.kind} has no forward state to repair from (it is synthesized "
+                          "time-reversed); faults work with all_gather, broadcast, gather, scatter, all_to_all")
+    topo = problem.topology
+    T = fault.at_us
+    tol = 1e-9 * max(1.0, T)
+    link = topo.link_ids(schedule.src, schedule.dst)
+    failed = ~fault.surviving_links(topo)
+    ended = schedule.end_us <= T + tol
+    flying = (schedule.start_us < T - tol) & ~ended
+    on_failed = failed[link]
+    keep = ended | (flying & ~on_failed)
+    executed = schedule.take(np.flatnonzero(keep))
+    alive = np.ones(problem.num_npus, bool)
+    alive[list(fault.npus)] = False
+    n = problem.num_npus
+    C = problem.num_chunks
+    src = np.asarray(problem.sources, np.int64)
+    c0 = np.arange(C, dtype=np.int64)
+    hv = np.concatenate([src, executed.dst.astype(np.int64)])
+    hc = np.concatenate([c0, executed.chunk.astype(np.int64)])
+    ht = np.concatenate([np.zeros(C), executed.end_us])
+    ok = alive[hv]
+    hv, hc, ht = hv[ok], hc[ok], ht[ok]
+    # earliest time per (NPU, chunk)
+    key = hv * C + hc
+    order = np.lexsort((ht, key))
+    first = np.ones(order.size, bool)
+    first[1:] = key[order][1:] != key[order][:-1]
+    pick = order[first]
+    free = np.full(topo.num_links, T)
+    if len(executed):
+        el = topo.link_ids(executed.src, executed.dst)
+        np.maximum.at(free, el, executed.end_us)
+    free[failed] = np.inf
+    return FaultState(executed, hv[pick], hc[pick], ht[pick], free, alive,
+                      lost=int(np.sum(flying & on_failed)), dropped=int(np.sum(~keep & ~(flying & on_failed))),
+                      in_flight=int(np.sum(flying & ~on_failed)))
+
+
+def check_repairable(problem: Problem, state: FaultState, fault: Fault) -> None:
+    """Raise :class:`TopologyError` naming the problem when the survivors cannot complete the collective:
+    some chunk a survivor needs has no surviving copy, or the surviving links cut survivors apart."""
+    topo = problem.topology
+    C = problem.num_chunks
+    alive = state.alive
+    dest = np.asarray(problem.destinations, np.int64)
+    needed = (dest < 0) | alive[np.maximum(dest, 0)]
+    held = np.zeros(C, bool)
+    held[state.hold_chunk] = True
+    lost = np.flatnonzero(needed & ~held)
+    if lost.size:
+        raise TopologyError(f"{fault.describe()}: chunk(s) {', '.join(map(str, lost[:5].tolist()))}"
+                            f"{' ...' if lost.size > 5 else ''} have no copy left on a surviving NPU")
+    sub = fault.surviving_topology(topo)
+    keep = np.flatnonzero(alive)
+    if keep.size > 1:
+        part = remove_npus(sub, np.flatnonzero(~alive)) if (~alive).any() else sub
+        try:
+            part.check_strongly_connected()
+        except TopologyError:
+            raise TopologyError(f"{fault.describe()}: the surviving links cut the surviving NPUs apart") from None

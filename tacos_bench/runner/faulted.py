@@ -1,0 +1,127 @@
+"""A run with a fault mid-collective (``fault.at_us``, ``fault.links``, ``fault.npus``).
+
+Three schedules, one record:
+
+1. the healthy schedule, solved and verified as usual (``healthy_time_us``, ``healthy_synthesis_time_s``);
+2. the executed one: the healthy schedule until the fault, repaired from there by the same backend
+   (:mod:`solvers.repair`); it is what ``schedule.csv`` holds and what ``collective_time_us`` measures,
+   verified with the fault (no transfer on a failed link ends after it, failed NPUs need nothing);
+3. a from-scratch synthesis on the topology without the failed links and NPUs, for comparison
+   (``scratch_time_us``, ``scratch_synthesis_time_s``; with failed NPUs it is the collective among the
+   survivors, whose data the repaired run still delivers when it was copied out before the fault).
+
+``repair_loss = repaired / scratch - 1``; ``repair_speedup = scratch / repair synthesis time``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+from typing import Any, Mapping
+
+from .. import rundir
+from ..errors import ConfigError, TacosError
+from ..faults import Fault
+from ..problem import Problem
+from .pipeline import OPTIMAL_REL_TOL, ExportStageError, solve_and_verify
+
+log = logging.getLogger(__name__)
+
+
+def run_with_fault(problem: Problem, fault: Fault, solver: str, options: Mapping[str, Any], *, out_dir,
+                   csv: str, csv_max_rows: int, topology_max_links: int, export: str,
+                   fields: dict[str, Any]) -> None:
+    """Fill ``fields`` with the healthy, repaired and from-scratch results (see the module docstring)."""
+    from solvers.repair import repair
+
+    from ..verify import check
+
+    if problem.collective.reduces:
+        raise ConfigError(f"a fault needs a copy collective (all_gather, broadcast, gather, scatter, all_to_all): "
+                          f"{problem.kind} is synthesized time-reversed, so there is no state at the fault to "
+                          "repair from")
+    import solvers
+    from solvers.base import CAP_FROM_STATE, solver_class
+
+    if CAP_FROM_STATE not in solvers.get_solver(solver).capabilities:
+        can = [n for n in solvers.available_solvers() if CAP_FROM_STATE in solver_class(n).capabilities]
+        raise ConfigError(f"solver {solver!r} cannot start from a state, so it cannot repair after a fault "
+                          f"(solvers that can: {', '.join(can)})")
+    fields.update(fault_at_us=fault.at_us, fault_links=len(fault.links), fault_npus=list(fault.configured.get(
+        "npus", [])) or None)
+    _, healthy = solve_and_verify(problem, solver, options, fields=fields)
+    if not fields.get("valid"):
+        return
+    fields.update(healthy_time_us=fields["collective_time_us"], healthy_synthesis_time_s=fields["synthesis_time_s"],
+                  valid=False, collective_time_us=None)
+    log.info("healthy schedule: %.3f µs; %s", fields["healthy_time_us"], fault.describe())
+    rep = repair(problem, healthy.to_schedule() if not hasattr(healthy, "chunk") else healthy, fault, solver, options)
+    fields.update(rep.fields())
+    sched = rep.schedule
+    fields["num_transfers"] = len(sched)
+    if out_dir is not None:
+        sched, saved = rundir.save_schedule(out_dir, problem, sched, csv=csv, csv_max_rows=csv_max_rows,
+                                            topology_max_links=topology_max_links)
+        fields.update(saved)
+    t0 = time.perf_counter()
+    ver = check(problem, sched, fault=fault)
+    fields["verify_time_s"] = time.perf_counter() - t0
+    fields["valid"] = ver.valid
+    if not ver.valid:
+        fields.update(status="error", error=f"verification of the repaired schedule failed: {ver.message}")
+        log.error("repaired schedule REJECTED by the verifier: %s", ver.message)
+        return
+    T = ver.collective_time_us
+    fields.update(collective_time_us=T, repaired_time_us=T, link_utilization=ver.link_utilization)
+    _rebound(problem, fault, fields, T)
+    _scratch(problem, fault, solver, options, fields)
+    if export != "none":
+        from .. import export as exporters
+
+        try:
+            fields["export_file"] = exporters.export_to_file(export, problem, sched, out_dir).name
+        except TacosError as e:
+            raise ExportStageError(f"exporting ({export}): {e}") from None
+
+
+def _rebound(problem: Problem, fault: Fault, fields: dict[str, Any], T: float) -> None:
+    """Ratios of the repaired time. With link failures only, the executed schedule is also a schedule of the
+    healthy problem, so its bounds hold; with failed NPUs the postcondition is weaker and they need not."""
+    for k in ("ratio_to_bound", "gap", "gap_to_bound", "optimality_proof"):
+        fields[k] = None
+    fields["status"] = "feasible"
+    lb = fields.get("lower_bound_us")
+    if fault.npus:
+        fields.update(lower_bound_us=None, lower_bound_source=None)
+        return
+    if lb:
+        fields.update(ratio_to_bound=T / lb, gap=T / lb - 1.0, gap_to_bound=T / lb - 1.0)
+        if T <= lb * (1 + OPTIMAL_REL_TOL):
+            fields.update(status="optimal", optimality_proof="lower_bound")
+
+
+def _scratch(problem: Problem, fault: Fault, solver: str, options: Mapping[str, Any], fields: dict[str, Any]):
+    """The same backend from scratch on the topology after the failure (recorded, never fatal)."""
+    try:
+        topo = fault.scratch_topology(problem.topology)
+        coll = problem.collective
+        if coll.rooted and fault.npus:
+            if coll.root in fault.npus:
+                raise TacosError(f"the root {coll.root} fails")
+            coll = replace(coll, root=coll.root - sum(1 for v in fault.npus if v < coll.root))
+        sub: dict[str, Any] = {}
+        solve_and_verify(Problem(topo, coll), solver, options, bounds=False, fields=sub)
+        fields.update(scratch_time_us=sub.get("collective_time_us"),
+                      scratch_synthesis_time_s=sub.get("synthesis_time_s"), scratch_valid=sub.get("valid"))
+        if sub.get("error"):
+            fields["scratch_error"] = sub["error"]
+    except TacosError as e:
+        fields["scratch_error"] = str(e)
+        return
+    S, R = fields.get("scratch_time_us"), fields.get("repaired_time_us")
+    if S and R:
+        fields["repair_loss"] = R / S - 1.0
+    ts, tr = fields.get("scratch_synthesis_time_s"), fields.get("repair_synthesis_time_s")
+    if ts and tr:
+        fields["repair_speedup"] = ts / tr
