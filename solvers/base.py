@@ -207,6 +207,10 @@ _REGISTRY: dict[str, str] = {
     "direct": "solvers.baselines:DirectSolver",
     "rhd": "solvers.baselines:RecursiveHalvingDoublingSolver",
     "dbt": "solvers.baselines:DoubleBinaryTreeSolver",
+    "pairwise": "solvers.baselines_collectives:PairwiseSolver",
+    "bruck": "solvers.baselines_collectives:BruckSolver",
+    "binomial": "solvers.baselines_collectives:BinomialSolver",
+    "chain": "solvers.baselines_collectives:ChainSolver",
     "hier": "solvers.hierarchical:HierarchicalSolver",
 }
 

@@ -50,7 +50,8 @@ from tacos_bench.schedule import COPY, REDUCE, Schedule
 
 from ._baselines_engine import NO_PRED, UNREACHED, Holdings, Plan, Router, send_path
 from ._baselines_hamilton import DEFAULT_MAX_EXPANSIONS, find_hamiltonian_cycle
-from .base import CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_OVERLAP, CAP_REDUCE_SCATTER, Solver, SolveResult
+from .base import (CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_ALL_TO_ALL, CAP_BROADCAST, CAP_GATHER, CAP_OVERLAP,
+                   CAP_REDUCE, CAP_REDUCE_SCATTER, CAP_SCATTER, Solver, SolveResult)
 from .compose import solve_collective
 from .options import SolverOptions, option
 
@@ -270,20 +271,33 @@ def _direct_all_gather(problem: Problem, mirror: bool) -> Plan:
     return plan
 
 
+def _direct_plan(problem: Problem, mirror: bool) -> Plan:
+    if problem.kind == "all_gather":
+        return _direct_all_gather(problem, mirror)
+    # imported on use: solvers.baselines_collectives builds on this module
+    from .baselines_collectives import direct_plan
+
+    return direct_plan(problem, mirror)
+
+
 class DirectSolver(_Baseline):
     """Direct (all-to-all) over shortest paths with link contention.
 
     All-Gather: each chunk is sent separately to each NPU over its shortest
     path. Reduce-Scatter: each NPU's contribution goes to the owner over the
     shortest-path in-tree, relays combining partial sums (one buffer per chunk
-    leaves no other choice). All-Reduce: the two back to back.
+    leaves no other choice). All-Reduce: the two back to back. Broadcast,
+    Gather, Scatter, All-to-All: each chunk along its own shortest path
+    (:func:`solvers.baselines_collectives.direct_plan`); Reduce: the
+    contributions over the root's shortest-path in-tree.
     """
 
     name = "direct"
-    capabilities = frozenset({CAP_ALL_GATHER, CAP_REDUCE_SCATTER, CAP_ALL_REDUCE, CAP_OVERLAP})
+    capabilities = frozenset({CAP_ALL_GATHER, CAP_REDUCE_SCATTER, CAP_ALL_REDUCE, CAP_OVERLAP, CAP_BROADCAST,
+                              CAP_REDUCE, CAP_GATHER, CAP_SCATTER, CAP_ALL_TO_ALL})
 
     def _build(self, problem, opts, clock):
-        sched = _compose(problem, _direct_all_gather, clock)
+        sched = _compose(problem, _direct_plan, clock)
         topo = problem.topology
         return sched, {"direct_fully_connected": bool(topo.num_links == topo.num_npus * (topo.num_npus - 1))}
 

@@ -67,6 +67,7 @@ SLICE_TARGET_S = 0.25
 OUT_BUFFER_ROWS = 1 << 22
 # the default rule runs on the scale kernel (see docs/scale.md) from this many (NPU, chunk) pairs on
 ENGINES = ("auto", "classic", "scale", "tiered", "unicast")
+ROUTINGS = ("balanced", "adaptive")
 SCALE_MIN_PAIRS = 1 << 22
 # All-Gather schedules with more transfers than this come back as a CompactSchedule (tacos_bench.compact)
 OUTPUTS = ("auto", "table", "compact")
@@ -106,6 +107,12 @@ class GreedyOptions(SolverOptions):
                                  "fewest candidates picks first)")
     group_matching: bool = option(False, doc="cross-group links into one group are matched together (maximum "
                                              "matching per group)")
+
+    routing: str = option("balanced", choices=ROUTINGS,
+                          doc="unicast data (gather, scatter, all_to_all): balanced = one shortest path per chunk "
+                              "chosen to balance link load, then longest-remaining-route first on every link; "
+                              "adaptive = any shortest path, each link takes its queue first in, first out")
+    route_passes: int = option(2, minimum=0, doc="routing=balanced: rounds of rip-up and re-route after the first")
 
     def check(self) -> None:
         if self.preempt and not self.duplicates:
@@ -575,11 +582,17 @@ class _UnicastInstance:
     def __init__(self, problem: Problem, opts: GreedyOptions, start: StartState | None = None):
         from . import _kernel_unicast as K
 
-        if (opts.chunk_order not in ("random", "farthest") or opts.tiered or opts.duplicates or opts.window
+        if opts.tiered:
+            # the link-tier rules (greedy_plus) are about multicast data; unicast data is routed, and the
+            # routing rule that corresponds (longest remaining path first) is farthest
+            self.farthest = True
+        elif (opts.chunk_order not in ("random", "farthest") or opts.duplicates or opts.window
                 or opts.matching != "greedy"):
             raise SolverError(f"{problem.kind} runs the routing greedy, which takes chunk_order random or farthest "
-                              "and no matching, duplicates, window or topology-aware option")
-        self.farthest = opts.chunk_order == "farthest"
+                              "and no matching, duplicates or window option")
+        else:
+            self.farthest = opts.chunk_order == "farthest"
+        self.routing, self.passes = opts.routing, int(opts.route_passes)
         self.K = K
         topo, lt = _links_of(problem, start)
         self.problem = problem
@@ -616,11 +629,21 @@ class _UnicastInstance:
         src[~alive[self.dst_of]] = self.dst_of[~alive[self.dst_of]]
         self.src_of = np.ascontiguousarray(src)
 
+    def hops(self) -> np.ndarray:
+        """Per chunk, the most links a shortest path from where it is to its destination can have."""
+        from ._kernel_routed import max_hops
+
+        if not hasattr(self, "_hops"):
+            H = max_hops(self.N, self.D, self.out_ptr, self.ldst, self.lt)
+            self._hops = np.where(self.src_of != self.dst_of, H[self.src_of, self.dst_of], 0)
+        return self._hops
+
     def run(self, kseed: np.uint64):
+        if self.routing == "balanced":
+            return self._run_balanced(kseed)
         K = self.K
         while True:
-            total = int(np.sum(self.src_of != self.dst_of)) * max(1, self.N)  # transfers: at most N hops each
-            bound = min(total, int(np.sum(self.src_of != self.dst_of)) * (self.N - 1))
+            bound = int(self.hops().sum())
             out = (np.empty(bound, np.int64), np.empty(bound, np.int64), np.empty(bound), np.empty(bound))
             stats = np.zeros(2, np.int64)
             st, n = K.run_unicast(self.N, self.C, self.lsrc, self.ldst, self.lt, self.out_ptr, self.D, self.src_of,
@@ -633,6 +656,28 @@ class _UnicastInstance:
             chunk, link, start, end = (a[:n] for a in out)
             return ((chunk, self.lsrc[link], self.ldst[link], start, end),
                     {"events": int(stats[0]), "stale_queue_entries": int(stats[1]), "queue_pool": self.cap})
+
+    def _run_balanced(self, kseed: np.uint64):
+        from . import _kernel_routed as R
+
+        rng = np.array([kseed], np.uint64)
+        room = self.hops()
+        ptr = np.concatenate([[0], np.cumsum(room)]).astype(np.int64)
+        paths = np.empty(max(int(ptr[-1]), 1), np.int64)
+        plen = np.zeros(self.C, np.int64)
+        load = np.zeros(self.lsrc.size)
+        R.route(self.N, self.C, self.src_of, self.dst_of, self.D, self.out_ptr, self.ldst, self.lt, self.passes,
+                rng, ptr, plen, paths, load)
+        total = int(plen.sum())
+        out = (np.empty(total, np.int64), np.empty(total, np.int64), np.empty(total), np.empty(total))
+        stats = np.zeros(1, np.int64)
+        n = R.run_routed(self.C, self.lsrc, self.ldst, self.lt, ptr, plen, paths, rng, out, stats)
+        if n != total:  # cannot happen: every route is a path of existing links
+            raise SolverError("the routed greedy left chunks undelivered")
+        chunk, link, start, end = out
+        return ((chunk, self.lsrc[link], self.ldst[link], start, end),
+                {"events": int(stats[0]), "max_link_load_us": float(load.max()) if load.size else 0.0,
+                 "route_passes": self.passes})
 
 
 class _TableSink:
@@ -659,7 +704,7 @@ class _TableSink:
         return Schedule(chunk, self.lsrc[link], self.ldst[link], ev[s], ev[e], np.full(len(chunk), COPY, np.int8))
 
 
-KERNELS = ("counted", "listed", "scale", "tiered", "unicast")
+KERNELS = ("counted", "listed", "scale", "tiered", "unicast", "routed")
 _WARM = dict.fromkeys(KERNELS, False)
 
 
@@ -688,6 +733,9 @@ def warmup(kernels=KERNELS) -> float:
         inst = _ScaleInstance(p, GreedyOptions())
         inst.run(np.uint64(1), sink=_TableSink(inst.ldst, inst.ldst))
     if "unicast" in todo:
+        _UnicastInstance(Problem(ring(3), Collective("all_to_all", 1, 1)),
+                         GreedyOptions(routing="adaptive")).run(np.uint64(1))
+    if "routed" in todo:
         _UnicastInstance(Problem(ring(3), Collective("all_to_all", 1, 1)), GreedyOptions()).run(np.uint64(1))
     if "tiered" in todo:
         from tacos_bench.generators import hetero_cluster
@@ -704,7 +752,9 @@ def warmup(kernels=KERNELS) -> float:
 def kernel_for(problem: Problem, opts: GreedyOptions, resume: bool = False) -> str:
     """Which compiled kernel a run of ``opts`` on ``problem`` uses (see :func:`warmup`)."""
     engine = pick_engine(problem, opts, resume=resume)
-    if engine in ("scale", "tiered", "unicast"):
+    if engine == "unicast":
+        return "routed" if opts.routing == "balanced" else "unicast"
+    if engine in ("scale", "tiered"):
         return engine
     from . import _kernel_classic as K
 

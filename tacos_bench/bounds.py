@@ -895,17 +895,71 @@ def _group_cut_times(topo: Topology, g: _Graph, t: np.ndarray, sets, need_in, ne
     return best
 
 
+SPECTRAL_MAX_NPUS = 1024  # dense eigen-decomposition of the Laplacian up to this size
+
+
 def _candidate_cuts(topo: Topology, t: np.ndarray) -> list[np.ndarray]:
-    """Sets worth a cut: the groups of faster links (servers, pods) and, for grids, half of each dimension."""
+    """Sets worth a cut: the groups of faster links (servers, pods); for grids, half of each dimension; for
+    two-tier clusters, half of each dimension of the server torus; and, on any topology up to
+    ``SPECTRAL_MAX_NPUS`` NPUs, spectral bisections (the sign pattern of the Laplacian's Fiedler vector,
+    link weights ``1 / t``, split at the quartiles and the median). Any set gives a valid bound; these
+    are the ones likely to be tight."""
     sets = list(_drain_groups(topo, t))
-    dims = topo.meta.get("dims") if isinstance(topo.meta, dict) else None
+    meta = topo.meta if isinstance(topo.meta, dict) else {}
+    dims = meta.get("dims")
     n = topo.num_npus
     if dims and int(np.prod(dims)) == n:
         coords = np.stack(np.unravel_index(np.arange(n), [int(d) for d in dims][::-1])[::-1], axis=1)
         for a, size in enumerate(dims):
             if size >= 2:
                 sets.append(np.flatnonzero(coords[:, a] < size // 2))
+    if meta.get("kind") == "hetero" and {"servers_x", "servers_y", "npus_per_server"} <= set(meta):
+        sx, sy, p = int(meta["servers_x"]), int(meta["servers_y"]), int(meta["npus_per_server"])
+        server = np.arange(n) // p
+        for coord, size in ((server % sx, sx), (server // sx, sy)):
+            if size >= 2:
+                sets.append(np.flatnonzero(coord < size // 2))
+    if 4 <= n <= SPECTRAL_MAX_NPUS and topo.num_links:
+        W = np.zeros((n, n))
+        np.add.at(W, (topo.src, topo.dst), 1.0 / t)
+        W = W + W.T
+        L = np.diag(W.sum(axis=1)) - W
+        vals, vecs = np.linalg.eigh(L)
+        f = vecs[:, 1]
+        order = np.argsort(f, kind="stable")
+        for q in (n // 4, n // 2, (3 * n) // 4):
+            if 0 < q < n:
+                sets.append(np.sort(order[:q]))
     return sets
+
+
+def start_slots(t: np.ndarray, m: int) -> np.ndarray:
+    """The ``m`` earliest transfer start offsets over links of times ``t`` (each link starts at ``0, t_l,
+    2 t_l, ...``), ascending: the ``j``-th value is the least window length in which ``j + 1`` transfers
+    can start (or end) over those links.
+
+    >>> start_slots(np.array([1.0, 2.0]), 5).tolist()
+    [0.0, 0.0, 1.0, 2.0, 2.0]
+    """
+    t = np.asarray(t, np.float64)
+    if m <= 0:
+        return np.zeros(0)
+    if t.size == 0:
+        return np.full(m, np.inf)
+    # the m-th slot is at most (m / #links) slowest-link times away; every slot up to it, sorted
+    tau = float(np.ceil(m / t.size)) * float(t.max())
+    k = np.floor(tau / t).astype(np.int64) + 1
+    slots = np.sort(np.concatenate([np.arange(kk) * tt for kk, tt in zip(k.tolist(), t.tolist())]))
+    return slots[:m]
+
+
+def _pipeline_bound(need: np.ndarray, slots: np.ndarray) -> float:
+    """``max_j (slot_j + x_j)`` with ``x`` in descending order: the chunks that still need at least ``x``
+    after leaving (or have needed at least ``x`` before arriving) must all start (end) within a window of
+    ``T - x`` (docs/bounds.md, pipeline bound)."""
+    if need.size == 0:
+        return 0.0
+    return float(np.max(np.sort(need)[::-1] + slots[:need.size]))
 
 
 def _collective_bounds(problem: Problem, opts: _Opts) -> dict:
@@ -933,7 +987,7 @@ def _collective_bounds(problem: Problem, opts: _Opts) -> dict:
     # distances from each source that has chunks to move
     srcs = np.unique(src[moving])
     exact = n <= opts.distance_exact_max_npus and srcs.size * (n + g.w.size) <= DISTANCE_EXACT_MAX_WORK
-    distance, load = 0.0, None
+    distance, load, pipeline = 0.0, None, None
     if exact and srcs.size:
         D = np.vstack([_distance_row(g.out_ptr, g.dst, g.w, int(s), g.uniform) for s in srcs.tolist()])
         row = np.searchsorted(srcs, src)
@@ -944,8 +998,10 @@ def _collective_bounds(problem: Problem, opts: _Opts) -> dict:
             d1 = D[row[one], dst[one]]
             distance = max(distance, float(d1.max()))
             load = float(d1.sum()) / max(topo.num_links, 1)   # total link time the unicast chunks need
+        pipeline = _pipeline_bounds(g, rg, D, row, src, dst, every, moving)
     out = {"ingress_basic_us": ingress, "ingress_refined": False, "ingress_us": max(ingress, egress),
-           "egress_us": egress, "distance_us": distance, "distance_exact": bool(exact), "linkload_us": load}
+           "egress_us": egress, "distance_us": distance, "distance_exact": bool(exact), "linkload_us": load,
+           "pipeline_us": pipeline}
     # cuts
     flows = 0
     cut = 0.0
@@ -970,10 +1026,38 @@ def _collective_bounds(problem: Problem, opts: _Opts) -> dict:
 
         cut = _group_cut_times(topo, g, t, _candidate_cuts(topo, t), chunks_into, chunks_out)
     out.update(cut_us=cut or None, cut_bw_us=None, cut_exact=False, cut_method=method, cut_flows=flows)
-    floor = max(v for v in (out["ingress_us"], distance, cut, load or 0.0) if v is not None)
+    floor = max(v for v in (out["ingress_us"], distance, cut, load or 0.0, pipeline or 0.0) if v is not None)
     out["drain_us"] = (_drain_bound(topo, t, 1, floor, src) if opts.drain and problem.collective.multicast
                        else None)
     return out
+
+
+def _pipeline_bounds(g: _Graph, rg: _Graph, D: np.ndarray, row: np.ndarray, src: np.ndarray, dst: np.ndarray,
+                     every: np.ndarray, moving: np.ndarray) -> float:
+    """Departure and arrival pipeline bounds of every NPU (:func:`_pipeline_bound`).
+
+    Departure: each chunk leaves its source at least once; from then it still needs its shortest path to
+    its destination (to the farthest NPU when every NPU needs it). Arrival: each chunk reaches each NPU that
+    needs it no sooner than the shortest path from its source; its arrivals end on the NPU's in-links.
+    """
+    n = g.n
+    best = 0.0
+    t_out, optr = _node_groups(rg)
+    t_in, iptr = _node_groups(g)
+    need = np.where(every, D.max(axis=1)[row], D[row, np.maximum(dst, 0)])
+    for u in np.unique(src[moving]).tolist():
+        x = need[moving & (src == u)]
+        best = max(best, _pipeline_bound(x, start_slots(t_out[optr[u]:optr[u + 1]], x.size)))
+    # arrivals: per NPU, the distances its chunks have come (multicast chunks arrive everywhere)
+    uni = moving & ~every
+    for v in range(n):
+        rel = D[row[every & (src != v)], v]
+        mine = uni & (dst == v)
+        if mine.any():
+            rel = np.concatenate([rel, D[row[mine], v]])
+        if rel.size:
+            best = max(best, _pipeline_bound(rel, start_slots(t_in[iptr[v]:iptr[v + 1]], rel.size)))
+    return best
 
 
 def lower_bounds(problem: Problem, *, distance_exact_max_npus: int = DISTANCE_EXACT_MAX_NPUS,
@@ -1049,7 +1133,7 @@ def lower_bounds(problem: Problem, *, distance_exact_max_npus: int = DISTANCE_EX
     else:
         res = _collective_bounds(problem, opts)
     parts = {"ingress": res["ingress_us"], "distance": res["distance_us"], "cut": res["cut_us"],
-             "drain": res.get("drain_us"), "linkload": res.get("linkload_us")}
+             "drain": res.get("drain_us"), "linkload": res.get("linkload_us"), "pipeline": res.get("pipeline_us")}
     best = max(v for v in parts.values() if v is not None)
     # Ties (common: the cut bound of a single NPU equals its ingress bound) go to the first listed.
     best_source = next(k for k, v in parts.items() if v is not None and v >= best * (1 - 1e-12))
@@ -1061,6 +1145,7 @@ def lower_bounds(problem: Problem, *, distance_exact_max_npus: int = DISTANCE_EX
     res.setdefault("drain_us", None)
     res.setdefault("linkload_us", None)
     res.setdefault("egress_us", None)
+    res.setdefault("pipeline_us", None)
     return res
 
 

@@ -1,0 +1,299 @@
+"""Unicast greedy with balanced routes (numba): gather, scatter, all-to-all, ``routing=balanced``.
+
+Two steps, both greedy:
+
+1. **Routes.** Every chunk gets one shortest path (by link time) from where it is to its destination,
+   chosen on the shortest-path DAG to minimize, lexicographically, the largest link load on it and then
+   the growth of the sum of squared link loads (a link's load is the link time of every chunk routed over
+   it). Chunks are routed longest first, ties in seeded random order; then ``passes`` rounds of rip-up
+   and re-route move chunks off the most loaded links. With every link's work fixed, no schedule can end
+   before the most loaded link's total time, so this step decides the collective time's floor.
+2. **Schedule.** TACOS's event loop: whenever a link is idle it starts, among the chunks waiting at its
+   sender whose route continues over it, the one with the longest remaining route (ties: the random key),
+   so links whose chunks still have far to go never starve the rest.
+
+On tori and meshes the schedule ends at (or within a link time of) the most loaded link's total, and the
+routes are within a few percent of the link-load bound (docs/collectives.md).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from tacos_bench.graph import pair_pop, pair_push
+
+from ._kernel_common import below
+
+FORWARD_REL = 1e-9
+
+
+@njit(cache=True, inline="always")
+def _forward(l, x, d, D, ldst, lt):
+    return lt[l] + D[ldst[l], d] <= D[x, d] * (1.0 + FORWARD_REL) + 1e-12
+
+
+@njit(cache=True)
+def _best_path(u, d, D, out_ptr, ldst, lt, load, rng, stamp, tag, nodes, fmax, fsq, nxt, path):
+    """Write into ``path`` the links of the shortest ``u -> d`` path minimizing (max load, added squares);
+    returns its length. ``stamp``/``tag`` mark the DAG nodes of this call."""
+    # the DAG nodes reachable from u, by depth-first search
+    n = 0
+    nodes[n] = u
+    n += 1
+    stamp[u] = tag
+    i = 0
+    while i < n:
+        x = nodes[i]
+        i += 1
+        if x == d:
+            continue
+        for l in range(out_ptr[x], out_ptr[x + 1]):
+            w = ldst[l]
+            if stamp[w] != tag and _forward(l, x, d, D, ldst, lt):
+                stamp[w] = tag
+                nodes[n] = w
+                n += 1
+    # dynamic programme from d outwards (closest to d first)
+    key = np.empty(n)
+    for j in range(n):
+        key[j] = D[nodes[j], d]
+    order = np.argsort(key)
+    for j in range(n):
+        x = nodes[order[j]]
+        if x == d:
+            fmax[x] = 0.0
+            fsq[x] = 0.0
+            nxt[x] = -1
+            continue
+        bm = np.inf
+        bs = np.inf
+        bl = -1
+        ties = 0
+        for l in range(out_ptr[x], out_ptr[x + 1]):
+            w = ldst[l]
+            if stamp[w] != tag or not _forward(l, x, d, D, ldst, lt):
+                continue
+            nl = load[l] + lt[l]
+            m = max(fmax[w], nl)
+            sq = fsq[w] + nl * nl - load[l] * load[l]
+            if m < bm or (m == bm and sq < bs):
+                bm, bs, bl = m, sq, l
+                ties = 1
+            elif m == bm and sq == bs:
+                ties += 1
+                if below(rng, ties) == 0:
+                    bl = l
+        fmax[x] = bm
+        fsq[x] = bs
+        nxt[x] = bl
+    k = 0
+    x = u
+    while x != d:
+        l = nxt[x]
+        path[k] = l
+        k += 1
+        x = ldst[l]
+    return k
+
+
+@njit(cache=True)
+def max_hops(N, D, out_ptr, ldst, lt):
+    """``H[u, d]``: the most links on any shortest ``u -> d`` path (the room a route needs)."""
+    H = np.zeros((N, N), np.int64)
+    for d in range(N):
+        order = np.argsort(D[:, d])
+        for j in range(N):
+            x = order[j]
+            if x == d:
+                continue
+            h = 0
+            for l in range(out_ptr[x], out_ptr[x + 1]):
+                if _forward(l, x, d, D, ldst, lt):
+                    h = max(h, 1 + H[ldst[l], d])
+            H[x, d] = h
+    return H
+
+
+@njit(cache=True)
+def route(N, C, pos, dst_of, D, out_ptr, ldst, lt, passes, rng, path_ptr, path_len, paths, load):
+    """Route every chunk from ``pos`` to ``dst_of`` (``pos == dst_of``: nothing to do). ``path_ptr``
+    gives each chunk room for its longest shortest path (:func:`max_hops`) in ``paths``; fills
+    ``path_len`` and ``load``."""
+    stamp = np.zeros(N, np.int64)
+    nodes = np.empty(N, np.int64)
+    fmax = np.empty(N)
+    fsq = np.empty(N)
+    nxt = np.empty(N, np.int64)
+    scratch = np.empty(N, np.int64)
+    order = np.arange(C)
+    for i in range(C - 1, 0, -1):
+        j = below(rng, i + 1)
+        order[i], order[j] = order[j], order[i]
+    key = np.empty(C)
+    for i in range(C):
+        c = order[i]
+        key[i] = -D[pos[c], dst_of[c]] if pos[c] != dst_of[c] else 0.0
+    order = order[np.argsort(key, kind="mergesort")]
+    tag = 0
+    for rnd in range(passes + 1):
+        for i in range(C):
+            c = order[i]
+            if pos[c] == dst_of[c]:
+                path_len[c] = 0
+                continue
+            if rnd > 0:
+                for h in range(path_len[c]):
+                    l = paths[path_ptr[c] + h]
+                    load[l] -= lt[l]
+            tag += 1
+            k = _best_path(pos[c], dst_of[c], D, out_ptr, ldst, lt, load, rng, stamp, tag, nodes, fmax, fsq, nxt,
+                           scratch)
+            for h in range(k):
+                l = scratch[h]
+                paths[path_ptr[c] + h] = l
+                load[l] += lt[l]
+            path_len[c] = k
+        if rnd == 0:  # later passes in seeded random order
+            for i in range(C - 1, 0, -1):
+                j = below(rng, i + 1)
+                order[i], order[j] = order[j], order[i]
+
+
+@njit(cache=True, inline="always")
+def _hpush(hk, ht, hv, off, size, l, key, tie, val):
+    """Push onto link ``l``'s max-heap (key, then tie) in its segment."""
+    base = off[l]
+    i = size[l]
+    size[l] = i + 1
+    while i > 0:
+        p = (i - 1) >> 1
+        if hk[base + p] > key or (hk[base + p] == key and ht[base + p] >= tie):
+            break
+        hk[base + i] = hk[base + p]
+        ht[base + i] = ht[base + p]
+        hv[base + i] = hv[base + p]
+        i = p
+    hk[base + i] = key
+    ht[base + i] = tie
+    hv[base + i] = val
+
+
+@njit(cache=True, inline="always")
+def _hpop(hk, ht, hv, off, size, l):
+    base = off[l]
+    top = hv[base]
+    n = size[l] - 1
+    size[l] = n
+    if n == 0:
+        return top
+    k, t, v = hk[base + n], ht[base + n], hv[base + n]
+    i = 0
+    while True:
+        a = 2 * i + 1
+        if a >= n:
+            break
+        b = a + 1
+        if b < n and (hk[base + b] > hk[base + a] or (hk[base + b] == hk[base + a] and ht[base + b] > ht[base + a])):
+            a = b
+        if hk[base + a] < k or (hk[base + a] == k and ht[base + a] <= t):
+            break
+        hk[base + i] = hk[base + a]
+        ht[base + i] = ht[base + a]
+        hv[base + i] = hv[base + a]
+        i = a
+    hk[base + i] = k
+    ht[base + i] = t
+    hv[base + i] = v
+    return top
+
+
+@njit(cache=True)
+def run_routed(C, lsrc, ldst, lt, path_ptr, path_len, paths, rng, out, stats):
+    """Schedule the routed chunks (see the module docstring); returns the number of transfers."""
+    M = lsrc.shape[0]
+    cnt = np.zeros(M, np.int64)
+    total = 0
+    for c in range(C):
+        for h in range(path_len[c]):
+            cnt[paths[path_ptr[c] + h]] += 1
+        total += path_len[c]
+    off = np.zeros(M + 1, np.int64)
+    for l in range(M):
+        off[l + 1] = off[l] + cnt[l]
+    hk = np.empty(max(total, 1))
+    ht = np.empty(max(total, 1))
+    hv = np.empty(max(total, 1), np.int64)
+    size = np.zeros(M, np.int64)
+    # remaining route time from each hop on, and a random tie key per chunk
+    rem = np.empty(max(total, 1))
+    tie = np.empty(C)
+    for c in range(C):
+        tie[c] = below(rng, 1 << 30) / float(1 << 30)
+        acc = 0.0
+        for h in range(path_len[c] - 1, -1, -1):
+            acc += lt[paths[path_ptr[c] + h]]
+            rem[path_ptr[c] + h] = acc
+    hop = np.zeros(C, np.int64)
+    for c in range(C):
+        if path_len[c] > 0:
+            l = paths[path_ptr[c]]
+            _hpush(hk, ht, hv, off, size, l, rem[path_ptr[c]], tie[c], c)
+    busy = np.zeros(M, np.bool_)
+    lchunk = np.full(M, -1, np.int64)
+    ek = np.empty(M + 1)
+    ev = np.empty(M + 1, np.int64)
+    esize = 0
+    nout = 0
+    now = 0.0
+    touched = np.arange(M)
+    nt = M
+    mark = np.full(M, -1, np.int64)
+    e = 0
+    done = 0
+    while True:
+        stats[0] += 1
+        for ti in range(nt):
+            l = touched[ti]
+            if busy[l] or size[l] == 0:
+                continue
+            c = _hpop(hk, ht, hv, off, size, l)
+            busy[l] = True
+            lchunk[l] = c
+            out[0][nout] = c
+            out[1][nout] = l
+            out[2][nout] = now
+            out[3][nout] = now + lt[l]
+            nout += 1
+            esize = pair_push(ek, ev, esize, now + lt[l], l)
+        if esize == 0:
+            break
+        e += 1
+        nt = 0
+        t0, l, esize = pair_pop(ek, ev, esize)
+        now = t0
+        while True:
+            c = lchunk[l]
+            busy[l] = False
+            lchunk[l] = -1
+            if mark[l] != e:
+                mark[l] = e
+                touched[nt] = l
+                nt += 1
+            hop[c] += 1
+            if hop[c] < path_len[c]:
+                p = path_ptr[c] + hop[c]
+                nl = paths[p]
+                _hpush(hk, ht, hv, off, size, nl, rem[p], tie[c], c)
+                if mark[nl] != e:
+                    mark[nl] = e
+                    touched[nt] = nl
+                    nt += 1
+            else:
+                done += 1
+            if esize == 0 or ek[0] > t0 + 1e-12 * max(1.0, t0):
+                break
+            t1, l, esize = pair_pop(ek, ev, esize)
+            if t1 > now:
+                now = t1
+    return nout
