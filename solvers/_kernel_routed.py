@@ -226,7 +226,7 @@ def run_routed(C, lsrc, ldst, lt, path_ptr, path_len, paths, rng, out, stats):
     hv = np.empty(max(total, 1), np.int64)
     size = np.zeros(M, np.int64)
     # remaining route time from each hop on, and a random tie key per chunk
-    rem = np.empty(max(total, 1))
+    rem = np.empty(max(paths.shape[0], 1))   # indexed like paths (each chunk's room, not its route length)
     tie = np.empty(C)
     for c in range(C):
         tie[c] = below(rng, 1 << 30) / float(1 << 30)

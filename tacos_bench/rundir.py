@@ -175,6 +175,8 @@ def load_run(result_dir: str | os.PathLike):
     if record.get("topology"):
         topo = topo.with_name(str(record["topology"]))
     extra = {} if record.get("overlap") is None else {"overlap": bool(record["overlap"])}
+    if record.get("root") is not None:   # rooted collectives: without it the problem is rebuilt with root 0
+        extra["root"] = int(record["root"])
     coll = Collective(kind=str(record["collective"]), chunks_per_npu=int(record["chunks_per_npu"]),
                       buffer_mib=float(record["buffer_mib"]), **extra)
     problem = Problem(topo, coll)

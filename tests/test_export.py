@@ -344,11 +344,7 @@ def simulate_chakra(problem, schedule, paths):
     rows = schedule.sorted()
     chunk_of_tag = rows.chunk.tolist()          # contract: comm_tag = row in canonical order
     traces = [_read_et(p)[1] for p in paths]
-    full = (1 << n) - 1
-    if problem.kind == "all_gather":
-        state = [[full if c % n == v else 0 for c in range(C)] for v in range(n)]
-    else:
-        state = [[1 << v for _ in range(C)] for v in range(n)]
+    state = [[problem.collective.initial_state(v, c, n) for c in range(C)] for v in range(n)]
     reduce_of = {}                               # (rank, recv id) -> comp node
     for v, nodes in enumerate(traces):
         ids = [nd.id for nd in nodes]

@@ -7,7 +7,7 @@
     python -m tacos_bench.export json RESULT_DIR -o schedule.json
     python -m tacos_bench.export chakra RESULT_DIR -o traces/algo     # traces/algo.<rank>.et
     python -m tacos_bench.export astra-sim RESULT_DIR -o DIR          # DIR/run.sh PATH/TO/AstraSim_...
-    python -m tacos_bench.export check algo.xml [--fifo-capacity 1]   # the independent MSCCL-IR checker
+    python -m tacos_bench.export check algo.xml [--fifo-capacity 1] [--root R]   # the independent checker
 
 Bad input exits with status 2 and a one-line message.
 """
@@ -62,6 +62,8 @@ def _parser() -> argparse.ArgumentParser:
     k.add_argument("xml", type=Path)
     k.add_argument("--fifo-capacity", type=int, default=1,
                    help="messages a send may leave unread per channel (1: the strictest)")
+    k.add_argument("--root", type=int, default=None,
+                   help="root of a broadcast/reduce/gather/scatter XML (default: inferred from its traffic)")
     return p
 
 
@@ -69,15 +71,16 @@ def _check(args) -> int:
     from .msccl_check import MscclCheckError, check_msccl_xml
 
     try:
-        report = check_msccl_xml(args.xml.read_text(), fifo_capacity=args.fifo_capacity)
+        report = check_msccl_xml(args.xml.read_text(), fifo_capacity=args.fifo_capacity, root=args.root)
     except OSError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except (MscclCheckError, ValueError) as e:
         print(f"error: {args.xml}: {e}", file=sys.stderr)
         return 1
-    print(f"{args.xml}: ok ({', '.join(report.variants)}; {report.num_gpus} GPUs, {report.num_tbs} threadblocks, "
-          f"{report.num_steps} steps, {report.messages} messages)")
+    root = f", root {report.root}" if report.root is not None else ""
+    print(f"{args.xml}: ok ({', '.join(report.variants)}; {report.num_gpus} GPUs{root}, {report.num_tbs} "
+          f"threadblocks, {report.num_steps} steps, {report.messages} messages)")
     return 0
 
 

@@ -8,7 +8,7 @@ replays as a dataflow graph on its simulated network. :func:`export_astra_sim`
 writes everything that takes::
 
     DIR/run.sh                 DIR/run.sh PATH/TO/AstraSim_Analytical_Congestion_Aware
-    DIR/workload.<rank>.et     one COMM_COLL_NODE (ALL_GATHER / REDUCE_SCATTER / ALL_REDUCE)
+    DIR/workload.<rank>.et     one COMM_COLL_NODE (ALL_GATHER / REDUCE_SCATTER / ALL_REDUCE / ALL_TO_ALL)
     DIR/chakra/algo.<rank>.et  the synthesized schedule (sends, receives, reductions)
     DIR/system.json            "preferred-dataset-splits": 1, "<coll>-implementation-custom"
     DIR/network.yml            the exact embedding of the topology (FullyConnected or Ring)
@@ -67,13 +67,13 @@ ASTRA_COLLECTIVES = {
     "all_gather": ("ALL_GATHER", "all-gather"),
     "reduce_scatter": ("REDUCE_SCATTER", "reduce-scatter"),
     "all_reduce": ("ALL_REDUCE", "all-reduce"),
+    "all_to_all": ("ALL_TO_ALL", "all-to-all"),
 }
 
 # Collectives ASTRA-sim's custom path cannot take (measured with the prebuilt binary, astra-sim 518bd51;
-# Workload::issue_coll_comm). all_to_all is the one the simulator would accept.
+# Workload::issue_coll_comm): it runs a custom trace for ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER and
+# ALL_TO_ALL collective nodes only. The traces themselves exist for every collective (export_chakra).
 UNSUPPORTED = {
-    "all_to_all": ("ASTRA-sim's custom path does take ALL_TO_ALL (all-to-all-implementation-custom), "
-                   "but tacos_bench.export.chakra does not lower all_to_all schedules yet"),
     "broadcast": ("ASTRA-sim replays a BROADCAST collective node as a fixed delay (the node's runtime, "
                   "1 ns by default) and never runs a custom trace for it"),
     "reduce": ("ASTRA-sim rejects REDUCE collective nodes ('Unsupported collective comm type'); its custom "
@@ -113,7 +113,8 @@ def astra_collective(kind: str) -> tuple[str, str]:
         return ASTRA_COLLECTIVES[kind]
     why = UNSUPPORTED.get(kind, "ASTRA-sim's custom path serves only ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER "
                                 "and ALL_TO_ALL")
-    raise ExportError(f"cannot export {kind} to ASTRA-sim: {why}")
+    others = "; export it as msccl, json or chakra instead" if kind in UNSUPPORTED else ""
+    raise ExportError(f"cannot export {kind} to ASTRA-sim: {why}{others}")
 
 
 def _num(x: float) -> str:
@@ -374,6 +375,8 @@ def export_astra_sim(problem: Problem, schedule: Schedule, out_dir: str | os.Pat
 
     n = problem.num_npus
     comm_bytes = int(problem.chunk_bytes) * int(problem.num_chunks)
+    if kind == "all_to_all":   # an NPU's send buffer, as for ASTRA-sim's own ALL_TO_ALL (it is N x N x K chunks)
+        comm_bytes = int(problem.chunk_bytes) * n * int(problem.collective.chunks_per_npu)
     meta = pb.GlobalMetadata(version="0.0.4")
     node = _workload_node(pb, kind, comm_bytes)
     for rank in range(n):

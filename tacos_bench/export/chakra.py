@@ -3,9 +3,18 @@
 ASTRA-sim runs a custom collective from one Chakra ET file per NPU,
 ``<prefix>.<rank>.et`` (system configuration key
 ``all-gather-implementation-custom`` / ``reduce-scatter-...`` /
-``all-reduce-...`` set to ``[<prefix>]``). Each file is a length-prefixed
-protobuf stream: one ``GlobalMetadata`` message, then ``Node`` messages in
-the layout of ASTRA-sim's MSCCL-IR converter (``collectiveapi``):
+``all-reduce-...`` / ``all-to-all-...`` set to ``[<prefix>]``). Each file is a
+length-prefixed protobuf stream: one ``GlobalMetadata`` message, then ``Node``
+messages in the layout of ASTRA-sim's MSCCL-IR converter (``collectiveapi``).
+Every collective exports (which of them ASTRA-sim can run is
+:mod:`tacos_bench.export.astra_sim`'s business):
+
+* ``GlobalMetadata`` attributes: ``collective`` (the MSCCL ``coll`` name),
+  ``collective_kind`` (tacos-bench's name), ``root`` (``-1`` for a collective
+  without one), ``chunks_per_npu``, ``num_chunks``, and per chunk
+  ``chunk_sources`` / ``chunk_destinations`` (``int64_list``: the NPU holding
+  the chunk before, the one NPU that needs it after; ``-1`` = every NPU),
+  besides ``num_npus``, ``chunk_bytes`` and ``topology``;
 
 * every transfer ``u -> v`` is a ``COMM_SEND_NODE`` on ``u`` and a
   ``COMM_RECV_NODE`` on ``v`` with attributes ``comm_type``, ``comm_size``
@@ -61,6 +70,8 @@ def build_chakra_nodes(problem: Problem, schedule: Schedule, *, reduce_time_us: 
                           f"got {reduce_time_us!r}")
     n = problem.num_npus
     size = int(problem.chunk_bytes)
+    sources = problem.sources.tolist()
+    destinations = problem.destinations.tolist()
     sched = schedule.sorted()
     T = len(sched)
     if T >= 2**31:
@@ -75,11 +86,9 @@ def build_chakra_nodes(problem: Problem, schedule: Schedule, *, reduce_time_us: 
 
     nodes: list[list] = [[] for _ in range(n)]
     writer: dict[tuple[int, int], int] = {}       # (rank, chunk) -> node id holding the current value
-    holds: set[tuple[int, int]] = set()
-    if kind == "all_gather":
-        holds.update((c % n, c) for c in range(problem.num_chunks))
-    else:
-        holds.update((v, c) for v in range(n) for c in range(problem.num_chunks))
+    holds: set[tuple[int, int]] = set()       # (rank, chunk): a receive there reduces instead of overwriting
+    for c, s0 in enumerate(sources):
+        holds.update([(s0, c)] if s0 >= 0 else ((v, c) for v in range(n)))
     last_send_on_link: dict[tuple[int, int], int] = {}
 
     def new_node(rank: int, name: str, ntype: int):
@@ -119,6 +128,7 @@ def build_chakra_nodes(problem: Problem, schedule: Schedule, *, reduce_time_us: 
             else:
                 writer[(v, c)] = node.id
             holds.add((v, c))
+    coll = problem.collective
     meta = pb.GlobalMetadata(version=SCHEMA_TAG, attr=[
         pb.AttributeProto(name="schema", string_val=SCHEMA_TAG),
         pb.AttributeProto(name="collective", string_val=COLL_NAMES[kind]),
@@ -126,6 +136,13 @@ def build_chakra_nodes(problem: Problem, schedule: Schedule, *, reduce_time_us: 
         pb.AttributeProto(name="num_npus", int64_val=n),
         pb.AttributeProto(name="chunk_bytes", int64_val=size),
         pb.AttributeProto(name="topology", string_val=problem.topology.name),
+        # Added after the first six (readers look attributes up by name): enough to place every chunk.
+        pb.AttributeProto(name="collective_kind", string_val=kind),
+        pb.AttributeProto(name="root", int64_val=coll.root if coll.rooted else -1),
+        pb.AttributeProto(name="chunks_per_npu", int64_val=coll.chunks_per_npu),
+        pb.AttributeProto(name="num_chunks", int64_val=problem.num_chunks),
+        pb.AttributeProto(name="chunk_sources", int64_list=pb.Int64List(values=sources)),
+        pb.AttributeProto(name="chunk_destinations", int64_list=pb.Int64List(values=destinations)),
     ])
     return meta, nodes
 

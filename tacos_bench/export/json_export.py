@@ -1,8 +1,9 @@
 """Versioned JSON form of a verified schedule and the problem it solves.
 
 The document is self-contained: the topology (every link with its bandwidth,
-latency and per-chunk time), the collective, the transfers and the verified
-collective time. :func:`load_json` reads it back into ``(problem, schedule)``.
+latency and per-chunk time), the collective (kind, root, and each chunk's
+source and destination NPU), the transfers and the verified collective
+time. :func:`load_json` reads it back into ``(problem, schedule)``.
 The schema is documented in ``docs/export.md``; ``schema_version`` changes
 whenever a field changes meaning or disappears (adding fields does not).
 """
@@ -49,6 +50,8 @@ def schedule_to_dict(problem: Problem, schedule: Schedule, *, record: Mapping[st
     >>> d = schedule_to_dict(p, Schedule.from_rows([(0, 0, 1, 0.0, t, "copy"), (1, 1, 0, 0.0, t, "copy")]))
     >>> d["schema_version"], len(d["transfers"]), d["transfers"][0]["op"]
     (1, 2, 'copy')
+    >>> d["collective"]["root"], d["collective"]["sources"], d["collective"]["destinations"]
+    (None, [0, 1], [-1, -1])
     """
     from .. import __version__
 
@@ -69,6 +72,12 @@ def schedule_to_dict(problem: Problem, schedule: Schedule, *, record: Mapping[st
             "buffer_mib": coll.buffer_mib,
             "num_chunks": problem.num_chunks,
             "chunk_bytes": problem.chunk_bytes,
+            # Added in schema 1 without a version change (readers ignore unknown fields): what a consumer
+            # needs to place every chunk without re-deriving tacos-bench's numbering.
+            "root": coll.root if coll.rooted else None,
+            "overlap": coll.overlap,
+            "sources": problem.sources.tolist(),            # NPU holding chunk c before; -1: every NPU
+            "destinations": problem.destinations.tolist(),  # the one NPU that needs it after; -1: every NPU
         },
         "topology": {
             "name": topo.name,
@@ -126,7 +135,12 @@ def load_json(source: str | os.PathLike | Mapping) -> tuple[Problem, Schedule]:
                                    [(lk["src"], lk["dst"], lk["bw_GiBps"], lk["lat_us"]) for lk in t["links"]],
                                    name=str(t.get("name", "custom")))
         c = doc["collective"]
-        problem = Problem(topo, Collective(c["kind"], int(c["chunks_per_npu"]), float(c["buffer_mib"])))
+        extra = {}
+        if c.get("root") is not None:       # documents written before roots existed carry none
+            extra["root"] = int(c["root"])
+        if "overlap" in c:
+            extra["overlap"] = bool(c["overlap"])
+        problem = Problem(topo, Collective(c["kind"], int(c["chunks_per_npu"]), float(c["buffer_mib"]), **extra))
         rows = doc["transfers"]
         cols = {k: [r[k] for r in rows] for k in COLUMNS}
     except (KeyError, TypeError, ValueError) as e:
@@ -139,4 +153,7 @@ def load_json(source: str | os.PathLike | Mapping) -> tuple[Problem, Schedule]:
     if problem.chunk_bytes != int(c.get("chunk_bytes", problem.chunk_bytes)):
         raise ExportError(f"{where}: chunk_bytes {c['chunk_bytes']} does not match the collective "
                           f"({problem.chunk_bytes})")
+    for field, have in (("sources", problem.sources), ("destinations", problem.destinations)):
+        if field in c and list(c[field]) != have.tolist():
+            raise ExportError(f"{where}: collective.{field} does not match {problem.collective.label()}")
     return problem, schedule

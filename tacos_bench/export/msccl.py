@@ -4,9 +4,12 @@ One transfer ``u -> v`` of chunk ``c`` becomes a send step on ``u`` and a
 receive step on ``v``: ``r`` for a copy, ``rrc`` (receive, reduce with the
 local partial sum, store) for a reduction. Each rank gets one threadblock per
 (peer, channel) and direction -- ``send=peer recv=-1`` for its out-links and
-``send=-1 recv=peer`` for its in-links -- plus, for an out-of-place
-All-Gather, one local threadblock holding the ``cpy`` of its own chunks into
-the output buffer.
+``send=-1 recv=peer`` for its in-links -- plus local threadblocks
+(``send=-1 recv=-1``) for the ``cpy`` steps: a rank's own chunks copied
+into its output at the start (out-of-place All-Gather, and the root of an
+out-of-place Broadcast, Gather or Scatter, every rank of an out-of-place
+All-to-All), and arrivals that had to wait in scratch copied into place at
+the end (in-place All-to-All).
 
 Ordering, and why it cannot deadlock
 ------------------------------------
@@ -34,23 +37,49 @@ steps placed just before it (the runtime accepts one dependency per step).
 
 Buffers
 -------
-Chunk ``c = k*N + owner`` lives at MSCCL index ``owner*cpn + k`` (see
-:func:`~tacos_bench.export.common.msccl_index`):
+tacos-bench chunk ``c`` lives at one MSCCL buffer index per rank; ``N`` ranks,
+``K = chunks_per_npu``, ``R`` the root, ``idx(c) = owner*K + k`` for
+``c = k*N + owner`` (:func:`~tacos_bench.export.common.msccl_index`):
 
 ===================  =========================================  =========================================
 collective           in-place (``inplace=1``)                   out-of-place (``outofplace=1``)
 ===================  =========================================  =========================================
 All-Gather           everything in ``o`` (``i_chunks=0``);      own chunk ``k`` read from ``i[k]`` and
-                     own chunks already at ``o[rank*cpn+k]``    copied (``cpy``) to ``o[rank*cpn+k]``
+                     own chunks already at ``o[rank*K+k]``      copied (``cpy``) to ``o[rank*K+k]``
 Reduce-Scatter       everything in ``i``; rank ``r``'s result   partial sums of other ranks' chunks in
-                     at ``i[r*cpn+k]`` (= ``o[k]``)             scratch ``s``; own result into ``o[k]``;
+                     at ``i[r*K+k]`` (= ``o[k]``)               scratch ``s``; own result into ``o[k]``;
                                                                 ``i`` is never written
 All-Reduce           everything in ``i`` (``o_chunks=0``)       results (and partial sums) in ``o[idx]``;
                                                                 ``i`` is never written
+Broadcast            everything in ``o[c]`` (``i_chunks=0``)    the root reads ``i[c]`` and copies it to
+                                                                ``o[c]``; the others receive into ``o[c]``
+Reduce               the root accumulates in ``i[c]``; other    the root accumulates in ``o[c]``; other
+                     ranks' partial sums in scratch             ranks' partial sums in scratch
+Gather               rank ``r``'s chunk ``k`` at                rank ``r`` reads ``i[k]``; the root
+                     ``o[r*K+k]``; the root receives there      receives into ``o[idx]`` and copies its own
+Scatter              the root holds ``i[idx]``; rank ``r``      rank ``r`` receives chunk ``k`` into
+                     receives into ``i[r*K+k]`` (= ``o[k]``)    ``o[k]``; the root copies its own
+All-to-All           one buffer ``i``: chunk ``(s, d, k)``      ``i[d*K+k]`` at ``s`` to ``o[s*K+k]`` at
+                     leaves ``i[d*K+k]`` at ``s`` and lands     ``d``; each rank copies its own
+                     in ``i[s*K+k]`` at ``d``                   ``i[r*K+k]`` to ``o[r*K+k]``
 ===================  =========================================  =========================================
 
-In-place Reduce-Scatter also keeps other ranks' partial sums in scratch, so
-the parts of the buffer a rank does not own are left as they were.
+A rank that relays a chunk it does not need (gather, scatter, all-to-all) or
+holds a partial sum it does not own keeps it in scratch, so no user buffer a
+rank does not own is written. In-place All-to-All reuses each slot for the
+chunk that leaves it and the chunk that arrives in it: an arrival whose slot
+still has to be read (its old chunk not sent yet) lands in scratch and is
+copied into place after the last read (``cpy`` in a local threadblock).
+
+``nchunksperloop`` is what the runtime divides the message into
+(``count * sizeMultiplier / nchunksperloop`` elements per index, msccl_setup.cc):
+``N*K`` for All-Gather, Reduce-Scatter, All-Reduce and All-to-All (the
+runtime multiplies All-Gather, Reduce-Scatter and All-to-All counts by ``N``),
+``K`` for Broadcast, Reduce, Gather and Scatter (``sizeMultiplier`` 1, and the
+count of a Gather/Scatter call is one rank's share). The runtime passes no
+root to the kernel and selects algorithms without looking at it, so a
+Broadcast/Reduce/Gather/Scatter XML serves calls with its own root only (the
+default name says which).
 """
 
 from __future__ import annotations
@@ -60,12 +89,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..collective import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER
+from ..collective import (ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, BROADCAST, GATHER, REDUCE_SCATTER, SCATTER)
+from ..collective import REDUCE as REDUCE_KIND
 from ..problem import Problem
 from ..schedule import REDUCE, Schedule
 from .common import ExportError, msccl_index, safe_name, verified
 
-COLL_NAMES = {ALL_GATHER: "allgather", REDUCE_SCATTER: "reducescatter", ALL_REDUCE: "allreduce"}
+# The runtime's <algo coll> names (msccl_parser.cc, mscclGetAlgoFromXmlFile): every tacos-bench collective
+# has one. gather/scatter are reached only through RCCL's ncclGather/ncclScatter (NCCL has no such calls).
+COLL_NAMES = {ALL_GATHER: "allgather", REDUCE_SCATTER: "reducescatter", ALL_REDUCE: "allreduce",
+              BROADCAST: "broadcast", REDUCE_KIND: "reduce", GATHER: "gather", SCATTER: "scatter",
+              ALL_TO_ALL: "alltoall"}
 PROTOCOLS = ("Simple", "LL", "LL128")
 
 # Runtime limits (msccl-executor-nccl, src/include/msccl/msccl_struct.h and msccl_parser.cc).
@@ -118,10 +152,12 @@ class MscclProgram:
     nchannels: int
     min_bytes: int = 0
     max_bytes: int = 0
+    loop_chunks: int = 0            # nchunksperloop; 0 means N*K (All-Gather, Reduce-Scatter, All-Reduce)
+    root: int | None = None         # broadcast/reduce/gather/scatter: the root the XML is specific to
 
     @property
     def nchunksperloop(self) -> int:
-        return self.num_npus * self.chunks_per_npu
+        return self.loop_chunks or self.num_npus * self.chunks_per_npu
 
     def stats(self) -> dict:
         """Counts of threadblocks, steps (by type) and the busiest threadblock."""
@@ -141,10 +177,104 @@ class MscclProgram:
                 "step_types": dict(sorted(types.items()))}
 
 
+def _coll_name(kind: str) -> str:
+    if kind not in COLL_NAMES:
+        raise ExportError(f"cannot export {kind} to MSCCL: the runtime knows {', '.join(COLL_NAMES.values())}")
+    return COLL_NAMES[kind]
+
+
 def _default_name(problem: Problem, inplace: bool) -> str:
     c = problem.collective
-    return safe_name(f"tacos-{COLL_NAMES[c.kind]}-{problem.topology.name}-n{problem.num_npus}"
+    root = f"-root{c.root}" if c.rooted else ""   # the runtime ignores the root: keep it in the name
+    return safe_name(f"tacos-{_coll_name(c.kind)}{root}-{problem.topology.name}-n{problem.num_npus}"
                      f"-cpn{c.chunks_per_npu}-{'inplace' if inplace else 'outofplace'}")
+
+
+class _Layout:
+    """Where a collective keeps each chunk in the MSCCL buffers of one rank (the module's buffer table).
+
+    Parameters
+    ----------
+    problem : Problem
+        The collective, its size and root.
+    inplace : bool
+        The variant: in-place names one buffer for what NCCL aliases.
+    """
+
+    def __init__(self, problem: Problem, inplace: bool):
+        c = problem.collective
+        self.kind = c.kind
+        self.n = problem.num_npus
+        self.k = c.chunks_per_npu
+        self.root = c.root
+        self.inplace = inplace
+        self.src = problem.sources.tolist()
+        self.dst = problem.destinations.tolist()
+        self.copies = c.copies
+
+    @property
+    def loop_chunks(self) -> int:
+        """``nchunksperloop``: how many indices the runtime cuts one call's (multiplied) count into."""
+        if self.kind in (BROADCAST, REDUCE_KIND, GATHER, SCATTER):
+            return self.k            # sizeMultiplier 1: the count is the whole buffer or one rank's share
+        return self.n * self.k       # All-to-All: N x K per rank; All-Gather, Reduce-Scatter, All-Reduce: all
+
+    def _idx(self, c: int) -> int:
+        return msccl_index(c, self.n, self.k)
+
+    def initial(self, v: int, c: int):
+        """``(buffer, index)`` holding ``v``'s data of chunk ``c`` before the collective, or None."""
+        kind, n, K = self.kind, self.n, self.k
+        if kind in (REDUCE_SCATTER, ALL_REDUCE):
+            return ("i", self._idx(c))
+        if kind == REDUCE_KIND:
+            return ("i", c)
+        if self.src[c] != v:
+            return None
+        if kind in (ALL_GATHER, GATHER):
+            return ("o", self._idx(c)) if self.inplace else ("i", c // n)
+        if kind == BROADCAST:
+            return ("o", c) if self.inplace else ("i", c)
+        if kind == SCATTER:
+            return ("i", self._idx(c))
+        return ("i", ((c // K) % n) * K + c % K)      # all_to_all: ordered by destination
+
+    def final(self, v: int, c: int):
+        """``(buffer, index)`` where ``v`` must hold chunk ``c`` afterwards, or None if it need not."""
+        d = self.dst[c]
+        if d >= 0 and d != v:
+            return None
+        kind, n, K = self.kind, self.n, self.k
+        if kind in (ALL_GATHER, GATHER):
+            return ("o", self._idx(c))
+        if kind == ALL_REDUCE:
+            return ("i" if self.inplace else "o", self._idx(c))
+        if kind in (REDUCE_SCATTER, SCATTER):
+            return ("i", self._idx(c)) if self.inplace else ("o", c // n)
+        if kind == BROADCAST:
+            return ("o", c)
+        if kind == REDUCE_KIND:
+            return ("i" if self.inplace else "o", c)
+        return ("i" if self.inplace else "o", (c // K // n) * K + c % K)   # all_to_all: ordered by source
+
+    def buffers(self, v: int) -> tuple[int, int]:
+        """``(i_chunks, o_chunks)`` of rank ``v``: what the runtime bounds-checks offsets against."""
+        kind, n, K, ip, is_root = self.kind, self.n, self.k, self.inplace, v == self.root
+        if kind == ALL_GATHER:
+            return (0 if ip else K), n * K
+        if kind == REDUCE_SCATTER:
+            return n * K, (0 if ip else K)
+        if kind == ALL_REDUCE:
+            return n * K, (0 if ip else n * K)
+        if kind == BROADCAST:
+            return (0 if ip else (K if is_root else 0)), K
+        if kind == REDUCE_KIND:
+            return K, (0 if ip else (K if is_root else 0))
+        if kind == GATHER:     # in place, a non-root's data sits at o[v*K...] (sendbuff = recvbuff + v*count)
+            return (0, n * K) if ip else (K, n * K if is_root else 0)
+        if kind == SCATTER:    # in place, a non-root's output is i[v*K...] (recvbuff = sendbuff + v*count)
+            return (n * K, 0) if ip else (n * K if is_root else 0, K)
+        return n * K, (0 if ip else n * K)
 
 
 def lower_msccl(problem: Problem, schedule: Schedule, *, name: str | None = None, proto: str = "Simple",
@@ -165,23 +295,17 @@ def lower_msccl(problem: Problem, schedule: Schedule, *, name: str | None = None
     verified(problem, schedule)
     inplace = bool(inplace)
     kind = problem.kind
+    coll = _coll_name(kind)
     n = problem.num_npus
     cpn = problem.collective.chunks_per_npu
     name = safe_name(name) if name else _default_name(problem, inplace)
+    layout = _Layout(problem, inplace)
 
-    steps_by_transfer, cpy_steps, scratch = _build_steps(problem, schedule, inplace)
+    steps_by_transfer, cpy_steps, scratch = _build_steps(problem, schedule, layout)
     tbs = _assign_threadblocks(problem, schedule, steps_by_transfer, cpy_steps, max_steps_per_tb)
     _finalize_dependencies(tbs, max_steps_per_tb)
 
-    buffers = []
-    for v in range(n):
-        if kind == ALL_GATHER:
-            i_chunks, o_chunks = (0 if inplace else cpn), n * cpn
-        elif kind == REDUCE_SCATTER:
-            i_chunks, o_chunks = n * cpn, (0 if inplace else cpn)
-        else:
-            i_chunks, o_chunks = n * cpn, (0 if inplace else n * cpn)
-        buffers.append((i_chunks, o_chunks, scratch[v]))
+    buffers = [layout.buffers(v) + (scratch[v],) for v in range(n)]
     for v in range(n):
         nodes = 1 + n + len(tbs[v]) + sum(len(tb.rows) for tb in tbs[v])
         if nodes > MAX_XML_NODES:
@@ -191,17 +315,17 @@ def lower_msccl(problem: Problem, schedule: Schedule, *, name: str | None = None
     if nchannels > MAX_CHANNELS:
         raise ExportError(f"the algorithm needs {nchannels} channels but NCCL has at most {MAX_CHANNELS}; "
                           f"use more chunks per link-time or a coarser schedule")
-    return MscclProgram(name, COLL_NAMES[kind], proto, inplace, n, cpn, buffers, tbs, nchannels,
-                        int(min_bytes), int(max_bytes))
+    return MscclProgram(name, coll, proto, inplace, n, cpn, buffers, tbs, nchannels, int(min_bytes),
+                        int(max_bytes), layout.loop_chunks, problem.collective.root if problem.collective.rooted
+                        else None)
 
 
-def _build_steps(problem: Problem, schedule: Schedule, inplace: bool):
-    """One step per transfer endpoint, with read/write hazard dependencies."""
+def _build_steps(problem: Problem, schedule: Schedule, layout: _Layout):
+    """One step per transfer endpoint, plus local copies, with read/write hazard dependencies."""
     from ..verify import REL_TOL
 
-    kind = problem.kind
     n = problem.num_npus
-    cpn = problem.collective.chunks_per_npu
+    C = problem.num_chunks
     T = len(schedule)
     chunk = schedule.chunk.tolist()
     src = schedule.src.tolist()
@@ -214,28 +338,16 @@ def _build_steps(problem: Problem, schedule: Schedule, inplace: bool):
     kinds = np.concatenate([np.zeros(T, np.int8), np.ones(T, np.int8)])
     ids = np.concatenate([np.arange(T), np.arange(T)])
     order = np.lexsort((ids, kinds, times)).tolist()
+    # The last event at which each rank still reads its value of a chunk: a slot holding it is busy until then.
+    last_read: dict[tuple[int, int], int] = {}
+    for pos, e in enumerate(order):
+        if kinds[e]:
+            last_read[(src[ids[e]], chunk[ids[e]])] = pos
 
     scratch_slot: dict[tuple[int, int], int] = {}
     scratch = [0] * n
 
-    def initial(v: int, c: int):
-        owner, k = c % n, c // n
-        if kind == ALL_GATHER:
-            if v != owner:
-                return None
-            return ("o", owner * cpn + k) if inplace else ("i", k)
-        return ("i", msccl_index(c, n, cpn))
-
-    def accumulator(v: int, c: int):
-        owner, k = c % n, c // n
-        idx = owner * cpn + k
-        if kind == ALL_GATHER:
-            return ("o", idx)
-        if kind == ALL_REDUCE:
-            return ("i", idx) if inplace else ("o", idx)
-        if v == owner:
-            return ("i", idx) if inplace else ("o", k)
-        # Partial sums of chunks this rank does not own go to scratch so the user's buffer is not clobbered.
+    def scratch_of(v: int, c: int):
         key = (v, c)
         if key not in scratch_slot:
             scratch_slot[key] = scratch[v]
@@ -245,19 +357,43 @@ def _build_steps(problem: Problem, schedule: Schedule, inplace: bool):
     state: dict[tuple[int, int], tuple] = {}          # (rank, chunk) -> (location, writer step or None)
     last_write: dict[tuple, _Step] = {}               # (rank, buf, off) -> step
     readers: dict[tuple, list] = defaultdict(list)    # (rank, buf, off) -> steps reading since last write
+    occupant: dict[tuple, int] = {}                   # (rank, buf, off) -> chunk whose value lives there
+    at_final: set[tuple[int, int]] = set()            # (rank, chunk) whose final slot holds its latest value
+    if layout.copies:
+        for c in range(C):
+            v = layout.src[c]
+            occupant[(v,) + layout.initial(v, c)] = c
 
     cpy_steps: list[list[_Step]] = [[] for _ in range(n)]
-    if kind == ALL_GATHER and not inplace:
-        pos = -(n * cpn) - 1
-        for v in range(n):
-            for k0 in range(0, cpn, MAX_STEPS_PER_TB):
-                cnt = min(MAX_STEPS_PER_TB, cpn - k0)
-                st = _Step("cpy", v, pos, src=("i", k0), dst=("o", v * cpn + k0), cnt=cnt)
-                pos += 1
-                cpy_steps[v].append(st)
-                for j in range(cnt):
-                    last_write[(v, "o", v * cpn + k0 + j)] = st
-                    readers[(v, "i", k0 + j)].append(st)
+    # A rank that starts with a chunk it must also hold elsewhere copies it first; its sends keep reading
+    # the original, so nothing waits for the copy.
+    pre = [[] for _ in range(n)]
+    if layout.copies:
+        for c in range(C):
+            v = layout.src[c]
+            a, b = layout.initial(v, c), layout.final(v, c)
+            if b is not None and a != b:
+                pre[v].append((a, b, c))
+    pos = -sum(len(x) for x in pre) - 1
+    for v in range(n):
+        moves = sorted(pre[v], key=lambda m: (m[0], m[1]))
+        i = 0
+        while i < len(moves):
+            # Runs of consecutive source and destination slots become one cpy of cnt chunks.
+            j = i + 1
+            while (j < len(moves) and j - i < MAX_STEPS_PER_TB and moves[j][0][0] == moves[i][0][0]
+                   and moves[j][1][0] == moves[i][1][0] and moves[j][0][1] == moves[i][0][1] + (j - i)
+                   and moves[j][1][1] == moves[i][1][1] + (j - i)):
+                j += 1
+            st = _Step("cpy", v, pos, src=moves[i][0], dst=moves[i][1], cnt=j - i)
+            pos += 1
+            cpy_steps[v].append(st)
+            for a, b, c in moves[i:j]:
+                last_write[(v,) + b] = st
+                readers[(v,) + a].append(st)
+                occupant[(v,) + b] = c
+                at_final.add((v, c))
+            i = j
 
     send_step: list[_Step | None] = [None] * T
     recv_step: list[_Step | None] = [None] * T
@@ -268,7 +404,7 @@ def _build_steps(problem: Problem, schedule: Schedule, inplace: bool):
             u = src[t]
             cur = state.get((u, c))
             if cur is None:
-                loc = initial(u, c)
+                loc = layout.initial(u, c)
                 if loc is None:
                     raise ExportError(f"transfer {t}: NPU {u} sends chunk {c} before holding it")
                 cur = (loc, None)
@@ -283,9 +419,23 @@ def _build_steps(problem: Problem, schedule: Schedule, inplace: bool):
             v = dst[t]
             cur = state.get((v, c))
             if cur is None:
-                loc0 = initial(v, c)
+                loc0 = layout.initial(v, c)
                 cur = (loc0, None) if loc0 is not None else None
-            slot = accumulator(v, c)
+            slot = layout.final(v, c)
+            if slot is not None:
+                old = occupant.get((v,) + slot)
+                # The slot still serves another chunk (in-place All-to-All: one not sent yet): land in scratch.
+                if old is not None and old != c and (last_read.get((v, old), -1) > pos or (
+                        (v, old) not in at_final and layout.final(v, old) is not None
+                        and state.get((v, old), (layout.initial(v, old),))[0] == slot)):
+                    slot = None
+            if slot is None:
+                # A relay, a partial sum this rank does not own, or a displaced arrival: scratch, so no user
+                # buffer the rank does not own is written.
+                slot = scratch_of(v, c)
+                at_final.discard((v, c))
+            else:
+                at_final.add((v, c))
             sender = send_step[t]
             if op[t] == REDUCE and cur is not None:
                 st = _Step("rrc", v, pos, src=cur[0], dst=slot, transfer=t)
@@ -301,18 +451,42 @@ def _build_steps(problem: Problem, schedule: Schedule, inplace: bool):
             st.deps.extend(r for r in readers[key] if r is not st)
             last_write[key] = st
             readers[key] = []
+            occupant[key] = c
             state[(v, c)] = (slot, st)
             recv_step[t] = st
             sender.dst = slot
+
+    # Whatever is not where the collective wants it yet (a displaced arrival; a rank that never received a
+    # chunk it must hold) is copied there after every event, so each copy waits only for earlier ones.
+    pos = len(order)
+    for v in range(n):
+        for c in range(C):
+            want = layout.final(v, c)
+            if want is None or (v, c) in at_final:
+                continue
+            loc, writer = state.get((v, c), (layout.initial(v, c), None))
+            if loc is None:
+                raise ExportError(f"internal: NPU {v} never holds chunk {c}")
+            if loc == want:
+                continue
+            st = _Step("cpy", v, pos, src=loc, dst=want)
+            pos += 1
+            key = (v,) + want
+            st.deps.extend(d for d in [writer, last_write.get(key)] + readers[key] if d is not None)
+            readers[(v,) + loc].append(st)
+            last_write[key] = st
+            readers[key] = []
+            state[(v, c)] = (want, st)
+            cpy_steps[v].append(st)
+
     steps_by_transfer = list(zip(send_step, recv_step))
-    for s_st, r_st in steps_by_transfer:
-        for st in (s_st, r_st):
-            seen, uniq = set(), []
-            for d in st.deps:
-                if id(d) not in seen:
-                    seen.add(id(d))
-                    uniq.append(d)
-            st.deps = uniq
+    for st in [x for pair in steps_by_transfer for x in pair] + [x for steps in cpy_steps for x in steps]:
+        seen, uniq = set(), []
+        for d in st.deps:
+            if id(d) not in seen:
+                seen.add(id(d))
+                uniq.append(d)
+        st.deps = uniq
     return steps_by_transfer, cpy_steps, scratch
 
 
@@ -350,9 +524,22 @@ def _assign_threadblocks(problem, schedule, steps_by_transfer, cpy_steps, max_st
         tb = _Tb(rank, send, recv, chan, sorted(steps, key=lambda s: s.pos))
         tbs[rank].append(tb)
     for v in range(n):
-        # Local copies get their own threadblock(s): they have no peer and must not wait for a link.
-        for i in range(0, len(cpy_steps[v]), max_steps):
-            tbs[v].append(_Tb(v, -1, -1, 0, cpy_steps[v][i:i + max_steps]))
+        # Local copies get their own threadblock(s): they have no peer and must not wait for a link. Each
+        # copy may need a nop per dependency, so a threadblock takes copies while that bound fits.
+        local: list[_Step] = []
+        used = 0
+        for st in sorted(cpy_steps[v], key=lambda s: s.pos):
+            cost = max(1, len(st.deps))
+            if cost > max_steps:
+                raise ExportError(f"a local copy on NPU {v} waits on {cost} steps, more than fit in a "
+                                  f"threadblock of {max_steps} steps")
+            if used + cost > max_steps:
+                tbs[v].append(_Tb(v, -1, -1, 0, local))
+                local, used = [], 0
+            local.append(st)
+            used += cost
+        if local:
+            tbs[v].append(_Tb(v, -1, -1, 0, local))
         # Sorted by (send, recv, chan) as msccl-tools does, so tbs using one link sit together.
         tbs[v].sort(key=lambda tb: (tb.send, tb.recv, tb.chan, tb.steps[0].pos if tb.steps else 0))
         per_chan_send: dict[int, int] = defaultdict(int)

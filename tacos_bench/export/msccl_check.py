@@ -42,14 +42,38 @@ reducing types is a *local* slot): ``s`` send src; ``r`` dst := recv;
 ``rrcs`` dst := src+recv, send it; ``cpy`` dst := src; ``re`` dst := dst+src;
 ``nop`` nothing.
 
-Postconditions, with ``cpn = nchunksperloop / ngpus``, index ``j = r*cpn + k``:
-All-Gather -- every rank's output ``j`` holds rank ``j // cpn``'s chunk ``j``;
-Reduce-Scatter -- rank ``r``'s output ``k`` holds index ``r*cpn+k`` summed over
-all ranks exactly once; All-Reduce -- every output ``j`` holds index ``j``
-summed over all ranks exactly once. Out-of-place runs must not write the
-input buffer. In-place runs alias the buffers as NCCL does (All-Gather input
-= output[r*cpn...], Reduce-Scatter output = input[r*cpn...], All-Reduce
-output = input). An XML declaring both variants is simulated in both.
+Buffers and postconditions, with ``cpn = nchunksperloop / ngpus`` for
+allgather, reducescatter, allreduce and alltoall and ``cpn = nchunksperloop``
+for broadcast, reduce, gather and scatter (the runtime multiplies only
+allgather, reducescatter and alltoall counts by ``ngpus``, and a gather or
+scatter count is one rank's share), index ``j = r*cpn + k``, ``R`` the root:
+
+=============  ==========================  ==========================  =========================================
+coll           input                       output                      after
+=============  ==========================  ==========================  =========================================
+allgather      ``cpn``: rank r's data      ``ngpus*cpn``               every output ``j`` = rank ``j//cpn``'s
+reducescatter  ``ngpus*cpn`` contributions ``cpn``                     output ``k`` of r = sum of index ``r*cpn+k``
+allreduce      ``ngpus*cpn`` contributions ``ngpus*cpn``               every output ``j`` = sum of index ``j``
+broadcast      ``cpn`` at R only           ``cpn``                     every output ``k`` = R's input ``k``
+reduce         ``cpn`` contributions       ``cpn`` at R only           R's output ``k`` = sum of index ``k``
+gather         ``cpn``: rank r's data      ``ngpus*cpn`` at R only     R's output ``j`` = rank ``j//cpn``'s
+scatter        ``ngpus*cpn`` at R only     ``cpn``                     output ``k`` of r = R's input ``r*cpn+k``
+alltoall       ``ngpus*cpn`` by receiver   ``ngpus*cpn`` by sender     output ``s*cpn+k`` of d = input
+                                                                       ``d*cpn+k`` of s
+=============  ==========================  ==========================  =========================================
+
+Sums count every rank exactly once. Out-of-place runs must not write the
+input buffer, nor touch a buffer the call does not give a rank (the input of
+a non-root in broadcast and scatter, the output of a non-root in reduce and
+gather). In-place runs alias the buffers as the runtime's algorithm
+selection defines them: allgather and gather input = output[r*cpn...],
+reducescatter and scatter output = input[r*cpn...] (a non-root has only that
+slice), allreduce, broadcast, reduce and alltoall output = input. An XML
+declaring both variants is simulated in both.
+
+The XML names no root (the runtime passes none to the kernel): pass
+``root=`` or let the checker infer it -- the one rank that never receives
+(broadcast, scatter) or never sends (reduce, gather).
 """
 
 from __future__ import annotations
@@ -78,7 +102,10 @@ STEP_TYPES = SEND_TYPES | RECV_TYPES | {"cpy", "re", "nop"}
 # Which of srcoff/dstoff the runtime bounds-checks, per type (msccl_parser.cc checkSrc/checkDst).
 CHECK_SRC = {"s", "rrs", "rrcs", "cpy", "re"}
 CHECK_DST = {"r", "rcs", "rrcs", "cpy", "re"}
-COLLS = ("allgather", "reducescatter", "allreduce")
+COLLS = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce", "gather", "scatter", "alltoall")
+# Collectives whose loop spans every rank's share (nchunksperloop = ngpus * cpn) and those with a root.
+PER_RANK_LOOP = ("allgather", "reducescatter", "allreduce", "alltoall")
+ROOTED = ("broadcast", "reduce", "gather", "scatter")
 
 
 class MscclCheckError(AssertionError):
@@ -139,6 +166,7 @@ class SimReport:
     nchannels: int
     step_types: dict
     messages: int             # point-to-point messages per simulated variant
+    root: int | None = None   # the root simulated (broadcast, reduce, gather, scatter)
 
 
 def _fail(msg: str):
@@ -208,7 +236,7 @@ def parse_algo(text: str) -> Algo:
         _fail(f"<algo>: bad message-size window minBytes={mn} maxBytes={mx}")
     if not 1 <= nch <= MAX_CHANNELS:
         _fail(f"<algo nchannels={nch}>: must be in 1..{MAX_CHANNELS}")
-    if ngpus < 1 or ncpl < 1 or ncpl % ngpus:
+    if ngpus < 1 or ncpl < 1 or (coll in PER_RANK_LOOP and ncpl % ngpus):
         _fail(f"<algo>: nchunksperloop={ncpl} must be a positive multiple of ngpus={ngpus}")
 
     gpus: dict[int, Gpu] = {}
@@ -333,24 +361,119 @@ def parse_algo(text: str) -> Algo:
 
 
 # ------------------------------------------------------------------------------------------------ simulation
-def _real_sizes(algo: Algo):
-    n, cpn = algo.ngpus, algo.nchunksperloop // algo.ngpus
+def _cpn(algo: Algo) -> int:
+    """Chunks per rank's share: the loop spans every rank's share only where the count is multiplied."""
+    return algo.nchunksperloop // algo.ngpus if algo.coll in PER_RANK_LOOP else algo.nchunksperloop
+
+
+def _real_sizes(algo: Algo, rank: int = 0, root: int | None = None):
+    """Chunks of the input and output buffers the call gives ``rank`` (0: none)."""
+    n, cpn = algo.ngpus, _cpn(algo)
+    is_root = rank == root
     return {"allgather": {"i": cpn, "o": n * cpn},
             "reducescatter": {"i": n * cpn, "o": cpn},
-            "allreduce": {"i": n * cpn, "o": n * cpn}}[algo.coll]
+            "allreduce": {"i": n * cpn, "o": n * cpn},
+            "broadcast": {"i": cpn if is_root else 0, "o": cpn},
+            "reduce": {"i": cpn, "o": cpn if is_root else 0},
+            "gather": {"i": cpn, "o": n * cpn if is_root else 0},
+            "scatter": {"i": n * cpn if is_root else 0, "o": cpn},
+            "alltoall": {"i": n * cpn, "o": n * cpn}}[algo.coll]
 
 
 def _canonical(algo: Algo, rank: int, buf: str, off: int, inplace: bool):
-    """Memory cell a (buffer, offset) names, with NCCL's in-place aliasing."""
-    cpn = algo.nchunksperloop // algo.ngpus
+    """Memory cell a (buffer, offset) names, with the runtime's in-place aliasing."""
+    cpn = _cpn(algo)
     if inplace:
-        if algo.coll == "allgather" and buf == "i":
+        if algo.coll in ("allgather", "gather") and buf == "i":
             return ("o", rank * cpn + off)
-        if algo.coll == "reducescatter" and buf == "o":
+        if algo.coll in ("reducescatter", "scatter") and buf == "o":
             return ("i", rank * cpn + off)
-        if algo.coll == "allreduce" and buf == "o":
+        if algo.coll in ("allreduce", "reduce", "alltoall") and buf == "o":
             return ("i", off)
+        if algo.coll == "broadcast" and buf == "i":
+            return ("o", off)
     return (buf, off)
+
+
+def _inplace_sizes(algo: Algo, rank: int, root: int | None):
+    """Buffer sizes an in-place call gives ``rank``, and the one canonical slice it owns when it has no more.
+
+    In place, the aliased buffers are one allocation; a non-root of gather/scatter passes only its own
+    slice of the root's layout (sendbuff = recvbuff + rank*count, or the reverse), nothing around it.
+    """
+    n, cpn = algo.ngpus, _cpn(algo)
+    sizes = dict(_real_sizes(algo, rank, root))
+    only = None
+    if algo.coll in ("broadcast", "reduce"):
+        sizes = {"i": cpn, "o": cpn}
+    elif algo.coll == "gather" and rank != root:
+        sizes, only = {"i": cpn, "o": n * cpn}, ("o", rank * cpn, (rank + 1) * cpn)
+    elif algo.coll == "scatter" and rank != root:
+        sizes, only = {"i": n * cpn, "o": cpn}, ("i", rank * cpn, (rank + 1) * cpn)
+    return sizes, only
+
+
+def _initial_cells(algo: Algo, rank: int, inplace: bool, root: int | None) -> dict:
+    """Canonical cell -> (logical index, contributions) of ``rank`` before the collective."""
+    n, cpn, coll = algo.ngpus, _cpn(algo), algo.coll
+    me = Counter({rank: 1})
+    cells = {}
+
+    def put(off, val):
+        cells[_canonical(algo, rank, "i", off, inplace)] = val
+
+    if coll in ("allgather", "gather"):
+        for k in range(cpn):
+            put(k, (rank * cpn + k, me))
+    elif coll in ("reducescatter", "allreduce"):
+        for j in range(n * cpn):
+            put(j, (j, me))
+    elif coll == "reduce":
+        for k in range(cpn):
+            put(k, (k, me))
+    elif coll == "broadcast" and rank == root:
+        for k in range(cpn):
+            put(k, (k, me))
+    elif coll == "scatter" and rank == root:
+        for j in range(n * cpn):
+            put(j, (j, me))
+    elif coll == "alltoall":   # logical index of (sender s, receiver d, k): s*n*cpn + d*cpn + k
+        for j in range(n * cpn):
+            put(j, (rank * n * cpn + j, me))
+    return cells
+
+
+def _wanted(algo: Algo, rank: int, root: int | None) -> dict:
+    """Output offset -> (logical index, contributions) ``rank`` must hold after the collective."""
+    n, cpn, coll = algo.ngpus, _cpn(algo), algo.coll
+    everyone = Counter({r: 1 for r in range(n)})
+    if coll == "allgather":
+        return {j: (j, Counter({j // cpn: 1})) for j in range(n * cpn)}
+    if coll == "reducescatter":
+        return {k: (rank * cpn + k, everyone) for k in range(cpn)}
+    if coll == "allreduce":
+        return {j: (j, everyone) for j in range(n * cpn)}
+    if coll == "broadcast":
+        return {k: (k, Counter({root: 1})) for k in range(cpn)}
+    if coll == "reduce":
+        return {k: (k, everyone) for k in range(cpn)} if rank == root else {}
+    if coll == "gather":
+        return {j: (j, Counter({j // cpn: 1})) for j in range(n * cpn)} if rank == root else {}
+    if coll == "scatter":
+        return {k: (rank * cpn + k, Counter({root: 1})) for k in range(cpn)}
+    return {s * cpn + k: (s * n * cpn + rank * cpn + k, Counter({s: 1})) for s in range(n) for k in range(cpn)}
+
+
+def infer_root(algo: Algo) -> int:
+    """The root of a rooted collective, from its traffic: the one rank that never receives (broadcast,
+    scatter: the data starts there) or never sends (reduce, gather: the data ends there)."""
+    receives = algo.coll in ("broadcast", "scatter")
+    types = RECV_TYPES if receives else SEND_TYPES
+    quiet = [g.id for g in algo.gpus if not any(st.type in types for tb in g.tbs for st in tb.steps)]
+    if len(quiet) != 1:
+        _fail(f"cannot tell the root of this {algo.coll}: {len(quiet)} ranks never "
+              f"{'receive' if receives else 'send'} ({quiet[:6]}); pass root=")
+    return quiet[0]
 
 
 def _add(a, b, where: str):
@@ -361,22 +484,12 @@ def _add(a, b, where: str):
     return (a[0], a[1] + b[1])
 
 
-def _simulate(algo: Algo, inplace: bool, fifo_capacity: int) -> int:
+def _simulate(algo: Algo, inplace: bool, fifo_capacity: int, root: int | None = None) -> int:
     n = algo.ngpus
-    cpn = algo.nchunksperloop // n
-    real = _real_sizes(algo)
     variant = "in-place" if inplace else "out-of-place"
+    real = [(_inplace_sizes(algo, r, root) if inplace else (_real_sizes(algo, r, root), None)) for r in range(n)]
 
-    mem: list[dict] = []
-    for r in range(n):
-        cells: dict = {}
-        if algo.coll == "allgather":
-            for k in range(cpn):
-                cells[_canonical(algo, r, "i", k, inplace)] = (r * cpn + k, Counter({r: 1}))
-        else:
-            for j in range(n * cpn):
-                cells[("i", j)] = (j, Counter({r: 1}))
-        mem.append(cells)
+    mem: list[dict] = [_initial_cells(algo, r, inplace, root) for r in range(n)]
     initial_inputs = [{k: v for k, v in cells.items() if k[0] == "i"} for cells in mem]
 
     # Threads = threadblocks; vector clocks index them globally.
@@ -404,10 +517,16 @@ def _simulate(algo: Algo, inplace: bool, fifo_capacity: int) -> int:
                           f"{tb.recv} has no threadblock sending to {r} on that channel")
 
     def cell(r, buf, off, cnt, where, write):
-        limit = algo.gpus[r].s_chunks if buf == "s" else real[buf]
+        limit = algo.gpus[r].s_chunks if buf == "s" else real[r][0][buf]
         if not 0 <= off <= limit - cnt:
             _fail(f"{where}: {buf}[{off}:{off + cnt}] is outside the collective's {buf} buffer ({limit} chunks)")
         cells = [_canonical(algo, r, buf, off + j, inplace) for j in range(cnt)]
+        only = real[r][1]
+        if only is not None and buf != "s":
+            bad = [c for c in cells if c[0] != only[0] or not only[1] <= c[1] < only[2]]
+            if bad:
+                _fail(f"{variant}: {where} touches {bad[0][0]}[{bad[0][1]}] on gpu {r}, outside the slice "
+                      f"{only[0]}[{only[1]}:{only[2]}] an in-place {algo.coll} gives a non-root")
         if write and not inplace and any(c[0] == "i" for c in cells):
             _fail(f"{where}: out-of-place run writes the input buffer")
         return cells
@@ -516,19 +635,10 @@ def _simulate(algo: Algo, inplace: bool, fifo_capacity: int) -> int:
         (u, v, ch), cnt = next(iter(left.items()))
         _fail(f"{variant}: {cnt} message(s) from gpu {u} to gpu {v} on channel {ch} are never received")
 
-    everyone = Counter({r: 1 for r in range(n)})
     for r in range(n):
-        if algo.coll == "allgather":
-            want = {("o", j): (j, Counter({j // cpn: 1})) for j in range(n * cpn)}
-            cells = {j: _canonical(algo, r, "o", j, inplace) for j in range(n * cpn)}
-        elif algo.coll == "reducescatter":
-            want = {("o", k): (r * cpn + k, everyone) for k in range(cpn)}
-            cells = {k: _canonical(algo, r, "o", k, inplace) for k in range(cpn)}
-        else:
-            want = {("o", j): (j, everyone) for j in range(n * cpn)}
-            cells = {j: _canonical(algo, r, "o", j, inplace) for j in range(n * cpn)}
-        for (_, j), expect in want.items():
-            have = mem[r].get(cells[j])
+        want = _wanted(algo, r, root)
+        for j, expect in want.items():
+            have = mem[r].get(_canonical(algo, r, "o", j, inplace))
             if have is None:
                 _fail(f"{variant}: postcondition unmet: gpu {r} output[{j}] was never written")
             if have[0] != expect[0] or +have[1] != expect[1]:
@@ -545,8 +655,29 @@ def _simulate(algo: Algo, inplace: bool, fifo_capacity: int) -> int:
 
 
 def check_msccl_xml(text: str, *, fifo_capacity: int = 1, expect_coll: str | None = None,
-                    expect_ngpus: int | None = None, max_steps: int = MAX_STEPS) -> SimReport:
-    """Validate and simulate an MSCCL-IR document; raise :class:`MscclCheckError` on any problem."""
+                    expect_ngpus: int | None = None, max_steps: int = MAX_STEPS,
+                    root: int | None = None) -> SimReport:
+    """Validate and simulate an MSCCL-IR document; raise :class:`MscclCheckError` on any problem.
+
+    Parameters
+    ----------
+    text : str
+        The XML document.
+    fifo_capacity : int
+        Messages a send may leave unread per (sender, receiver, channel); 1 is the strictest.
+    expect_coll, expect_ngpus : optional
+        Fail unless the document declares this ``coll`` / ``ngpus``.
+    max_steps : int
+        Fail when a threadblock has more steps.
+    root : int, optional
+        Root of a broadcast, reduce, gather or scatter (the XML does not name it); inferred from the
+        traffic when omitted (:func:`infer_root`). Ignored for the other collectives.
+
+    Returns
+    -------
+    SimReport
+        What was simulated.
+    """
     if fifo_capacity < 1:
         raise ValueError("fifo_capacity must be >= 1")
     algo = parse_algo(text)
@@ -557,12 +688,19 @@ def check_msccl_xml(text: str, *, fifo_capacity: int = 1, expect_coll: str | Non
     longest = max((len(tb.steps) for g in algo.gpus for tb in g.tbs), default=0)
     if longest > max_steps:
         _fail(f"a threadblock has {longest} steps, more than {max_steps}")
+    if algo.coll in ROOTED:
+        if root is None:
+            root = infer_root(algo)
+        elif not 0 <= root < algo.ngpus:
+            _fail(f"root={root} is not a gpu id (ngpus={algo.ngpus})")
+    else:
+        root = None
     variants = []
     messages = 0
     for inplace, flag in ((True, algo.inplace), (False, algo.outofplace)):
         if flag:
-            messages = _simulate(algo, inplace, fifo_capacity)
+            messages = _simulate(algo, inplace, fifo_capacity, root)
             variants.append("inplace" if inplace else "outofplace")
     types = Counter(st.type for g in algo.gpus for tb in g.tbs for st in tb.steps)
     return SimReport(variants, algo.ngpus, sum(len(g.tbs) for g in algo.gpus), sum(types.values()), longest,
-                     algo.nchannels, dict(sorted(types.items())), messages)
+                     algo.nchannels, dict(sorted(types.items())), messages, root)
