@@ -116,16 +116,50 @@ def max_hops(N, D, out_ptr, ldst, lt):
 
 
 @njit(cache=True)
-def route(N, C, pos, dst_of, D, out_ptr, ldst, lt, passes, rng, path_ptr, path_len, paths, load):
+def _route_one(u, d, stretch, D, out_ptr, ldst, lt, load, rng, stamp, tag, nodes, fmax, fsq, nxt, path, alt):
+    """The best route of one chunk: the balanced shortest path or, with ``stretch > 0``, a detour whose first
+    link leaves the shortest-path DAG and whose time is at most ``(1 + stretch)`` times the shortest, when
+    its (max load, added squares) is lower. Returns ``(hops, tag)``."""
+    tag += 1
+    k = _best_path(u, d, D, out_ptr, ldst, lt, load, rng, stamp, tag, nodes, fmax, fsq, nxt, path)
+    if stretch <= 0.0:
+        return k, tag
+    bm, bs = fmax[u], fsq[u]
+    for l0 in range(out_ptr[u], out_ptr[u + 1]):
+        w = ldst[l0]
+        if _forward(l0, u, d, D, ldst, lt) or lt[l0] + D[w, d] > (1.0 + stretch) * D[u, d]:
+            continue
+        nl = load[l0] + lt[l0]
+        if nl >= bm:
+            continue  # its first link alone is as loaded as the best route's worst
+        tag += 1
+        alt[0] = l0
+        kk = 1
+        if w != d:
+            kk += _best_path(w, d, D, out_ptr, ldst, lt, load, rng, stamp, tag, nodes, fmax, fsq, nxt, alt[1:])
+            m, sq = max(nl, fmax[w]), fsq[w] + nl * nl - load[l0] * load[l0]
+        else:
+            m, sq = nl, nl * nl - load[l0] * load[l0]
+        if m < bm or (m == bm and sq < bs):
+            bm, bs = m, sq
+            for h in range(kk):
+                path[h] = alt[h]
+            k = kk
+    return k, tag
+
+
+@njit(cache=True)
+def route(N, C, pos, dst_of, D, out_ptr, ldst, lt, passes, rng, path_ptr, path_len, paths, load, stretch):
     """Route every chunk from ``pos`` to ``dst_of`` (``pos == dst_of``: nothing to do). ``path_ptr``
-    gives each chunk room for its longest shortest path (:func:`max_hops`) in ``paths``; fills
-    ``path_len`` and ``load``."""
+    gives each chunk room for its longest admissible route (:func:`max_hops`, plus one link with
+    ``stretch``) in ``paths``; fills ``path_len`` and ``load``."""
     stamp = np.zeros(N, np.int64)
     nodes = np.empty(N, np.int64)
     fmax = np.empty(N)
     fsq = np.empty(N)
     nxt = np.empty(N, np.int64)
-    scratch = np.empty(N, np.int64)
+    scratch = np.empty(N + 1, np.int64)
+    alt = np.empty(N + 1, np.int64)
     order = np.arange(C)
     for i in range(C - 1, 0, -1):
         j = below(rng, i + 1)
@@ -146,9 +180,8 @@ def route(N, C, pos, dst_of, D, out_ptr, ldst, lt, passes, rng, path_ptr, path_l
                 for h in range(path_len[c]):
                     l = paths[path_ptr[c] + h]
                     load[l] -= lt[l]
-            tag += 1
-            k = _best_path(pos[c], dst_of[c], D, out_ptr, ldst, lt, load, rng, stamp, tag, nodes, fmax, fsq, nxt,
-                           scratch)
+            k, tag = _route_one(pos[c], dst_of[c], stretch, D, out_ptr, ldst, lt, load, rng, stamp, tag, nodes,
+                                fmax, fsq, nxt, scratch, alt)
             for h in range(k):
                 l = scratch[h]
                 paths[path_ptr[c] + h] = l

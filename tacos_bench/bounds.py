@@ -990,7 +990,7 @@ def _collective_bounds(problem: Problem, opts: _Opts) -> dict:
     distance, load, pipeline = 0.0, None, None
     if exact and srcs.size:
         D = np.vstack([_distance_row(g.out_ptr, g.dst, g.w, int(s), g.uniform) for s in srcs.tolist()])
-        row = np.searchsorted(srcs, src)
+        row = np.minimum(np.searchsorted(srcs, src), srcs.size - 1)  # rows of chunks that stay put are unused
         if every.any():
             distance = float(D[row[every]].max())
         one = ~every & (dst != src)

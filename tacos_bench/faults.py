@@ -28,7 +28,7 @@ Examples
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 import numpy as np
@@ -54,22 +54,37 @@ class Fault:
         NPUs that fail (with every link touching them).
     """
 
-    at_us: float
+    at_us: float | None
     links: tuple = ()
     npus: tuple = ()
     configured: dict = field(default_factory=dict, compare=False)
+    at_fraction: float | None = None
 
     def __post_init__(self):
+        f = self.at_fraction
+        if f is not None:
+            if isinstance(f, bool) or not isinstance(f, (int, float, np.integer, np.floating)) or not 0 <= f <= 1:
+                raise ConfigError(f"fault.at_fraction must be a number in [0, 1], got {f!r}")
+            if self.at_us is not None:
+                raise ConfigError("give fault.at_us or fault.at_fraction, not both")
+            object.__setattr__(self, "at_fraction", float(f))
         t = self.at_us
-        if isinstance(t, bool) or not isinstance(t, (int, float, np.integer, np.floating)) or not np.isfinite(t) \
-                or t < 0:
-            raise ConfigError(f"fault.at_us must be a non-negative number of µs, got {t!r}")
-        object.__setattr__(self, "at_us", float(t))
+        if t is not None or f is None:
+            if isinstance(t, bool) or not isinstance(t, (int, float, np.integer, np.floating)) \
+                    or not np.isfinite(t) or t < 0:
+                raise ConfigError(f"fault.at_us must be a non-negative number of µs, got {t!r}")
+            object.__setattr__(self, "at_us", float(t))
         object.__setattr__(self, "links", tuple((int(u), int(v)) for u, v in self.links))
         object.__setattr__(self, "npus", tuple(sorted({int(v) for v in self.npus})))
         if not self.links and not self.npus:
-            raise ConfigError("fault.at_us is set but nothing fails: give fault.links=[[u,v],...] or "
-                              "fault.npus=[...]")
+            raise ConfigError("fault.at_us is set but nothing fails: give fault.links=[[u,v],...], "
+                              "fault.npus=[...] or fault.random_links=K")
+
+    def at(self, healthy_us: float) -> "Fault":
+        """This fault with its time fixed (``at_fraction`` of the healthy schedule's time)."""
+        if self.at_fraction is None:
+            return self
+        return replace(self, at_us=self.at_fraction * float(healthy_us), at_fraction=None)
 
     def failed_link_ids(self, topo: Topology) -> np.ndarray:
         """Ids of every link that fails: the listed ones and every link touching a failed NPU."""
@@ -112,14 +127,19 @@ class Fault:
             what.append(f"{len(self.links)} link(s)")
         if self.npus:
             what.append(f"NPU(s) {', '.join(map(str, self.npus))}")
-        return f"{' and '.join(what)} fail at {self.at_us:g} µs"
+        when = (f"{self.at_us:g} µs" if self.at_us is not None
+                else f"{self.at_fraction:g} of the healthy time")
+        return f"{' and '.join(what)} fail at {when}"
 
 
-def fault_from_config(cfg: Mapping[str, Any] | None, topo: Topology) -> Fault | None:
-    """The :class:`Fault` of a ``fault`` config mapping (``at_us``, ``links``, ``npus``), or ``None``.
+def fault_from_config(cfg: Mapping[str, Any] | None, topo: Topology, seed: int = 0) -> Fault | None:
+    """The :class:`Fault` of a ``fault`` config mapping, or ``None``.
 
-    Ids are as configured (like ``topo.failed_npus``) and are mapped to the topology's ids; a link or NPU
-    that is not part of the topology is an error naming it.
+    Keys: ``at_us`` or ``at_fraction`` (of the healthy schedule's time), ``links``, ``npus`` and
+    ``random_links`` (that many more links drawn from ``seed``: a link and its reverse fail together, and
+    a draw that would cut the topology apart is redrawn). Ids are as configured (like ``topo.failed_npus``)
+    and are mapped to the topology's ids; a link or NPU that is not part of the topology is an error
+    naming it.
 
     Examples
     --------
@@ -130,15 +150,20 @@ def fault_from_config(cfg: Mapping[str, Any] | None, topo: Topology) -> Fault | 
     True
     """
     cfg = dict(cfg or {})
-    unknown = sorted(set(cfg) - {"at_us", "links", "npus"})
+    valid = ("at_us", "at_fraction", "links", "npus", "random_links")
+    unknown = sorted(set(cfg) - set(valid))
     if unknown:
-        raise ConfigError(f"unknown fault setting(s) {', '.join(unknown)}; valid: at_us, links, npus")
-    at = cfg.get("at_us")
+        raise ConfigError(f"unknown fault setting(s) {', '.join(unknown)}; valid: {', '.join(valid)}")
+    at, frac = cfg.get("at_us"), cfg.get("at_fraction")
     links = parse_links(cfg.get("links") or [], "fault.links")
     npus = cfg.get("npus") or []
-    if at is None:
-        if links.size or npus:
-            raise ConfigError("fault.links/fault.npus need fault.at_us (when they fail, in µs)")
+    nrand = cfg.get("random_links") or 0
+    if isinstance(nrand, bool) or not isinstance(nrand, (int, np.integer)) or nrand < 0:
+        raise ConfigError(f"fault.random_links must be a non-negative integer, got {nrand!r}")
+    if at is None and frac is None:
+        if links.size or npus or nrand:
+            raise ConfigError("fault.links/fault.npus/fault.random_links need fault.at_us or fault.at_fraction "
+                              "(when they fail)")
         return None
     orig = topo.meta.get("original_ids")
     to_id = ({int(o): i for i, o in enumerate(orig)} if orig is not None
@@ -156,11 +181,51 @@ def fault_from_config(cfg: Mapping[str, Any] | None, topo: Topology) -> Fault | 
     if isinstance(npus, (str, bytes)) or not hasattr(npus, "__iter__"):
         raise ConfigError(f"fault.npus must be a list of NPU ids, got {npus!r}")
     dead = tuple(mapped(v, "fault.npus") for v in npus)
-    f = Fault(at, pairs, dead, configured={"links": links.tolist(), "npus": [int(v) for v in npus]})
-    f.failed_link_ids(topo)  # every listed link exists
-    if len(f.npus) >= topo.num_npus:
+    if len(set(dead)) >= topo.num_npus:
         raise TopologyError("fault.npus lists every NPU: nothing would remain")
-    return f
+    if pairs:
+        Fault(0.0, pairs, dead).failed_link_ids(topo)  # every listed link exists
+    if nrand:
+        pairs = pairs + random_links(topo, int(nrand), seed, pairs, dead)
+    return Fault(at, pairs, dead, configured={"links": links.tolist(), "npus": [int(v) for v in npus],
+                                              "random_links": int(nrand)}, at_fraction=frac)
+
+
+def random_links(topo: Topology, count: int, seed: int, failed=(), dead=()) -> tuple:
+    """``count`` random links (each with its reverse, when it exists) whose failure, on top of the links
+    ``failed`` and the NPUs ``dead``, leaves the NPUs that survive strongly connected; drawn from ``seed``.
+
+    >>> from tacos_bench.generators import torus2d
+    >>> random_links(torus2d(4, 4), 2, seed=3) == random_links(torus2d(4, 4), 2, seed=3)
+    True
+    """
+    rng = np.random.default_rng([int(seed), 0xFA17])
+    chosen, dead = list(failed), list(dead)
+    out: list = []
+    tries = 0
+    while _groups(out) < count:
+        if tries > 100 * max(count, 1):
+            raise TopologyError(f"fault.random_links={count}: no more links can fail without cutting "
+                                f"{topo.name} apart")
+        tries += 1
+        l = int(rng.integers(topo.num_links))
+        u, v = int(topo.src[l]), int(topo.dst[l])
+        pair = [(u, v)] + ([(v, u)] if topo.has_link(v, u) else [])
+        if any(p in chosen or p in out for p in pair) or u in dead or v in dead:
+            continue
+        sub = Fault(0.0, tuple(chosen + out + pair), tuple(dead)).surviving_topology(topo)
+        part = remove_npus(sub, dead) if dead else sub
+        try:
+            part.check_strongly_connected()
+        except TopologyError:
+            continue
+        out += pair
+    return tuple(out)
+
+
+def _groups(pairs: list) -> int:
+    """Links counted once per direction pair."""
+    return len({tuple(sorted(p)) for p in pairs})
 
 
 @dataclass

@@ -425,3 +425,43 @@ def unequal_servers(sizes: Sequence[int], intra: tuple[float, float] = (150.0, 0
                     edges.append((base[s] + i, base[s2] + i, *inter))
     return Topology.from_edges(int(base[-1]), edges, name=name or "unequal" + "-".join(map(str, sz)),
                                kind="unequal_servers", sizes=sz)
+
+
+def random_directed(n: int, out_degree: int = 3, seed: int = 0, bws: Sequence[float] = (25.0, 50.0, 100.0),
+                    lats: Sequence[float] = (0.5, 1.0, 2.0), name: str | None = None) -> Topology:
+    """A random asymmetric, heterogeneous, strongly connected directed graph, from ``seed``.
+
+    A directed cycle through a seeded permutation of the NPUs makes it strongly connected; every NPU then
+    gets links to random other NPUs until it has ``out_degree`` out-links (never a link in both
+    directions by construction, so ``u->v`` and ``v->u`` differ in presence, bandwidth and latency). Each
+    link draws its bandwidth from ``bws`` and its latency from ``lats``.
+
+    Examples
+    --------
+    >>> t = random_directed(16, 3, seed=1)
+    >>> t.num_npus, t.num_links, t.is_symmetric
+    (16, 48, False)
+    >>> bool(np.array_equal(t.dst, random_directed(16, 3, seed=1).dst))
+    True
+    """
+    n = _check_positive_int("random_directed n", n, 2)
+    k = _check_positive_int("random_directed out_degree", out_degree)
+    if k > n - 1:
+        raise TopologyError(f"random_directed: out_degree {k} needs more than {n} NPUs")
+    for b in bws:
+        _check_bw_lat("random_directed", b, min(lats))
+    rng = np.random.default_rng(int(seed))
+    perm = rng.permutation(n)
+    links = {(int(perm[i]), int(perm[(i + 1) % n])) for i in range(n)}
+    for u in range(n):
+        others = [v for v in rng.permutation(n).tolist() if v != u]
+        for v in others:
+            if sum(1 for a, _ in links if a == u) >= k:
+                break
+            if (u, v) not in links and (v, u) not in links:
+                links.add((u, v))
+    pairs = sorted(links)
+    bw = rng.choice(np.asarray(bws, float), size=len(pairs))
+    lat = rng.choice(np.asarray(lats, float), size=len(pairs))
+    return Topology(n, np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs]), bw, lat,
+                    name=name or f"random{n}d{k}s{int(seed)}", meta={"kind": "random_directed", "seed": int(seed)})

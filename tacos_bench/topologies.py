@@ -19,9 +19,12 @@ and ``lat`` µs, default 50 and 0.5):
   (:func:`~tacos_bench.generators.three_tier`)
 - ``unequal<A>-<B>-...``: servers of A, B, ... NPUs on a ring of servers, rails where they exist
   (:func:`~tacos_bench.generators.unequal_servers`)
+- ``random<N>d<D>s<SEED>``: a random asymmetric heterogeneous strongly connected graph of ``N`` NPUs with
+  out-degree ``D``, links of 25/50/100 GiB/s and 0.5/1/2 µs drawn from ``SEED``
+  (:func:`~tacos_bench.generators.random_directed`)
 
 :func:`build_topology` takes the mapping of a ``conf/topo`` YAML file (keys
-``name, kind, dims, bw_GiBps, lat_us, path, params, failed_npus, subset,
+``name, kind, dims, bw_GiBps, lat_us, path, params, failed_npus, failed_links, subset,
 subset_mode``), the Hydra ``topo`` group of ``run.py``.
 """
 
@@ -41,7 +44,8 @@ from .transforms import SUBSET_MODES, _as_ids, _induced
 
 NAME_FORMS = ("ring<N>", "uniring<N>", "fc<N>", "switch<N>", "mesh<X>x<Y>[x<Z>...]", "torus<X>x<Y>[x<Z>...]",
               "bhypercube<N>", "hypercube<N>", "dragonfly<G>x<R>", "hetero<N>", "hetero<SX>x<SY>x<P>",
-              "hetero_mesh<X>x<Y>", "three_tier<P>x<S>x<N>", "three_tier_ring<P>x<S>x<N>", "unequal<A>-<B>-...")
+              "hetero_mesh<X>x<Y>", "three_tier<P>x<S>x<N>", "three_tier_ring<P>x<S>x<N>", "unequal<A>-<B>-...",
+              "random<N>d<D>s<SEED>")
 
 KINDS = ("ring", "uniring", "fc", "switch", "mesh", "torus", "hypercube", "dragonfly", "hetero", "named", "file")
 
@@ -90,6 +94,8 @@ _NAMED: list[tuple[re.Pattern, Callable[..., Topology]]] = [
      lambda m, bw, lat: gen.three_tier(int(m[1]), int(m[2]), int(m[3]))),
     (re.compile(r"three_tier_ring(\d+)x(\d+)x(\d+)"),
      lambda m, bw, lat: gen.three_tier(int(m[1]), int(m[2]), int(m[3]), spine_links="ring")),
+    (re.compile(r"random(\d+)d(\d+)s(\d+)"),
+     lambda m, bw, lat: gen.random_directed(int(m[1]), int(m[2]), int(m[3]))),
     (re.compile(r"unequal(\d+(?:-\d+)+)"), lambda m, bw, lat: gen.unequal_servers([int(x) for x in m[1].split("-")])),
 ]
 

@@ -70,8 +70,12 @@ class FaultConf:
     """Links or NPUs failing at ``at_us`` during the collective; the rest is repaired (tacos_bench.repair)."""
 
     at_us: Optional[float] = None
+    # or: at this fraction of the healthy schedule's time (0.5 = mid-collective)
+    at_fraction: Optional[float] = None
     links: List[Any] = field(default_factory=list)
     npus: List[int] = field(default_factory=list)
+    # also this many random links (both directions where both exist), drawn from `seed`, never disconnecting
+    random_links: int = 0
 
 
 @dataclass

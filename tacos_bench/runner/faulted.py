@@ -48,13 +48,16 @@ def run_with_fault(problem: Problem, fault: Fault, solver: str, options: Mapping
         can = [n for n in solvers.available_solvers() if CAP_FROM_STATE in solver_class(n).capabilities]
         raise ConfigError(f"solver {solver!r} cannot start from a state, so it cannot repair after a fault "
                           f"(solvers that can: {', '.join(can)})")
-    fields.update(fault_at_us=fault.at_us, fault_links=len(fault.links), fault_npus=list(fault.configured.get(
-        "npus", [])) or None)
+    fields.update(fault_at_us=fault.at_us, fault_at_fraction=fault.at_fraction, fault_links=len(fault.links),
+                  fault_npus=list(fault.configured.get("npus", [])) or None,
+                  fault_random_links=fault.configured.get("random_links") or None)
     _, healthy = solve_and_verify(problem, solver, options, fields=fields)
     if not fields.get("valid"):
         return
     fields.update(healthy_time_us=fields["collective_time_us"], healthy_synthesis_time_s=fields["synthesis_time_s"],
                   valid=False, collective_time_us=None)
+    fault = fault.at(fields["healthy_time_us"])
+    fields["fault_at_us"] = fault.at_us
     log.info("healthy schedule: %.3f µs; %s", fields["healthy_time_us"], fault.describe())
     rep = repair(problem, healthy.to_schedule() if not hasattr(healthy, "chunk") else healthy, fault, solver, options)
     fields.update(rep.fields())

@@ -303,7 +303,7 @@ def run_job(cfg: Mapping[str, Any], out_dir, *, choices: Mapping[str, Any] | Non
         log.info("problem: %s", problem.describe())
         from ..faults import fault_from_config
 
-        fault = fault_from_config(_section(cfg, "fault"), problem.topology)
+        fault = fault_from_config(_section(cfg, "fault"), problem.topology, seed)
         stage = "solving"
         if fault is None:
             solve_and_verify(problem, str(solver_cfg.get("name")), options, out_dir=out_dir, csv=csv,

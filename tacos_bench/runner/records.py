@@ -121,7 +121,10 @@ FIELDS: tuple[Field, ...] = (
     Field("link_utilization", "", "verify", "busy link time / (links x collective time)"),
     # fault (fault.at_us set: tacos_bench.runner.faulted)
     Field("fault_at_us", "µs", "fault", "when the links/NPUs of the fault fail"),
-    Field("fault_links", "", "fault", "directed links listed in fault.links"),
+    Field("fault_at_fraction", "", "fault", "fault.at_fraction: the fault time as a fraction of healthy_time_us"),
+    Field("fault_links", "", "fault", "directed links that fail (fault.links and fault.random_links)"),
+    Field("fault_random_links", "", "fault", "fault.random_links: random links (with their reverse) drawn from "
+                                             "the seed"),
     Field("fault_npus", "", "fault", "NPUs listed in fault.npus, as configured"),
     Field("healthy_time_us", "µs", "fault", "verified time of the schedule without the fault"),
     Field("healthy_synthesis_time_s", "s", "fault", "synthesis time of that schedule"),
