@@ -1,26 +1,42 @@
 """Shared machinery of the exact backends (:mod:`solvers.milp`, :mod:`solvers.cpsat`).
 
-Both backends solve the same All-Gather model on the discretized time-expanded
-network of :mod:`solvers.ten`; this module builds the index structure of
-that model once (as numpy arrays), gets a warm start and a lower bound, runs
-the backend under one wall-clock deadline, maps the plan back to a continuous
-schedule and turns Reduce-Scatter / All-Reduce into All-Gathers through
-:func:`solvers.compose.solve_collective`.
+Both backends solve the same model of a copy collective (all_gather, broadcast,
+gather, scatter, all_to_all) on the discretized time-expanded network of
+:mod:`solvers.ten`; this module builds the index structure of that model once
+(as numpy arrays), gets a warm start and a lower bound, runs the backend under
+one wall-clock deadline, maps the plan back to a continuous schedule and turns
+the reducing collectives (Reduce-Scatter, Reduce, All-Reduce) into copy
+collectives through :func:`solvers.compose.solve_collective`.
 
-The model (binary ``x_i`` = candidate send ``i`` of :meth:`TimeExpandedNetwork.send_vars`):
+Chunk ``c`` starts at its source ``s_c`` and is *needed* by its destination
+``t_c`` (unicast: gather, scatter, all_to_all) or by every other NPU
+(multicast: all_gather, broadcast). The model (binary ``x_i`` = candidate send
+``i`` of :meth:`TimeExpandedNetwork.send_vars`, pruned to each chunk's
+reachable window):
 
-* **receipt** -- every NPU ``v`` other than the owner receives chunk ``c``
-  exactly once: ``sum_{i in R(c,v)} x_i = 1``;
-* **hold** -- ``h[c,u,k]`` (NPU ``u`` holds ``c`` at step ``k``) is at most
-  ``h[c,u,k-1]`` plus the receipts arriving at ``k``; a send needs its hold:
-  ``x_i <= h[c_i, src_i, step_i]`` (owners hold their chunks from step 0 and
-  need no variable). Holds are monotone; multicast (one hold feeding several
-  out-links) is free;
+* **receipt** -- an NPU ``v`` that needs chunk ``c`` receives it exactly once,
+  ``sum_{i in R(c,v)} x_i = 1``; a relay at most once;
+* **hold** (multicast) -- ``h[c,u,k]`` (NPU ``u`` holds ``c`` at step ``k``) is
+  at most ``h[c,u,k-1]`` plus the receipts arriving at ``k``; a send needs its
+  hold: ``x_i <= h[c_i, src_i, step_i]`` (sources hold their chunks from step 0
+  and need no variable). Holds are monotone; multicast (one hold feeding
+  several out-links) is free;
+* **flow** (unicast) -- a unicast chunk needs only the sends of one path in
+  time from its source to its destination (dropping the others keeps a plan
+  valid), so the sends of a chunk are a unit flow: ``sum out - sum in`` is 1 at
+  the source and 0 at a relay. The MILP writes causality as the relay's
+  inventory ``h[c,u,k] = h[c,u,k-1] + in_k - out_k`` in ``[0, 1]`` (no row per
+  send, and the LP relaxation of a flow over time); CP-SAT keeps the hold
+  clauses above, which propagate better;
+* **load** (unicast) -- the links supply at most ``sum_l d_l floor(H/d_l)``
+  link-steps and the chunks need at least their shortest paths; sends whose
+  detour exceeds that slack are no variables (:meth:`TimeExpandedNetwork.send_vars`),
+  and each link carries a minimum number of sends (redundant);
 * **link** -- a link of ``d`` steps carries at most one chunk in any window of
   ``d`` consecutive start steps;
-* **makespan** -- ``T >= sum_{i in R(c,v)} arrive_i x_i`` for every ``(c, v)``;
-  minimize ``T`` (integer steps, ``lb <= T <= H``);
-* **symmetry** (``chunks_per_npu > 1`` only) -- chunks of one owner are
+* **makespan** -- ``T >= sum_{i in R(c,v)} arrive_i x_i`` for every needed
+  ``(c, v)``; minimize ``T`` (integer steps, ``lb <= T <= H``);
+* **symmetry** -- chunks with the same source and destination(s) are
   interchangeable, so their arrival steps at one fixed NPU are ordered.
 """
 
@@ -33,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from tacos_bench.collective import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER
+from tacos_bench.collective import ALL_GATHER, ALL_REDUCE
 from tacos_bench.errors import SolverError, TacosError
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import Schedule
@@ -89,30 +105,51 @@ def _groups(keys: np.ndarray):
 
 @dataclass
 class AgModel:
-    """Index structure of the All-Gather TEN model, independent of the backend.
+    """Index structure of the TEN model of one copy collective, independent of the backend.
 
     Lists of index arrays into the send variables; backends turn them into
-    constraints. ``hold_*`` describe the hold variables: hold ``j`` is
-    ``(hold_chunk[j], hold_npu[j], hold_step[j])``; ``hold_prev[j]`` is the hold
-    one step earlier (``-1`` at its first step) and ``hold_in[j]`` the sends
-    arriving exactly then; ``send_hold[i]`` is the hold send ``i`` needs
-    (``-1`` if its source owns the chunk).
+    constraints. Receipt group ``g`` lists the candidate sends of chunk ``c`` to
+    NPU ``v`` (``receipt_key[g] = c * N + v``); ``receipt_required[g]`` says
+    whether ``v`` needs ``c`` (exactly one receipt, counted in the makespan) or
+    may relay it (at most one). ``hold_*`` describe the hold variables: hold
+    ``j`` is ``(hold_chunk[j], hold_npu[j], hold_step[j])``; ``hold_prev[j]`` is
+    the hold one step earlier (``-1`` at its first step), ``hold_in[j]`` the
+    sends arriving exactly then and ``hold_out[j]`` the sends leaving then.
+
+    A hold may be encoded as "received by step k": monotone, ``h[j] <= h[prev]
+    + sum(in)``, and a send needs the hold of its sender, ``send_hold[i]``
+    (``-1`` at the chunk's source); multicast chunks always are. For unicast
+    chunks (``unicast`` true) a backend may instead make the hold the relay's
+    inventory, ``h[j] = h[prev] + sum(in) - sum(out)``, whose being
+    non-negative is the causality (no constraint per send). Unicast chunks
+    also conserve flow per (chunk, NPU) other than the destination:
+    ``sum(flow_out[f]) - sum(flow_in[f]) = flow_supply[f]`` (1 at the source, 0
+    at a relay), and a link carries at least ``link_min`` of its sends
+    (redundant, see :func:`build_ag_model`).
     """
 
     ten: TimeExpandedNetwork
     sv: SendVars
     receipt: list[np.ndarray]
     receipt_key: np.ndarray          # (chunk, npu) per receipt group, as chunk*N + npu
+    receipt_required: np.ndarray     # bool per receipt group
     capacity: list[np.ndarray]
     hold_chunk: np.ndarray
     hold_npu: np.ndarray
     hold_step: np.ndarray
     hold_prev: np.ndarray
     hold_in: list[np.ndarray]
+    hold_out: list[np.ndarray]
     send_hold: np.ndarray
+    flow_in: list[np.ndarray]
+    flow_out: list[np.ndarray]
+    flow_supply: np.ndarray
     symmetry: list[tuple[np.ndarray, np.ndarray]]   # (receipts of c1, receipts of c2) at one NPU
+    symmetry_pairs: list[tuple[int, int, int]]      # the same as (c1, c2, NPU)
+    link_min: list[tuple[np.ndarray, int]]          # (sends on a link, fewest of them a plan can use)
     lb_steps: int
     ub_steps: int
+    unicast: bool = False
 
     @property
     def num_sends(self) -> int:
@@ -124,14 +161,29 @@ class AgModel:
 
 
 def build_ag_model(ten: TimeExpandedNetwork, lb_steps: int) -> AgModel:
-    """Index the model on ``ten`` (horizon ``ten.horizon``)."""
+    """Index the model of ``ten``'s copy collective on its horizon ``ten.horizon``.
+
+    Parameters
+    ----------
+    ten : TimeExpandedNetwork
+        The discretized problem, horizon included.
+    lb_steps : int
+        Proven lower bound on the makespan (the lower end of ``T``).
+
+    Returns
+    -------
+    AgModel
+    """
     sv = ten.send_vars()
     n, H = ten.num_npus, ten.horizon
-    owner = ten.owner
+    source = ten.source
+    unicast = ten.unicast
     # receipt groups
     rkey = sv.chunk * n + sv.dst
     order, ukeys, starts = _groups(rkey)
     receipt = [order[starts[g]:starts[g + 1]] for g in range(len(ukeys))]
+    rc, rv = np.divmod(ukeys, n)
+    required = ten.need[rc, rv] if len(ukeys) else np.zeros(0, dtype=bool)
     # link capacity: at most one chunk per window of d consecutive start steps. Windows
     # starting where the link has no candidate are dominated by the next one, so one
     # window per (link, candidate step) suffices.
@@ -148,10 +200,11 @@ def build_ag_model(ten: TimeExpandedNetwork, lb_steps: int) -> AgModel:
         members = lorder[lstarts[g0]:lstarts[g1 + 1]]
         if len(members) > 1:
             capacity.append(members)
-    # holds: (c, u) with u != owner, for steps from the first possible arrival to the last send step
-    need = sv.src != owner[sv.chunk]
+    # holds: (c, u) with u != source, for steps from the first possible arrival to the last send step
+    need = sv.src != source[sv.chunk]
     send_hold = np.full(len(sv), -1, dtype=np.int64)
-    hold_c, hold_u, hold_k, hold_prev, hold_in = [], [], [], [], []
+    hold_c, hold_u, hold_k, hold_prev, hold_in, hold_out = [], [], [], [], [], []
+    empty = np.zeros(0, np.int64)
     if np.any(need):
         nkey = sv.chunk[need] * n + sv.src[need]
         # last step at which (c, u) must be known to hold
@@ -162,9 +215,12 @@ def build_ag_model(ten: TimeExpandedNetwork, lb_steps: int) -> AgModel:
         akey = sv.chunk * n + sv.dst
         aorder, aukeys, astarts = _groups(akey * (H + 1) + sv.arrive)
         arr_at = {int(k): aorder[astarts[g]:astarts[g + 1]] for g, k in enumerate(aukeys)}
+        dep_at = {}
+        if unicast:
+            dorder, dukeys, dstarts = _groups((sv.chunk * n + sv.src) * (H + 1) + sv.step)
+            dep_at = {int(k): dorder[dstarts[g]:dstarts[g + 1]] for g, k in enumerate(dukeys)}
         earliest = ten.earliest_step()
         hold_index = {}
-        empty = np.zeros(0, np.int64)
         for key in sorted(last):
             c, u = divmod(key, n)
             k0 = int(earliest[c, u])
@@ -176,32 +232,63 @@ def build_ag_model(ten: TimeExpandedNetwork, lb_steps: int) -> AgModel:
                 hold_k.append(k)
                 hold_prev.append(prev)
                 hold_in.append(arr_at.get(key * (H + 1) + k, empty))
+                hold_out.append(dep_at.get(key * (H + 1) + k, empty))
                 hold_index[key * (H + 1) + k] = j
                 prev = j
         idx_need = np.flatnonzero(need)
         send_hold[idx_need] = [hold_index[(c * n + u) * (H + 1) + k] for c, u, k in
-                               zip(sv.chunk[idx_need].tolist(), sv.src[idx_need].tolist(), sv.step[idx_need].tolist())]
-    # symmetry among chunks of one owner (cpn > 1): order arrivals at NPU (owner + 1) mod n
-    symmetry = []
-    cpn = ten.problem.collective.chunks_per_npu
-    if cpn > 1 and n > 1:
+                               zip(sv.chunk[idx_need].tolist(), sv.src[idx_need].tolist(),
+                                   sv.step[idx_need].tolist())]
+    # flow conservation (unicast): a chunk's sends form one path from its source to its destination
+    flow_in, flow_out, flow_supply = [], [], []
+    if unicast and len(sv):
+        oorder, okeys, ostarts = _groups(sv.chunk * n + sv.src)
+        out_of = {int(k): oorder[ostarts[g]:ostarts[g + 1]] for g, k in enumerate(okeys)}
+        in_of = {int(k): receipt[g] for g, k in enumerate(ukeys.tolist()) if not required[g]}
+        for key in sorted(set(out_of) | set(in_of)):
+            c, u = divmod(key, n)
+            flow_in.append(in_of.get(key, empty))
+            flow_out.append(out_of.get(key, empty))
+            flow_supply.append(1 if u == source[c] else 0)
+    # symmetry: chunks with the same source and destination are interchangeable, so their
+    # arrivals at one NPU (the destination; for multicast chunks the source's successor) are ordered
+    symmetry, symmetry_pairs = [], []
+    dest = ten.destination
+    active = np.flatnonzero(ten.need.any(axis=1))
+    if n > 1 and active.size > 1:
         gidx = {int(k): g for g, k in enumerate(ukeys.tolist())}
-        for o in range(n):
-            v = (o + 1) % n
-            chunks = [o + j * n for j in range(cpn)]
-            for c1, c2 in zip(chunks[:-1], chunks[1:]):
-                g1, g2 = gidx.get(c1 * n + v), gidx.get(c2 * n + v)
-                if g1 is not None and g2 is not None:
-                    symmetry.append((receipt[g1], receipt[g2]))
-    return AgModel(ten, sv, receipt, ukeys, capacity,
+        cls = np.lexsort((active, dest[active], source[active]))
+        ch = active[cls]
+        for c1, c2 in zip(ch[:-1].tolist(), ch[1:].tolist()):
+            if source[c1] != source[c2] or dest[c1] != dest[c2]:
+                continue
+            v = int(dest[c1]) if dest[c1] >= 0 else (int(source[c1]) + 1) % n
+            g1, g2 = gidx.get(c1 * n + v), gidx.get(c2 * n + v)
+            if g1 is not None and g2 is not None:
+                symmetry.append((receipt[g1], receipt[g2]))
+                symmetry_pairs.append((c1, c2, v))
+    # Unicast load: all links together must supply the shortest-path link-steps of every chunk, and no
+    # link more than d floor(H/d), so each link is idle for at most the load slack. Redundant, but with
+    # little slack (a horizon at the load bound) it tells the solver that the links must be kept busy.
+    link_min = []
+    slack = ten.load_slack_steps()
+    if unicast and slack is not None and len(sv):
+        lorder2, lkeys2, lstarts2 = _groups(sv.link)
+        for g, li in enumerate(lkeys2.tolist()):
+            d = int(d_all[li])
+            least = -(-(d * (H // d) - slack) // d)
+            if least > 0:
+                link_min.append((lorder2[lstarts2[g]:lstarts2[g + 1]], int(least)))
+    return AgModel(ten, sv, receipt, ukeys, np.asarray(required, dtype=bool), capacity,
                    np.asarray(hold_c, np.int64), np.asarray(hold_u, np.int64), np.asarray(hold_k, np.int64),
-                   np.asarray(hold_prev, np.int64), hold_in, send_hold, symmetry, int(lb_steps), int(H))
+                   np.asarray(hold_prev, np.int64), hold_in, hold_out, send_hold, flow_in, flow_out,
+                   np.asarray(flow_supply, np.int64), symmetry, symmetry_pairs, link_min, int(lb_steps), int(H),
+                   unicast=unicast)
 
 
 def model_is_trivially_infeasible(model: AgModel) -> bool:
-    """True when some (chunk, NPU) has no candidate receipt within the horizon."""
-    ten = model.ten
-    return len(model.receipt) != ten.num_chunks * (ten.num_npus - 1)
+    """True when some NPU that needs a chunk has no candidate receipt of it within the horizon."""
+    return int(np.count_nonzero(model.receipt_required)) != int(model.ten.need.sum())
 
 
 def hint_vector(model: AgModel, plan) -> np.ndarray | None:
@@ -220,14 +307,31 @@ def hint_vector(model: AgModel, plan) -> np.ndarray | None:
     return x
 
 
-def hold_values(model: AgModel, x: np.ndarray) -> np.ndarray:
-    """True holds implied by send values ``x`` (for hints)."""
+def hold_values(model: AgModel, x: np.ndarray, inventory: bool = False) -> np.ndarray:
+    """Hold values implied by send values ``x`` (for hints).
+
+    Parameters
+    ----------
+    model : AgModel
+    x : ndarray
+        0/1 per send variable.
+    inventory : bool
+        ``False``: the chunk has arrived by the step; ``True`` (the MILP's unicast relays): it has arrived
+        and not been sent on by the step.
+    """
     n = model.ten.num_npus
     sv = model.sv
-    arrive_at = np.full(model.ten.num_chunks * n, np.iinfo(np.int64).max)
+    big = np.iinfo(np.int64).max
+    key = model.hold_chunk * n + model.hold_npu
     sel = np.flatnonzero(x > 0.5)
+    arrive_at = np.full(model.ten.num_chunks * n, big)
     np.minimum.at(arrive_at, sv.chunk[sel] * n + sv.dst[sel], sv.arrive[sel])
-    return (arrive_at[model.hold_chunk * n + model.hold_npu] <= model.hold_step).astype(np.int8)
+    held = arrive_at[key] <= model.hold_step
+    if inventory:
+        leave_at = np.full(model.ten.num_chunks * n, big)
+        np.minimum.at(leave_at, sv.chunk[sel] * n + sv.src[sel], sv.step[sel])
+        held &= ~(leave_at[key] <= model.hold_step)
+    return held.astype(np.int8)
 
 
 # ---------------------------------------------------------------------------- warm start and bounds
@@ -251,14 +355,30 @@ def continuous_lower_bound_us(problem: Problem) -> tuple[float | None, str]:
 # The greedy rules tried for the warm start, best first on the studied topologies: the topology-aware rules
 # (greedy_plus), the tight homogeneous rule (optimal on tori and meshes) and the TACOS rule.
 WARM_RULES = (("greedy_plus", {}), ("greedy", {"chunk_order": "rarest", "matching": "maximum"}), ("greedy", {}))
+# Unicast data (gather, scatter, all_to_all) runs the greedy's routing engine, which takes chunk_order random
+# or farthest only: longest remaining path first, then the random order (best of a few restarts, which cost
+# little next to the model).
+UNICAST_WARM_RULES = (("greedy", {"chunk_order": "farthest"}), ("greedy", {"restarts": 4}))
+# stats key of a warm rule's TEN makespan where the All-Gather naming (warm_steps_<solver>[_tight]) clashes
+_WARM_STAT = {"greedy(chunk_order=farthest)": "warm_steps_greedy_farthest",
+              "greedy(restarts=4)": "warm_steps_greedy_random"}
+
+
+def warm_rules(problem: Problem) -> tuple[tuple[str, dict], ...]:
+    """The greedy rules worth trying as warm starts for ``problem`` (a copy collective, or a reducing one
+    whose copy phases decide)."""
+    copy = problem
+    if not problem.collective.copies:
+        copy = problem.with_collective(ALL_GATHER) if problem.kind == ALL_REDUCE else problem.mirror()
+    return UNICAST_WARM_RULES if copy.collective.unicast else WARM_RULES
 
 
 def greedy_schedules(problem: Problem, seed: int, time_limit_s: float | None):
-    """``(label, schedule or None, note)`` for each rule of :data:`WARM_RULES` (``time_limit_s`` shared)."""
+    """``(label, schedule or None, note)`` for each rule of :func:`warm_rules` (``time_limit_s`` shared)."""
     from .base import get_solver
 
     deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
-    for name, opts in WARM_RULES:
+    for name, opts in warm_rules(problem):
         label = name + ("" if not opts else "(" + ",".join(f"{k}={v}" for k, v in opts.items()) + ")")
         left = None if deadline is None else deadline - time.perf_counter()
         if left is not None and left <= 0:
@@ -288,7 +408,7 @@ class WarmStart:
 
 def best_warm_start(ten: TimeExpandedNetwork, seed: int, use_greedy: bool,
                     greedy_time_s: float | None) -> tuple[WarmStart, dict[str, Any]]:
-    """Best of the TEN list schedule and (if wanted) the greedy's rules (:data:`WARM_RULES`), snapped to the TEN."""
+    """Best of the TEN list schedule and (if wanted) the greedy's rules (:func:`warm_rules`), snapped to the TEN."""
     info: dict[str, Any] = {}
     plan = ten.list_schedule()
     best = WarmStart(plan, ten.plan_makespan_steps(plan[1], plan[2]), "ten_list")
@@ -306,7 +426,8 @@ def best_warm_start(ten: TimeExpandedNetwork, seed: int, use_greedy: bool,
                 notes[-1] = f"{label}: schedule not usable on the TEN ({e})"
                 continue
             gsteps = ten.plan_makespan_steps(gp[1], gp[2])
-            info[f"warm_steps_{label.split('(')[0]}" + ("_tight" if "(" in label else "")] = gsteps
+            stat = _WARM_STAT.get(label, f"warm_steps_{label.split('(')[0]}" + ("_tight" if "(" in label else ""))
+            info[stat] = gsteps
             if gsteps < best.steps or (gsteps == best.steps and best.source == "ten_list"):
                 best = WarmStart(gp, gsteps, label)
                 info["greedy_makespan_us"] = sched.makespan_us
@@ -352,7 +473,7 @@ def shared_status(status_map, native: str, has_solution: bool) -> str:
 
 @dataclass
 class AgResult:
-    """Outcome of one All-Gather sub-solve (in µs and steps)."""
+    """Outcome of one copy-collective sub-solve (in µs and steps)."""
 
     status: str
     schedule: Schedule | None
@@ -398,7 +519,8 @@ class ExactSolverBase(Solver):
 
         # the greedy's one-off numba compiles are not the exact solver's time
         total = 0.0
-        for name, rule in WARM_RULES:
+        rules = WARM_RULES + UNICAST_WARM_RULES if problem is None else warm_rules(problem)
+        for name, rule in rules:
             try:
                 s = get_solver(name)
             except SolverError:  # the warm start then falls back to the TEN list schedule
@@ -419,7 +541,7 @@ class ExactSolverBase(Solver):
         if problem.kind == ALL_REDUCE:
             n_sub = 1 if problem.topology.is_symmetric else 2
 
-        def ag_solve(agp: Problem) -> Schedule:
+        def copy_solve(agp: Problem) -> Schedule:
             key = _topology_key(agp)
             if key in cache:
                 parts.append(cache[key])
@@ -428,7 +550,7 @@ class ExactSolverBase(Solver):
             remaining_subs = n_sub - len(cache)
             if deadline is not None and remaining_subs > 1:
                 sub_deadline = time.perf_counter() + (deadline - time.perf_counter()) / remaining_subs
-            r = self._solve_all_gather(agp, sub_deadline, opts)
+            r = self._solve_copy(agp, sub_deadline, opts)
             cache[key] = r
             parts.append(r)
             if r.schedule is None:
@@ -436,7 +558,7 @@ class ExactSolverBase(Solver):
             return r.schedule
 
         try:
-            schedule = solve_collective(problem, ag_solve)
+            schedule = solve_collective(problem, copy_solve)
         except _NoSchedule as e:
             r = e.result
             res = SolveResult(r.status, None, None, r.bound_us if r.ten_exact else None, r.build_time_s,
@@ -473,9 +595,10 @@ class ExactSolverBase(Solver):
                                  "so its optimum and bound hold for the TEN, not for the continuous problem")
         ten_bounds = [p.bound_us for p in parts if p.bound_us is not None]
         stats["ten_bound_us"] = max(ten_bounds) if len(ten_bounds) == len(parts) else None
-        if problem.kind in (ALL_GATHER, REDUCE_SCATTER):
-            # Reduce-Scatter schedules are exactly the time-reversed All-Gathers of the
-            # reversed topology (each NPU sends its partial sum once), so the sub-status carries over.
+        if problem.kind != ALL_REDUCE:
+            # A copy collective is its one sub-solve. Reduce-Scatter / Reduce schedules are exactly the
+            # time-reversed All-Gathers / Broadcasts of the reversed topology (each NPU sends its partial
+            # sum of a chunk once, so the transfers of a chunk form an in-tree), so the sub-status carries over.
             p = parts[0]
             status = p.status if exact or p.status != "optimal" else "feasible"
             if p.status == "optimal" and not exact:
@@ -501,7 +624,8 @@ class ExactSolverBase(Solver):
         return SolveResult(status, schedule, obj, bound, build, solve_t, stats, msgs, stop_reason=stop,
                            solution_source=source, proof="lower_bound" if status == "optimal" else None)
 
-    def _solve_all_gather(self, problem: Problem, deadline: float | None, opts: ExactOptions) -> AgResult:
+    def _solve_copy(self, problem: Problem, deadline: float | None, opts: ExactOptions) -> AgResult:
+        """Solve one copy collective on the TEN by ``deadline`` (warm start, bounds, model, status)."""
         t0 = time.perf_counter()
         stats: dict[str, Any] = {}
         if problem.num_npus == 1:  # nothing to move
@@ -608,7 +732,7 @@ class ExactSolverBase(Solver):
                                 (H + 1) * tau, build, out.solve_time_s, stats, out.message, source="warm_start",
                                 proof="solver" if opt else None, **done)
             return AgResult("infeasible", None, None, (H + 1) * tau, build, out.solve_time_s, stats,
-                            out.message or f"no All-Gather plan within {H} steps", source=None, **done)
+                            out.message or f"no {ten.problem.kind} plan within {H} steps", source=None, **done)
         # no_solution / error: fall back to the warm plan if there is one
         if warm_sched is not None:
             stats.update(objective_steps=warm_steps, bound_steps=bound, source="warm_start")

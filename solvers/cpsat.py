@@ -1,21 +1,27 @@
 """CP-SAT (OR-Tools) on the discretized time-expanded network.
 
-Two formulations of the same All-Gather problem on the same TEN
-(:mod:`solvers.ten`, model notes in :mod:`solvers._exact_common`):
+Two formulations of the same copy-collective problem on the same TEN
+(:mod:`solvers.ten`, model notes in :mod:`solvers._exact_common`; reducing
+collectives by reversal):
 
-``model="time_indexed"`` (default)
+``model="time_indexed"`` (what ``auto``, the default, uses for all_gather and broadcast)
     Boolean ``x[c, link, step]`` and hold literals ``h[c, npu, step]``:
     ``ExactlyOne`` receipt per (chunk, NPU), ``AtMostOne`` per link window,
     clauses ``x -> h`` and ``h[k] -> h[k-1] or (arrivals at k)``; integer
-    makespan ``T >= sum(arrive * x)`` per (chunk, NPU), minimized.
-``model="interval"``
+    makespan ``T >= sum(arrive * x)`` per needed (chunk, NPU), minimized.
+    Unicast chunks: ``AtMostOne`` receipt per relay and flow conservation
+    (holds stay "received by step k", as clauses).
+``model="interval"`` (what ``auto`` uses for gather, scatter and all_to_all)
     Per (chunk, link) an optional fixed-size interval (presence ``p``, start
     ``s``) with ``NoOverlap`` per link, ``ExactlyOne`` incoming link per
     (chunk, NPU), an arrival variable ``a[c, v] = s + d`` when present, sends
     start after the sender's arrival, ``T >= a``. Horizon-independent size.
+    Unicast chunks: ``AtMostOne`` incoming link per relay and flow
+    conservation over the presences.
 
-docs/exact.md compares the two (the time-indexed one wins on the benchmark
-instances, hence the default).
+docs/exact.md compares the two: the time-indexed one wins on the All-Gather
+benchmark instances, the interval one on unicast data (gather, scatter,
+all_to_all); the default ``model="auto"`` picks accordingly.
 
 CP-SAT's portfolio needs several workers to prove optimality on these models
 (it never did with 2 workers in our measurements, even on 2 cores), so the
@@ -42,11 +48,12 @@ from dataclasses import dataclass
 
 from ._exact_common import (AgModel, ExactOptions, ExactSolverBase, ModelOutcome, _groups, hold_values, shared_status,
                             solver_time_limit)
-from .base import (CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_EXACT, CAP_OVERLAP, CAP_RANDOMIZED, CAP_REDUCE_SCATTER,
-                   CAP_THREADS, CAP_TIME_LIMIT, CAP_WARM_START)
+from .base import (CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_ALL_TO_ALL, CAP_BROADCAST, CAP_EXACT, CAP_GATHER, CAP_OVERLAP,
+                   CAP_RANDOMIZED, CAP_REDUCE, CAP_REDUCE_SCATTER, CAP_SCATTER, CAP_THREADS, CAP_TIME_LIMIT,
+                   CAP_WARM_START)
 from .options import option
 
-MODELS = ("time_indexed", "interval")
+MODELS = ("auto", "time_indexed", "interval")
 DEFAULT_WORKERS = 8
 # CP-SAT status name -> shared status (with a solution; without one "feasible" becomes "no_solution")
 CPSAT_STATUS = {"OPTIMAL": "optimal", "FEASIBLE": "feasible", "INFEASIBLE": "infeasible",
@@ -55,9 +62,19 @@ CPSAT_STATUS = {"OPTIMAL": "optimal", "FEASIBLE": "feasible", "INFEASIBLE": "inf
 
 @dataclass(frozen=True)
 class CpSatOptions(ExactOptions):
-    model: str = option("time_indexed", choices=MODELS, doc="formulation: time_indexed or interval")
+    model: str = option("auto", choices=MODELS, doc="formulation: time_indexed, interval, or auto (interval for "
+                                                    "gather, scatter and all_to_all, time_indexed otherwise)")
     num_workers: int | None = option(None, minimum=1, doc="CP-SAT workers (null: max(8, threads); fewer than 8 "
                                                           "rarely prove optimality, even on 2 cores)")
+
+
+def resolve_model(name: str, model: AgModel) -> str:
+    """The formulation ``auto`` stands for: ``interval`` for unicast data, where it settled the 8-step
+    All-to-All on the 4x4 torus in 0.6-1.0 s against 2.2-6.7 s (time-indexed; seeds 0-2, 8 workers on
+    2 cores), and ``time_indexed`` for multicast data, where it wins (docs/exact.md)."""
+    if name != "auto":
+        return name
+    return "interval" if model.unicast else "time_indexed"
 
 
 def _build_time_indexed(model: AgModel, hint):
@@ -69,13 +86,21 @@ def _build_time_indexed(model: AgModel, hint):
     h = [m.new_bool_var(f"h{j}") for j in range(model.num_holds)]
     T = m.new_int_var(model.lb_steps, model.ub_steps, "T")
     arrive = sv.arrive.tolist()
-    for idx in model.receipt:
+    required = model.receipt_required.tolist()
+    for g, idx in enumerate(model.receipt):
         il = idx.tolist()
+        if not required[g]:  # a relay: at most one receipt, no deadline of its own
+            m.add_at_most_one([x[i] for i in il])
+            continue
         m.add_exactly_one([x[i] for i in il])
         m.add(cp_model.LinearExpr.weighted_sum([x[i] for i in il], [arrive[i] for i in il]) <= T)
     for idx in model.capacity:
         m.add_at_most_one([x[i] for i in idx.tolist()])
     prev = model.hold_prev.tolist()
+    # Holds are "received by step k" for unicast chunks too (not the MILP's inventory): these clauses
+    # propagated better than the inventory's linear equalities (2.4-5.5 s against 3.8-15.7 s to settle the
+    # 8-step All-to-All on the 4x4 torus, seeds 0-2), and the flow constraints already keep a relay from
+    # sending twice.
     for j in range(model.num_holds):
         ins = [x[i] for i in model.hold_in[j].tolist()]
         support = ins + ([h[prev[j]]] if prev[j] >= 0 else [])
@@ -88,6 +113,10 @@ def _build_time_indexed(model: AgModel, hint):
     for i, j in enumerate(model.send_hold.tolist()):
         if j >= 0:
             m.add_implication(x[i], h[j])
+    for fin, fout, supply in zip(model.flow_in, model.flow_out, model.flow_supply.tolist()):
+        m.add(sum(x[i] for i in fout.tolist()) - sum(x[i] for i in fin.tolist()) == supply)
+    for idx, least in model.link_min:
+        m.add(sum(x[i] for i in idx.tolist()) >= least)
     for a, b in model.symmetry:
         wa = cp_model.LinearExpr.weighted_sum([x[i] for i in a.tolist()], [arrive[i] for i in a.tolist()])
         wb = cp_model.LinearExpr.weighted_sum([x[i] for i in b.tolist()], [arrive[i] for i in b.tolist()])
@@ -114,8 +143,9 @@ def _build_interval(model: AgModel, hint):
     ten = model.ten
     n = ten.num_npus
     d_all = ten.link_steps
-    owner = ten.owner
+    source = ten.source
     earliest = ten.earliest_step()
+    latest = ten.latest_step()
     H = ten.horizon
     # one optional interval per (chunk, link) that has any candidate step
     order, keys, starts = _groups(sv.chunk * ten.problem.num_links + sv.link)
@@ -127,36 +157,51 @@ def _build_interval(model: AgModel, hint):
     s = [m.new_int_var(int(kmin[g]), int(kmax[g]), f"s{g}") for g in range(P)]
     iv = [m.new_optional_fixed_size_interval_var(s[g], int(d_all[pl[g]]), p[g], f"iv{g}") for g in range(P)]
     T = m.new_int_var(model.lb_steps, model.ub_steps, "T")
+    # arrival of chunk c at NPU v, for every (c, v) with a candidate receipt (needed, or a relay)
     a = {}
-    for c in range(ten.num_chunks):
-        for v in range(n):
-            if v != owner[c]:
-                a[c, v] = m.new_int_var(int(earliest[c, v]), H, f"a{c}_{v}")
-                m.add(T >= a[c, v])
+    required = {}
+    for key, req in zip(model.receipt_key.tolist(), model.receipt_required.tolist()):
+        c, v = divmod(key, n)
+        a[c, v] = m.new_int_var(int(earliest[c, v]), int(min(H, latest[c, v])), f"a{c}_{v}")
+        required[c, v] = req
+        if req:
+            m.add(T >= a[c, v])
     topo = ten.problem.topology
     src, dst = topo.src[pl], topo.dst[pl]
     by_link: dict[int, list] = {}
     by_recv: dict[tuple[int, int], list[int]] = {}
+    by_send: dict[tuple[int, int], list[int]] = {}
     for g in range(P):
         c, li = int(pc[g]), int(pl[g])
         u, v = int(src[g]), int(dst[g])
         by_link.setdefault(li, []).append(iv[g])
         by_recv.setdefault((c, v), []).append(g)
+        by_send.setdefault((c, u), []).append(g)
         m.add(a[c, v] == s[g] + int(d_all[li])).only_enforce_if(p[g])
-        if u != owner[c]:
-            m.add(s[g] >= a[c, u]).only_enforce_if(p[g])
+        if u != source[c]:
+            if (c, u) in a:
+                m.add(s[g] >= a[c, u]).only_enforce_if(p[g])
+            else:  # u can never receive c in time
+                m.add(p[g] == 0)
     for ivs in by_link.values():
         if len(ivs) > 1:
             m.add_no_overlap(ivs)
-    for gs in by_recv.values():
-        m.add_exactly_one([p[g] for g in gs])
-    cpn = ten.problem.collective.chunks_per_npu
-    for o in range(n):  # interchangeable chunks of one owner: order their arrival at one NPU
-        v = (o + 1) % n
-        for j in range(cpn - 1):
-            c1, c2 = o + j * n, o + (j + 1) * n
-            if v != o:
-                m.add(a[c1, v] <= a[c2, v])
+    for cv, gs in by_recv.items():
+        if required[cv]:
+            m.add_exactly_one([p[g] for g in gs])
+        else:
+            m.add_at_most_one([p[g] for g in gs])
+    if model.unicast:  # one path per chunk (solvers._exact_common)
+        for c, u in sorted(set(by_send) | {cv for cv in by_recv if not required[cv]}):
+            m.add(sum(p[g] for g in by_send.get((c, u), [])) - sum(p[g] for g in by_recv.get((c, u), []))
+                  == int(u == source[c]))
+    if model.link_min:
+        group_of = {(int(c), int(li)): g for g, (c, li) in enumerate(zip(pc.tolist(), pl.tolist()))}
+        for idx, least in model.link_min:
+            gs = sorted({group_of[int(sv.chunk[i]), int(sv.link[i])] for i in idx.tolist()})
+            m.add(sum(p[g] for g in gs) >= least)
+    for c1, c2, v in model.symmetry_pairs:  # interchangeable chunks: order their arrival at one NPU
+        m.add(a[c1, v] <= a[c2, v])
     m.minimize(T)
     if hint is not None:
         chosen = np.flatnonzero(hint > 0)
@@ -184,14 +229,15 @@ def _build_interval(model: AgModel, hint):
 
 
 class CpSatSolver(ExactSolverBase):
-    """Exact All-Gather (and RS/AR by reversal) with OR-Tools CP-SAT on the TEN.
+    """Exact copy collectives (the reducing ones by reversal) with OR-Tools CP-SAT on the TEN.
 
     Options: :class:`CpSatOptions` (``mip_gap`` maps to ``relative_gap_limit``).
     """
 
     name = "cpsat"
-    capabilities = frozenset({CAP_ALL_GATHER, CAP_REDUCE_SCATTER, CAP_ALL_REDUCE, CAP_EXACT, CAP_TIME_LIMIT,
-                              CAP_WARM_START, CAP_THREADS, CAP_RANDOMIZED, CAP_OVERLAP})
+    capabilities = frozenset({CAP_ALL_GATHER, CAP_REDUCE_SCATTER, CAP_ALL_REDUCE, CAP_BROADCAST, CAP_REDUCE,
+                              CAP_GATHER, CAP_SCATTER, CAP_ALL_TO_ALL, CAP_EXACT, CAP_TIME_LIMIT, CAP_WARM_START,
+                              CAP_THREADS, CAP_RANDOMIZED, CAP_OVERLAP})
     Options = CpSatOptions
     STATUS_MAP = CPSAT_STATUS
 
@@ -199,7 +245,8 @@ class CpSatSolver(ExactSolverBase):
         from ortools.sat.python import cp_model
 
         t0 = time.perf_counter()
-        build_fn = _build_time_indexed if opts.model == "time_indexed" else _build_interval
+        formulation = resolve_model(opts.model, model)
+        build_fn = _build_time_indexed if formulation == "time_indexed" else _build_interval
         m, T, extract = build_fn(model, hint)
         proto = m.proto
         nv, nc = len(proto.variables), len(proto.constraints)
@@ -212,7 +259,7 @@ class CpSatSolver(ExactSolverBase):
             if left <= 0:
                 return ModelOutcome("no_solution", None, None, None, nv, nc, build, 0.0,
                                     message="time limit reached while building the CP-SAT model",
-                                    stats={"cpsat_model": opts.model, "cpsat_build_time_s": build},
+                                    stats={"cpsat_model": formulation, "cpsat_build_time_s": build},
                                     native="not started", limit="time_limit")
             prm.max_time_in_seconds = solver_time_limit(left, nv + nc)
         prm.num_workers = workers
@@ -223,7 +270,7 @@ class CpSatSolver(ExactSolverBase):
         code = solver.solve(m)
         solve_s = time.perf_counter() - t1
         name = solver.status_name(code)
-        stats = {"cpsat_status": name, "cpsat_model": opts.model, "num_workers": workers,
+        stats = {"cpsat_status": name, "cpsat_model": formulation, "num_workers": workers,
                  "cpsat_conflicts": int(solver.num_conflicts), "cpsat_branches": int(solver.num_branches),
                  "cpsat_build_time_s": build}
         has_sol = code in (cp_model.OPTIMAL, cp_model.FEASIBLE)

@@ -1,9 +1,11 @@
 """Time-indexed MILP on the discretized time-expanded network (PuLP; HiGHS or CBC).
 
 The model is the one described in :mod:`solvers._exact_common` (binary send
-variables ``x[c, link, step]``, continuous hold variables ``h[c, npu, step]``,
-exactly-once receipt, one chunk per link per window of its duration, integer
-makespan ``T`` minimized), built with PuLP 3.3's ``add_variable`` API and
+variables ``x[c, link, step]``, continuous hold variables ``h[c, npu, step]``
+-- monotone holds for multicast chunks, relay inventories with flow
+conservation for unicast ones --, exactly-once receipt where a chunk is needed,
+one chunk per link per window of its duration, integer makespan ``T``
+minimized), built with PuLP 3.3's ``add_variable`` API and
 solved by HiGHS (``backend="highs"``, default, through ``highspy``) or CBC
 (``backend="cbc"``, PuLP's bundled binary).
 
@@ -39,8 +41,9 @@ from dataclasses import dataclass
 
 from ._exact_common import (AgModel, ExactOptions, ExactSolverBase, ModelOutcome, hold_values, shared_status,
                             solver_time_limit)
-from .base import (CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_EXACT, CAP_OVERLAP, CAP_RANDOMIZED, CAP_REDUCE_SCATTER,
-                   CAP_THREADS, CAP_TIME_LIMIT, CAP_WARM_START)
+from .base import (CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_ALL_TO_ALL, CAP_BROADCAST, CAP_EXACT, CAP_GATHER, CAP_OVERLAP,
+                   CAP_RANDOMIZED, CAP_REDUCE, CAP_REDUCE_SCATTER, CAP_SCATTER, CAP_THREADS, CAP_TIME_LIMIT,
+                   CAP_WARM_START)
 from .options import option
 
 BACKENDS = ("highs", "cbc")
@@ -68,22 +71,48 @@ class MilpOptions(ExactOptions):
     backend: str = option("highs", choices=BACKENDS, doc="MILP solver: highs (via highspy) or cbc (PuLP's)")
 
 
-def _build_pulp(model: AgModel, hint: np.ndarray | None):
-    """The PuLP problem plus its variable lists."""
+class _BuildTimeout(Exception):
+    """The deadline passed while PuLP was still building the model."""
+
+    def __init__(self, prob):
+        super().__init__("time limit reached while building the MILP")
+        self.prob = prob
+
+
+# constraints added between two looks at the clock while building (PuLP adds ~100k rows per second)
+_BUILD_CHECK_EVERY = 4096
+
+
+def _build_pulp(model: AgModel, hint: np.ndarray | None, deadline: float | None = None):
+    """The PuLP problem plus its variable lists.
+
+    Building is pure Python (seconds for the 100k-row All-to-All models), so it
+    looks at ``deadline`` every few thousand rows and raises :class:`_BuildTimeout` past it.
+    """
     import pulp
 
     sv = model.sv
-    prob = pulp.LpProblem("tacos_ten_all_gather", pulp.LpMinimize)
+    prob = pulp.LpProblem(f"tacos_ten_{model.ten.problem.kind}", pulp.LpMinimize)
     x = [prob.add_variable(f"x{i}", 0, 1, pulp.LpBinary) for i in range(len(sv))]
     h = [prob.add_variable(f"h{j}", 0, 1, pulp.LpContinuous) for j in range(model.num_holds)]
     T = prob.add_variable("T", model.lb_steps, model.ub_steps, pulp.LpInteger)
     prob.setObjective(pulp.LpAffineExpression([(T, 1.0)]))
     LE, EQ = pulp.LpConstraintLE, pulp.LpConstraintEQ
     E = pulp.LpAffineExpression
-    add = prob.addConstraint
+    added = [0]
+
+    def add(constraint, name):
+        prob.addConstraint(constraint, name)
+        added[0] += 1
+        if deadline is not None and added[0] % _BUILD_CHECK_EVERY == 0 and time.perf_counter() >= deadline:
+            raise _BuildTimeout(prob)
     arrive = sv.arrive.tolist()
+    required = model.receipt_required.tolist()
     for g, idx in enumerate(model.receipt):
         il = idx.tolist()
+        if not required[g]:  # a relay: at most one receipt, no deadline of its own
+            add(pulp.LpConstraint(E([(x[i], 1.0) for i in il]), LE, rhs=1), f"relay{g}")
+            continue
         add(pulp.LpConstraint(E([(x[i], 1.0) for i in il]), EQ, rhs=1), f"recv{g}")
         add(pulp.LpConstraint(E([(x[i], float(arrive[i])) for i in il] + [(T, -1.0)]), LE, rhs=0), f"span{g}")
     for g, idx in enumerate(model.capacity):
@@ -93,17 +122,26 @@ def _build_pulp(model: AgModel, hint: np.ndarray | None):
         terms = [(h[j], 1.0)] + [(x[i], -1.0) for i in model.hold_in[j].tolist()]
         if prev[j] >= 0:
             terms.append((h[prev[j]], -1.0))
-        add(pulp.LpConstraint(E(terms), LE, rhs=0), f"hold{j}")
+        if model.unicast:  # inventory: what arrived and has not left yet
+            terms += [(x[i], 1.0) for i in model.hold_out[j].tolist()]
+            add(pulp.LpConstraint(E(terms), EQ, rhs=0), f"hold{j}")
+        else:
+            add(pulp.LpConstraint(E(terms), LE, rhs=0), f"hold{j}")
     for i, j in enumerate(model.send_hold.tolist()):
-        if j >= 0:
+        if j >= 0 and not model.unicast:  # unicast: the inventory being >= 0 is the causality
             add(pulp.LpConstraint(E([(x[i], 1.0), (h[j], -1.0)]), LE, rhs=0), f"cause{i}")
+    for f, (fin, fout) in enumerate(zip(model.flow_in, model.flow_out)):
+        terms = [(x[i], 1.0) for i in fout.tolist()] + [(x[i], -1.0) for i in fin.tolist()]
+        add(pulp.LpConstraint(E(terms), EQ, rhs=int(model.flow_supply[f])), f"flow{f}")
+    for g, (idx, least) in enumerate(model.link_min):
+        add(pulp.LpConstraint(E([(x[i], 1.0) for i in idx.tolist()]), pulp.LpConstraintGE, rhs=least), f"busy{g}")
     for g, (a, b) in enumerate(model.symmetry):
         terms = [(x[i], float(arrive[i])) for i in a.tolist()] + [(x[i], -float(arrive[i])) for i in b.tolist()]
         add(pulp.LpConstraint(E(terms), LE, rhs=0), f"sym{g}")
     if hint is not None:
         for var, val in zip(x, hint.tolist()):
             var.setInitialValue(val)
-        for var, val in zip(h, hold_values(model, hint).tolist()):
+        for var, val in zip(h, hold_values(model, hint, inventory=model.unicast).tolist()):
             var.setInitialValue(val)
         T.setInitialValue(int(np.max(sv.arrive[hint > 0])))
     return prob, x, T
@@ -347,18 +385,23 @@ def _solve_cbc(prob, cols, hint, deadline, opts: MilpOptions):
 
 
 class MilpSolver(ExactSolverBase):
-    """Exact All-Gather (and RS/AR by reversal) as a time-indexed MILP on the TEN. Options: :class:`MilpOptions`."""
+    """Exact copy collectives (all_gather, broadcast, gather, scatter, all_to_all; the reducing ones by
+    reversal) as a time-indexed MILP on the TEN. Options: :class:`MilpOptions`."""
 
     name = "milp"
-    capabilities = frozenset({CAP_ALL_GATHER, CAP_REDUCE_SCATTER, CAP_ALL_REDUCE, CAP_EXACT, CAP_TIME_LIMIT,
-                              CAP_WARM_START, CAP_THREADS, CAP_RANDOMIZED, CAP_OVERLAP})
+    capabilities = frozenset({CAP_ALL_GATHER, CAP_REDUCE_SCATTER, CAP_ALL_REDUCE, CAP_BROADCAST, CAP_REDUCE,
+                              CAP_GATHER, CAP_SCATTER, CAP_ALL_TO_ALL, CAP_EXACT, CAP_TIME_LIMIT, CAP_WARM_START,
+                              CAP_THREADS, CAP_RANDOMIZED, CAP_OVERLAP})
     Options = MilpOptions
     STATUS_MAP = {**{f"highs:{k}": v for k, v in HIGHS_STATUS.items()},
                   **{f"cbc:{k}": v for k, v in CBC_STATUS.items()}}
 
     def _run_model(self, model: AgModel, hint, deadline, opts: MilpOptions) -> ModelOutcome:
         t0 = time.perf_counter()
-        prob, x, T = _build_pulp(model, hint)
+        try:
+            prob, x, T = _build_pulp(model, hint, deadline)
+        except _BuildTimeout as e:
+            prob = e.prob
         nv, nc = prob.numVariables(), prob.numConstraints()
         build = time.perf_counter() - t0
         if deadline is not None and time.perf_counter() >= deadline:

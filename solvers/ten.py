@@ -35,12 +35,24 @@ schedule; the retimed continuous schedule is then only ever as fast as or
 faster than the TEN objective, never slower. A smaller ``tau`` narrows the gap
 at the price of a larger model.
 
-Model reduction used by both backends (All-Gather): each NPU other than the
-owner receives each chunk **exactly once**. Any valid plan stays valid when
-later duplicate deliveries are dropped (the receiver already held the chunk,
+Every copy collective
+---------------------
+The network serves every copy collective (all_gather, broadcast, gather,
+scatter, all_to_all): chunk ``c`` starts at ``problem.sources[c]`` and must
+reach ``problem.destinations[c]`` (``-1``: every NPU). A *multicast* chunk
+(every NPU needs it) may be copied along a tree; a *unicast* chunk (one
+destination) need only reach its destination, possibly relayed by other NPUs.
+Reducing collectives are mirrored copy collectives (:mod:`solvers.compose`).
+
+Model reduction used by both backends: each NPU receives each chunk **at most
+once** (exactly once where it needs it). Any valid plan stays valid when later
+duplicate deliveries are dropped (the receiver already held the chunk,
 earlier), so this loses no optimal solution while making "holds" implicit:
-NPU ``v`` holds chunk ``c`` at step ``k`` iff it owns it or one of its receipts
-arrives by ``k``; holds are therefore monotone by construction.
+NPU ``v`` holds chunk ``c`` at step ``k`` iff it is the source or one of its
+receipts arrives by ``k``; holds are therefore monotone by construction. A
+unicast chunk moreover needs only the chain of sends that brings it to its
+destination (:meth:`TimeExpandedNetwork.prune_plan` drops the rest): a simple
+path in time.
 
 Examples
 --------
@@ -64,7 +76,6 @@ from functools import cached_property
 
 import numpy as np
 
-from tacos_bench.collective import ALL_GATHER
 from tacos_bench.errors import SolverError
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import COPY, Schedule
@@ -73,6 +84,26 @@ from tacos_bench.schedule import COPY, Schedule
 # exact multiple of tau up to float noise must not get an extra step.
 ROUND_TOL = 1e-9
 UNREACHABLE = np.iinfo(np.int64).max // 4
+
+
+def _min_steps(d: np.ndarray, count: int, weighted: bool = False) -> int:
+    """Fewest steps ``T`` in which links of ``d`` steps each can carry ``count`` chunks.
+
+    A link of ``d_l`` steps completes at most ``floor(T / d_l)`` sends by step ``T``. Unweighted, ``count``
+    is a number of sends; weighted, a number of busy link-steps (``d_l`` per send).
+    """
+    if count <= 0:
+        return 0
+    d = np.asarray(d, dtype=np.int64)
+    if d.size == 0:
+        return UNREACHABLE
+    w = d if weighted else np.ones_like(d)
+    # floor(T/d) <= T/d puts the answer at or above count / rate; start a step below that, so float
+    # rounding of the rate can never start above the answer
+    T = max(0, int(count / float(np.sum(w / d))) - 1)
+    while int(np.sum(w * (T // d))) < count:
+        T += 1
+    return T
 
 
 @dataclass(frozen=True, eq=False)
@@ -96,14 +127,14 @@ class SendVars:
 
 @dataclass(frozen=True, eq=False)
 class TimeExpandedNetwork:
-    """A step-discretized view of an All-Gather problem.
+    """A step-discretized view of a copy-collective problem.
 
     Build it with :meth:`build`; the constructor takes already-checked fields.
 
     Attributes
     ----------
     problem : Problem
-        The All-Gather problem.
+        The copy-collective problem (all_gather, broadcast, gather, scatter, all_to_all).
     tau_us : float
         Step length in µs.
     link_steps : ndarray of int64
@@ -122,20 +153,21 @@ class TimeExpandedNetwork:
     @classmethod
     def build(cls, problem: Problem, time_step_us: float | None = None,
               horizon_steps: int | None = None) -> "TimeExpandedNetwork":
-        """Discretize ``problem`` (an All-Gather).
+        """Discretize ``problem`` (a copy collective).
 
         Parameters
         ----------
         problem : Problem
-            Must be an All-Gather (Reduce-Scatter / All-Reduce go through
+            A copy collective (reducing ones go through their mirror,
             :func:`solvers.compose.solve_collective`).
         time_step_us : float, optional
             ``tau``; default the fastest link's chunk time.
         horizon_steps : int, optional
             ``H``; default the makespan of :meth:`list_schedule` (always feasible).
         """
-        if problem.kind != ALL_GATHER:
-            raise SolverError(f"the time-expanded network models all_gather only, got {problem.kind}")
+        if not problem.collective.copies:
+            raise SolverError(f"the time-expanded network models copy collectives only, got {problem.kind} "
+                              "(solve it through solvers.compose.solve_collective)")
         t = np.asarray(problem.link_time_us, dtype=np.float64)
         if time_step_us is None:
             tau = float(t.min())
@@ -180,9 +212,37 @@ class TimeExpandedNetwork:
         return bool(np.all(np.abs(self.link_steps * self.tau_us - t) <= ROUND_TOL * np.maximum(1.0, t)))
 
     @cached_property
+    def source(self) -> np.ndarray:
+        """NPU holding each chunk at step 0 (``problem.sources``)."""
+        return np.asarray(self.problem.sources, dtype=np.int64)
+
+    @property
     def owner(self) -> np.ndarray:
-        """Owner NPU of each chunk."""
-        return np.arange(self.num_chunks, dtype=np.int64) % self.num_npus
+        """All-Gather name of :attr:`source`."""
+        return self.source
+
+    @cached_property
+    def destination(self) -> np.ndarray:
+        """NPU that must receive each chunk (``-1``: every NPU; ``problem.destinations``)."""
+        return np.asarray(self.problem.destinations, dtype=np.int64)
+
+    @property
+    def unicast(self) -> bool:
+        """Every chunk has one destination (gather, scatter, all_to_all)."""
+        return bool(np.all(self.destination >= 0))
+
+    @cached_property
+    def need(self) -> np.ndarray:
+        """``(C, N)`` bool: NPU ``v`` must end up holding chunk ``c`` and does not hold it at step 0."""
+        C, n = self.num_chunks, self.num_npus
+        need = np.zeros((C, n), dtype=bool)
+        multi = self.destination < 0
+        need[multi] = True
+        uni = np.flatnonzero(~multi)
+        need[uni, self.destination[uni]] = True
+        need[np.arange(C), self.source] = False
+        need.setflags(write=False)
+        return need
 
     @cached_property
     def dist_steps(self) -> np.ndarray:
@@ -199,42 +259,101 @@ class TimeExpandedNetwork:
 
     def earliest_step(self) -> np.ndarray:
         """``(C, N)``: first step at which chunk ``c`` can be at NPU ``v``."""
-        return self.dist_steps[self.owner]
+        return self.dist_steps[self.source]
+
+    def latest_step(self) -> np.ndarray:
+        """``(C, N)``: last step at which chunk ``c`` may reach NPU ``v`` and still be of use by the horizon.
+
+        A multicast chunk is needed at ``v`` itself (``H``); a unicast chunk must still travel on to its
+        destination ``t`` (``H - dist[v, t]``, very negative where ``t`` is unreachable from ``v``).
+        """
+        C, n, H = self.num_chunks, self.num_npus, self.horizon
+        late = np.full((C, n), H, dtype=np.int64)
+        uni = np.flatnonzero(self.destination >= 0)
+        if uni.size:
+            late[uni] = H - self.dist_steps[:, self.destination[uni]].T
+        return late
 
     # ------------------------------------------------------------------ bounds
     def lower_bound_steps(self) -> int:
         """A valid lower bound on the TEN makespan (steps).
 
-        The larger of the distance bound (the farthest (owner, NPU) pair) and
-        the ingress bound (NPU ``v`` must receive every chunk it does not own;
-        in-link ``l`` delivers at most ``floor(T / d_l)`` chunks by step ``T``).
+        The largest of
+
+        * the distance bound: the farthest (source, NPU that needs the chunk) pair;
+        * the ingress bound: NPU ``v`` must receive every chunk it needs; in-link
+          ``l`` delivers at most ``floor(T / d_l)`` chunks by step ``T``;
+        * the egress bound: each chunk some other NPU needs leaves its source at
+          least once, on out-links with the same capacity;
+        * the link-count bound: every needed (chunk, NPU) pair takes one send of
+          its own, ``sum_l floor(T / d_l)`` in all;
+        * unicast chunks only, the load bound: chunk ``c`` keeps links busy for at
+          least ``dist[s_c, t_c]`` steps in all, out of ``sum_l d_l floor(T / d_l)``.
         """
-        dist_lb = int(self.earliest_step().max())
+        need = self.need
+        if not need.any():
+            return 0
         topo = self.problem.topology
-        need = self.num_chunks - self.problem.collective.chunks_per_npu
-        ingress_lb = 0
-        if need > 0:
-            for v in range(self.num_npus):
-                d_in = self.link_steps[topo.in_order[topo.in_ptr[v]:topo.in_ptr[v + 1]]]
-                T = int(math.ceil(need / np.sum(1.0 / d_in)))  # start below the answer
-                while np.sum(T // d_in) < need:
-                    T += 1
-                ingress_lb = max(ingress_lb, T)
-        return max(dist_lb, ingress_lb, 1 if need > 0 else 0)
+        d = self.link_steps
+        lb = max(1, int(self.earliest_step()[need].max()))
+        wanted = need.sum(axis=0)
+        for v in np.flatnonzero(wanted):
+            lb = max(lb, _min_steps(d[topo.in_order[topo.in_ptr[v]:topo.in_ptr[v + 1]]], int(wanted[v])))
+        leaving = np.bincount(self.source[need.any(axis=1)], minlength=self.num_npus)
+        for u in np.flatnonzero(leaving):
+            lb = max(lb, _min_steps(d[topo.out_ptr[u]:topo.out_ptr[u + 1]], int(leaving[u])))
+        lb = max(lb, _min_steps(d, int(need.sum())))
+        uni = np.flatnonzero((self.destination >= 0) & need.any(axis=1))
+        if uni.size:
+            hops = int(self.dist_steps[self.source[uni], self.destination[uni]].sum())
+            lb = max(lb, _min_steps(d, hops, weighted=True))
+        return lb
+
+    def load_slack_steps(self) -> int | None:
+        """Link-steps to spare within the horizon beyond the shortest paths of the unicast chunks.
+
+        By step ``H`` link ``l`` completes at most ``floor(H / d_l)`` sends of
+        ``d_l`` steps each, so all links together offer ``sum_l d_l floor(H / d_l)``
+        link-steps; each unicast chunk takes at least ``dist[s_c, t_c]`` of them.
+        A chunk's path can therefore exceed its shortest path by at most the
+        difference (negative: the horizon is too short). ``None`` when there is
+        no unicast chunk to move.
+        """
+        uni = np.flatnonzero((self.destination >= 0) & self.need.any(axis=1))
+        if uni.size == 0:
+            return None
+        d = self.link_steps
+        cap = int(np.sum(d * (self.horizon // d)))
+        return cap - int(self.dist_steps[self.source[uni], self.destination[uni]].sum())
 
     # ------------------------------------------------------------------ model variables
     def send_vars(self) -> SendVars:
         """All sends that can be part of a plan within the horizon.
 
-        Pruned: a chunk never goes to its owner; it cannot leave ``u`` before
-        its shortest-path step to ``u``; it must arrive by ``H``.
+        Pruned: a chunk never goes back to its source, never leaves its one
+        destination, and is not sent at all when no NPU needs it; it cannot
+        leave ``u`` before its shortest-path step to ``u``; it must arrive at
+        ``v`` by :meth:`latest_step` (``H`` for multicast chunks; for unicast
+        chunks early enough to still reach the destination by ``H``, so a
+        relay is only considered within the chunk's reachable window), and a
+        unicast chunk's detour over a link may not exceed the load slack
+        (:meth:`load_slack_steps`).
         """
         topo = self.problem.topology
-        C, L, H = self.num_chunks, topo.num_links, self.horizon
-        earliest = self.earliest_step()                      # (C, N)
-        kmin = earliest[:, topo.src]                          # (C, L)
-        kmax = H - self.link_steps[None, :]                   # (1, L)
-        ok = self.owner[:, None] != topo.dst[None, :]
+        C, L = self.num_chunks, topo.num_links
+        kmin = self.earliest_step()[:, topo.src]                          # (C, L)
+        kmax = self.latest_step()[:, topo.dst] - self.link_steps[None, :]  # (C, L)
+        ok = (self.source[:, None] != topo.dst[None, :]) & self.need.any(axis=1)[:, None]
+        uni = self.destination >= 0
+        ok &= ~(uni[:, None] & (topo.src[None, :] == self.destination[:, None]))
+        slack = self.load_slack_steps()
+        if slack is not None:
+            # a unicast chunk sent on u->v travels at least dist[s,u] + d + dist[v,t]; what that adds to
+            # its shortest path comes out of the load slack shared by all chunks
+            D = self.dist_steps
+            s_, t_ = self.source[uni], self.destination[uni]
+            detour = D[s_][:, topo.src] + self.link_steps[None, :] + D[:, t_].T[:, topo.dst] - D[s_, t_][:, None]
+            ok[uni] &= detour <= slack
         count = np.where(ok, np.maximum(0, kmax - kmin + 1), 0).ravel()
         cc, ll = np.divmod(np.repeat(np.arange(C * L, dtype=np.int64), count), L)
         first = np.repeat(kmin.ravel(), count)
@@ -261,7 +380,7 @@ class TimeExpandedNetwork:
         n, C = self.num_npus, self.num_chunks
         arrive = step + self.link_steps[link]
         have = np.full((C, n), UNREACHABLE, dtype=np.int64)
-        have[np.arange(C), self.owner] = 0
+        have[np.arange(C), self.source] = 0
         np.minimum.at(have, (chunk, topo.dst[link]), arrive)
         late = have[chunk, topo.src[link]] > step
         if np.any(late):
@@ -275,14 +394,51 @@ class TimeExpandedNetwork:
             i = int(order[np.flatnonzero(clash)[0] + 1])
             raise SolverError(f"TEN plan: link {topo.src[link[i]]}->{topo.dst[link[i]]} carries two chunks "
                               f"at step {step[i]}")
-        if np.any(have >= UNREACHABLE):
-            c, v = np.argwhere(have >= UNREACHABLE)[0]
+        missing = (have >= UNREACHABLE) & self.need
+        if np.any(missing):
+            c, v = np.argwhere(missing)[0]
             raise SolverError(f"TEN plan: NPU {v} never receives chunk {c}")
+
+    def prune_plan(self, chunk, link, step) -> np.ndarray:
+        """Indices (sorted) of the sends of a causal plan that matter.
+
+        The first receipt of each (chunk, NPU) only, none back into the
+        chunk's source; for a unicast chunk only the chain of first receipts
+        that ends at its destination (walked back from there; every hop of the
+        walk arrives strictly earlier, so it ends at the source). Dropping the
+        rest keeps a plan valid and its makespan no larger.
+        """
+        chunk = np.asarray(chunk, np.int64)
+        link = np.asarray(link, np.int64)
+        step = np.asarray(step, np.int64)
+        if chunk.size == 0:
+            return np.zeros(0, np.int64)
+        topo = self.problem.topology
+        n = self.num_npus
+        dst = topo.dst[link]
+        key = chunk * n + dst
+        o = np.lexsort((step, step + self.link_steps[link], key))  # earliest arrival first
+        first = np.ones(len(o), dtype=bool)
+        first[1:] = key[o][1:] != key[o][:-1]
+        keep = o[first]
+        keep = keep[dst[keep] != self.source[chunk[keep]]]
+        uni = self.destination[chunk[keep]] >= 0
+        if np.any(uni):
+            recv = {(int(chunk[i]), int(dst[i])): int(i) for i in keep[uni].tolist()}
+            on_path = []
+            for c in np.unique(chunk[keep[uni]]).tolist():
+                i = recv.get((c, int(self.destination[c])))
+                while i is not None:
+                    on_path.append(i)
+                    u = int(topo.src[link[i]])
+                    i = None if u == self.source[c] else recv.get((c, u))
+            keep = np.concatenate([keep[~uni], np.asarray(on_path, np.int64)])
+        return np.sort(keep)
 
     def to_schedule(self, chunk, link, step) -> Schedule:
         """Continuous schedule of a TEN plan, retimed as soon as possible in plan order.
 
-        Later duplicate deliveries of a chunk to an NPU are dropped. Start
+        Sends that do not matter are dropped first (:meth:`prune_plan`). Start
         times are never later than ``step * tau`` (see module docstring).
         """
         chunk = np.asarray(chunk, np.int64)
@@ -290,15 +446,7 @@ class TimeExpandedNetwork:
         step = np.asarray(step, np.int64)
         self.check_plan(chunk, link, step)
         topo = self.problem.topology
-        t = np.asarray(self.problem.link_time_us, dtype=np.float64)
-        arrive = step + self.link_steps[link]
-        # First receipt per (chunk, dst) only; earliest arrival wins.
-        key = chunk * self.num_npus + topo.dst[link]
-        o = np.lexsort((step, arrive, key))
-        first = np.ones(len(o), dtype=bool)
-        first[1:] = key[o][1:] != key[o][:-1]
-        keep = o[first]
-        keep = keep[topo.dst[link[keep]] != self.owner[chunk[keep]]]
+        keep = self.prune_plan(chunk, link, step)
         chunk, link, step = chunk[keep], link[keep], step[keep]
         # the plan's order on each link and its causality survive the replay (solvers.compose.retime)
         from .compose import retime
@@ -310,13 +458,14 @@ class TimeExpandedNetwork:
                       chunk_ready=np.zeros(self.num_chunks)).sorted()
 
     def from_schedule(self, schedule: Schedule):
-        """Snap a valid continuous All-Gather schedule onto the TEN (for warm starts).
+        """Snap a valid continuous schedule of the collective onto the TEN (for warm starts).
 
         Transfers are replayed in start-time order, each starting at the first
         step at which its sender holds the chunk and its link is free; later
-        duplicate deliveries are dropped. The result is a TEN plan
-        ``(chunk, link, step)`` whose makespan may exceed the continuous one
-        (durations round up).
+        duplicate deliveries are dropped, and so (:meth:`prune_plan`) are
+        unicast sends off the chunk's path to its destination. The result is a
+        TEN plan ``(chunk, link, step)`` whose makespan may exceed the
+        continuous one (durations round up).
         """
         topo = self.problem.topology
         link = topo.link_ids(schedule.src, schedule.dst)
@@ -325,7 +474,7 @@ class TimeExpandedNetwork:
         order = np.lexsort((schedule.end_us, schedule.start_us))
         n, C = self.num_npus, self.num_chunks
         held = np.full((C, n), UNREACHABLE, dtype=np.int64)
-        held[np.arange(C), self.owner] = 0
+        held[np.arange(C), self.source] = 0
         link_free = np.zeros(topo.num_links, dtype=np.int64)
         d = self.link_steps.tolist()
         out_c, out_l, out_k = [], [], []
@@ -345,25 +494,30 @@ class TimeExpandedNetwork:
             out_c.append(c)
             out_l.append(li)
             out_k.append(k)
-        if np.any(held >= UNREACHABLE):
-            raise SolverError("warm-start schedule does not complete the All-Gather")
-        return (np.asarray(out_c, np.int64), np.asarray(out_l, np.int64), np.asarray(out_k, np.int64))
+        if np.any((held >= UNREACHABLE) & self.need):
+            raise SolverError(f"warm-start schedule does not complete the {self.problem.kind}")
+        plan = (np.asarray(out_c, np.int64), np.asarray(out_l, np.int64), np.asarray(out_k, np.int64))
+        keep = self.prune_plan(*plan)
+        return tuple(a[keep] for a in plan)
 
     def list_schedule(self):
         """A simple always-feasible TEN plan (an upper bound for the horizon).
 
-        Step by step, every idle link sends a chunk its source holds and its
-        destination neither holds nor is already receiving, rarest chunk first
-        (ties: lowest id). Each step makes progress while the All-Gather is
-        unfinished (on a strongly connected topology some idle link always has
-        such a chunk), so this terminates.
+        Multicast chunks: step by step, every idle link sends a chunk its
+        source holds and its destination neither holds nor is already
+        receiving, rarest chunk first (ties: lowest id). Each step makes
+        progress while the collective is unfinished (on a strongly connected
+        topology some idle link always has such a chunk), so this terminates.
+        Unicast chunks: :meth:`_route_list_schedule`.
         """
+        if self.unicast:
+            return self._route_list_schedule()
         topo = self.problem.topology
         n, C, L = self.num_npus, self.num_chunks, topo.num_links
         d = self.link_steps
         has = np.zeros((n, C), dtype=bool)          # holds at the current step
         coming = np.zeros((n, C), dtype=bool)       # holds or is receiving
-        has[self.owner, np.arange(C)] = True
+        has[self.source, np.arange(C)] = True
         coming |= has
         link_free = np.zeros(L, dtype=np.int64)
         arrivals: dict[int, list[tuple[int, int]]] = {}
@@ -390,6 +544,62 @@ class TimeExpandedNetwork:
             k += 1
             if k > 10 * total * int(d.max()) + 10:  # cannot happen on a strongly connected topology
                 raise SolverError("TEN list schedule did not terminate")
+        return (np.asarray(out_c, np.int64), np.asarray(out_l, np.int64), np.asarray(out_k, np.int64))
+
+    def _route_list_schedule(self):
+        """Always-feasible plan for unicast chunks: store-and-forward along shortest paths.
+
+        Step by step, every idle out-link of an NPU sends, of the chunks
+        waiting there, the one with the longest remaining distance among those
+        for which the link is a first hop of a shortest path to the destination
+        (ties: lowest id). A waiting chunk always has such a link; if all of
+        them are busy they carry other chunks, so every step makes progress,
+        and every hop shortens the chunk's remaining distance: this terminates.
+        """
+        topo = self.problem.topology
+        n, L = self.num_npus, topo.num_links
+        d = self.link_steps.tolist()
+        D = self.dist_steps
+        dest = self.destination
+        dst_l = topo.dst.tolist()
+        waiting: list[list[int]] = [[] for _ in range(n)]
+        pending = 0
+        for c in np.flatnonzero(self.need.any(axis=1)).tolist():
+            waiting[int(self.source[c])].append(c)
+            pending += 1
+        link_free = [0] * L
+        arrivals: dict[int, list[tuple[int, int]]] = {}
+        out_c, out_l, out_k = [], [], []
+        out_ptr = topo.out_ptr.tolist()
+        k = 0
+        limit = 10 * (pending + 1) * n * int(self.link_steps.max()) + 10
+        while pending:
+            for v, c in arrivals.pop(k, []):
+                if v == dest[c]:
+                    pending -= 1
+                else:
+                    waiting[v].append(c)
+            for u in range(n):
+                if not waiting[u]:
+                    continue
+                left = D[u]
+                waiting[u].sort(key=lambda c: (-int(left[dest[c]]), c))
+                for li in range(out_ptr[u], out_ptr[u + 1]):
+                    if link_free[li] > k:
+                        continue
+                    v = dst_l[li]
+                    for pos, c in enumerate(waiting[u]):
+                        if D[u, dest[c]] == d[li] + D[v, dest[c]]:
+                            del waiting[u][pos]
+                            link_free[li] = k + d[li]
+                            arrivals.setdefault(k + d[li], []).append((v, c))
+                            out_c.append(c)
+                            out_l.append(li)
+                            out_k.append(k)
+                            break
+            k += 1
+            if k > limit:  # cannot happen on a strongly connected topology
+                raise SolverError("TEN routing list schedule did not terminate")
         return (np.asarray(out_c, np.int64), np.asarray(out_l, np.int64), np.asarray(out_k, np.int64))
 
     def describe(self) -> str:
