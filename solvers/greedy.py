@@ -34,14 +34,14 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from tacos_bench._memory import huge_zeros
-from tacos_bench.collective import ALL_GATHER
+from tacos_bench.collective import ALL_GATHER, GATHER, SCATTER
 from tacos_bench.errors import SolverError
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import COPY, Schedule
@@ -69,6 +69,9 @@ OUT_BUFFER_ROWS = 1 << 22
 ENGINES = ("auto", "classic", "scale", "tiered", "unicast")
 ROUTINGS = ("balanced", "adaptive")
 RESUME_STRETCH = 1.0
+# balanced routing tries several chunk orders while the routes have at most this many hops in all (1 try beyond)
+ROUTE_WORK = 1 << 20
+ROUTE_TRIES_MAX = 8
 PLUS_STRETCH = 0.5
 SCALE_MIN_PAIRS = 1 << 22
 # All-Gather schedules with more transfers than this come back as a CompactSchedule (tacos_bench.compact)
@@ -678,21 +681,38 @@ class _UnicastInstance:
         rng = np.array([kseed], np.uint64)
         room = self.hops(detour=self.stretch > 0)
         ptr = np.concatenate([[0], np.cumsum(room)]).astype(np.int64)
-        paths = np.empty(max(int(ptr[-1]), 1), np.int64)
-        plen = np.zeros(self.C, np.int64)
-        load = np.zeros(self.lsrc.size)
-        R.route(self.N, self.C, self.src_of, self.dst_of, self.D, self.out_ptr, self.ldst, self.lt, self.passes,
-                rng, ptr, plen, paths, load, self.stretch)
+        # routing orders are cheap next to scheduling on small problems: try several, keep the least loaded
+        tries = int(np.clip(ROUTE_WORK // max(int(ptr[-1]), 1), 1, ROUTE_TRIES_MAX))
+        best = None
+        for _ in range(tries):
+            paths = np.empty(max(int(ptr[-1]), 1), np.int64)
+            plen = np.zeros(self.C, np.int64)
+            load = np.zeros(self.lsrc.size)
+            R.route(self.N, self.C, self.src_of, self.dst_of, self.D, self.out_ptr, self.ldst, self.lt, self.passes,
+                    rng, ptr, plen, paths, load, self.stretch)
+            key = (float(load.max()) if load.size else 0.0, float(np.dot(load, load)))
+            if best is None or key < best[0]:
+                best = (key, paths, plen, load)
+        _, paths, plen, load = best
         total = int(plen.sum())
-        out = (np.empty(total, np.int64), np.empty(total, np.int64), np.empty(total), np.empty(total))
-        stats = np.zeros(1, np.int64)
-        n = R.run_routed(self.C, self.lsrc, self.ldst, self.lt, ptr, plen, paths, rng, out, stats)
-        if n != total:  # cannot happen: every route is a path of existing links
-            raise SolverError("the routed greedy left chunks undelivered")
+        # list scheduling is tight but for ties: as many tie-key draws, keep the earliest end
+        sched = None
+        for _ in range(tries):
+            out = (np.empty(total, np.int64), np.empty(total, np.int64), np.empty(total), np.empty(total))
+            stats = np.zeros(1, np.int64)
+            n = R.run_routed(self.C, self.lsrc, self.ldst, self.lt, ptr, plen, paths, rng, out, stats)
+            if n != total:  # cannot happen: every route is a path of existing links
+                raise SolverError("the routed greedy left chunks undelivered")
+            end = float(out[3].max()) if total else 0.0
+            if sched is None or end < sched[0]:
+                sched = (end, out, stats)
+            if load.size == 0 or end <= float(load.max()) * (1 + 1e-12):
+                break  # at the most loaded link's total: nothing can end sooner on these routes
+        _, out, stats = sched
         chunk, link, start, end = out
         return ((chunk, self.lsrc[link], self.ldst[link], start, end),
                 {"events": int(stats[0]), "max_link_load_us": float(load.max()) if load.size else 0.0,
-                 "route_passes": self.passes})
+                 "route_passes": self.passes, "route_tries": tries})
 
 
 class _TableSink:
@@ -968,8 +988,16 @@ class GreedySolver(Solver):
 
         def ag_solve(ag_problem: Problem) -> Schedule:
             st: dict = {}
-            sched = greedy_all_gather(ag_problem, seed=opts.seed, deadline=deadline, opts=opts, stats=st,
-                                      output=output, threads=threads)
+            if ag_problem.kind == GATHER and opts.routing == "balanced":
+                # a gather is the time-reversed scatter on the reversed links (as a reduce is a broadcast's):
+                # its root sends the farthest chunks first, which a sink cannot arrange
+                rev = Problem(ag_problem.topology.reversed(), replace(ag_problem.collective, kind=SCATTER))
+                sched = greedy_all_gather(rev, seed=opts.seed, deadline=deadline, opts=opts, stats=st,
+                                          output="table", threads=threads).time_reversed()
+                st["by_reversal"] = True
+            else:
+                sched = greedy_all_gather(ag_problem, seed=opts.seed, deadline=deadline, opts=opts, stats=st,
+                                          output=output, threads=threads)
             phases.append(st)
             return sched
 

@@ -9,7 +9,8 @@ import pytest
 
 @pytest.mark.parametrize("study,outputs", [
     ("study_allreduce", ["allreduce_vs_baselines.md", "allreduce_vs_baselines.png", "results.parquet"]),
-    ("study_ablation", ["ablation.md", "ablation_torus4x4.png", "results.parquet"]),
+    ("study_ablation", ["ablation.md", "ablation_torus4x4.png", "ablation_rules.png", "results.parquet"]),
+    ("study_collectives", ["collectives.md", "collectives.png", "collectives_failures.png", "results.parquet"]),
     ("study_message_size", ["message_size.md", "message_size_torus4x4_time.png", "results.parquet"]),
 ])
 def test_study_quick(root, tmp_path, study, outputs):
