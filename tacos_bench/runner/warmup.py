@@ -35,9 +35,25 @@ def warm_all(verbose: bool = True) -> dict[str, float]:
     het = hetero_cluster(2, 1, 2)
     part("greedy", greedy_warmup)
     part("bounds", lambda: [lower_bounds(Problem(t, Collective(k, 1, 1)))
-                            for t in (ring(4), het) for k in ("all_gather", "all_reduce")])
+                            for t in (ring(4), het) for k in ("all_gather", "all_reduce", "broadcast", "all_to_all")])
     part("baselines", lambda: [get_solver(n).solve(Problem(het, Collective("all_reduce", 1, 1)))
-                               for n in ("ring", "direct", "rhd", "dbt", "bfs")])
+                               for n in ("ring", "direct", "rhd", "dbt", "bfs")]
+         + [get_solver(n).solve(Problem(het, Collective(k, 1, 1)))
+            for n, k in (("pairwise", "all_to_all"), ("bruck", "all_to_all"), ("binomial", "scatter"),
+                         ("chain", "broadcast"), ("direct", "all_to_all"))])
+
+    def repair():
+        from solvers.compose import warm_retime
+        from solvers.repair import repair as run_repair
+        from tacos_bench.faults import Fault
+
+        warm_retime()
+        for kind in ("all_gather", "all_to_all"):
+            p = Problem(ring(4), Collective(kind, 1, 1))
+            h = get_solver("greedy").solve(p).schedule
+            run_repair(p, h, Fault(h.makespan_us / 2, links=((0, 1),)))
+
+    part("repair", repair)
 
     def compact():
         from solvers.greedy import greedy_all_gather
