@@ -135,7 +135,7 @@ def plot_bars(df, category: str, value: str, group: str, path, *, title="", ylab
         if spread:
             lo = np.array([g["min"].get(c, np.nan) for c in cats])
             hi = np.array([g["max"].get(c, np.nan) for c in cats])
-            yerr = np.vstack([mean - lo, hi - mean])
+            yerr = np.clip(np.vstack([mean - lo, hi - mean]), 0.0, None)  # rounding: a mean a hair below its min
             lows.append(np.nanmin(lo))
         lows.append(np.nanmin(mean))
         ax.bar(x + i * width, mean, width, label=str(gname), yerr=yerr, capsize=2 if spread else 0)
