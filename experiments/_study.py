@@ -92,9 +92,11 @@ def error_summary(df: pd.DataFrame) -> str:
     bad = df[(df["status"] == "error") | ~(df["valid"].astype("boolean").fillna(False))]
     if bad.empty:
         return "All runs verified.\n"
-    lines = [f"{len(bad)} run(s) did not yield a verified schedule (kept as error rows in the table):", ""]
-    for _, r in bad.iterrows():
-        lines.append(f"- {r.get('solver')} on {r.get('topology')}: {str(r.get('error'))[:200]}")
+    lines = [f"{len(bad)} run(s) did not yield a verified schedule (kept as error rows in the table); "
+             "identical messages counted once:", ""]
+    keys = bad.assign(_msg=bad["error"].astype(str).str.slice(0, 200))
+    for (solver, topo, msg), g in keys.groupby(["solver", "topology", "_msg"], sort=False, dropna=False):
+        lines.append(f"- {solver} on {topo}: {msg}" + (f" ({len(g)} runs)" if len(g) > 1 else ""))
     return "\n".join(lines) + "\n"
 
 

@@ -65,7 +65,10 @@ def sweeps(quick: bool) -> list[tuple[str, list[str]]]:
 
 def summarize(good: pd.DataFrame) -> pd.DataFrame:
     good = good.copy()
-    good["case"] = good["topology"] + " " + good["collective"] + " cpn" + good["chunks_per_npu"].astype(str)
+    # a topology with failed NPUs keeps its name (topology_kind says induced): it is a case of its own
+    failed = good.get("topology_kind", pd.Series("", index=good.index)).eq("induced")
+    good["case"] = (good["topology"] + failed.map({True: " (2 NPUs failed)", False: ""}) + " "
+                    + good["collective"] + " cpn" + good["chunks_per_npu"].astype(str))
     good["ratio"] = good["collective_time_us"] / good["lower_bound_us"]
     best = good.groupby(["case", "solver"])["collective_time_us"].min().unstack()
     bound = good.groupby("case")["lower_bound_us"].max()
@@ -82,11 +85,12 @@ def summarize(good: pd.DataFrame) -> pd.DataFrame:
         gap = wide["greedy"] - 1.0
         wide["gap_removed"] = ((wide["greedy"] - wide["greedy_plus"]) / gap).where(gap > 1e-9)
     # All-Reduce against the sum of its two phases' bounds (Reduce-Scatter + All-Gather of the same case)
-    phase = good.groupby(["topology", "chunks_per_npu", "collective"])["lower_bound_us"].max()
+    good["variant"] = good["topology"] + failed.map({True: " failed", False: ""})
+    phase = good.groupby(["variant", "chunks_per_npu", "collective"])["lower_bound_us"].max()
     for case, row in good.drop_duplicates("case").set_index("case").iterrows():
         if row["collective"] != "all_reduce" or "greedy_plus" not in best.columns:
             continue
-        key = (row["topology"], row["chunks_per_npu"])
+        key = (row["variant"], row["chunks_per_npu"])
         try:
             both = phase[key + ("reduce_scatter",)] + phase[key + ("all_gather",)]
         except KeyError:
@@ -116,6 +120,7 @@ def main():
     ag1 = good[(good["collective"] == "all_gather") & (good["chunks_per_npu"] == 1)
                & ~good["topology"].str.endswith("_lat0")].copy()
     ag1["time / bound"] = ag1["collective_time_us"] / ag1["lower_bound_us"]
+    ag1.loc[ag1.get("topology_kind", pd.Series("", index=ag1.index)).eq("induced"), "topology"] += " (2 failed)"
     figs = [plot_bars(ag1.sort_values("num_npus"), "topology", "time / bound", "solver", out / f"{NAME}.png",
                       title="All-Gather, 1 chunk per NPU: verified time / best lower bound", ylabel="time / bound")]
     cols = [c for c in ("case", "NPUs", "bound_us", "bound", "greedy", "greedy_plus", "hier", "best_baseline",
