@@ -29,6 +29,8 @@ def parse_args(description: str, default_out: str):
     ap.add_argument("--jobs", type=int, default=1, help="parallel jobs (joblib launcher when > 1)")
     ap.add_argument("--docs", default=None, help="also copy figures and the markdown table here (e.g. docs/studies)")
     ap.add_argument("--plot-only", action="store_true", help="re-plot from an existing results.parquet")
+    ap.add_argument("--parts", default=None,
+                    help="studies made of several sweeps: re-run only these (comma-separated), re-read the others")
     return ap.parse_args()
 
 

@@ -104,9 +104,11 @@ def main():
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     frames = []
+    rerun = None if args.parts is None else set(args.parts.split(","))
     for part, over in sweeps(args.quick):
         sub = out / part
-        frames.append(load(sub) if args.plot_only else run_sweep(NAME, sub, over, args.jobs))
+        keep = args.plot_only or (rerun is not None and part not in rerun)
+        frames.append(load(sub) if keep else run_sweep(NAME, sub, over, args.jobs))
     df = pd.concat(frames, ignore_index=True)
     df.to_parquet(out / "results.parquet", index=False)
     good = ok_rows(df)
