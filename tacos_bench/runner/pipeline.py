@@ -372,6 +372,12 @@ def summary_line(rec: Mapping[str, Any]) -> str:
     status = rec["status"] + (f" ({'; '.join(why)})" if why else "")
     jit = rec.get("jit_warmup_s") or 0.0
     compile_note = f"; one-off JIT compile {jit:.1f} s before it" if jit >= 0.5 else ""
+    fault = ""
+    if rec.get("repaired_time_us") is not None:
+        scratch = rec.get("scratch_time_us")
+        fault = (f"; repaired after the fault at {rec['fault_at_us']:.3f} µs in {rec['repair_synthesis_time_s']:.3f} s"
+                 f" (healthy {rec['healthy_time_us']:.3f} µs" + (f", from scratch {scratch:.3f} µs" if scratch else "")
+                 + ")")
     return (f"{rec['solver']} {rec['collective']} on {rec['topology']} ({rec['num_npus']} NPUs, cpn "
             f"{rec['chunks_per_npu']}): {rec['collective_time_us']:.3f} µs, {bound}, status {status}, "
-            f"verified, synthesis {rec['synthesis_time_s']:.3f} s{compile_note}")
+            f"verified, synthesis {rec['synthesis_time_s']:.3f} s{compile_note}{fault}")
