@@ -26,6 +26,8 @@ from tacos_bench.graph import pair_pop, pair_push
 from ._kernel_common import below
 
 FORWARD_REL = 1e-9
+# a route looks for a detour only when its worst link is within this fraction of the most loaded link
+DETOUR_HOT = 0.9
 
 
 @njit(cache=True, inline="always")
@@ -116,14 +118,15 @@ def max_hops(N, D, out_ptr, ldst, lt):
 
 
 @njit(cache=True)
-def _route_one(u, d, stretch, D, out_ptr, ldst, lt, load, rng, stamp, tag, nodes, fmax, fsq, nxt, path, alt):
+def _route_one(u, d, stretch, D, out_ptr, ldst, lt, load, rng, stamp, tag, nodes, fmax, fsq, nxt, path, alt, hot):
     """The best route of one chunk: the balanced shortest path or, with ``stretch > 0``, a detour whose first
     link leaves the shortest-path DAG and whose time is at most ``(1 + stretch)`` times the shortest, when
-    its (max load, added squares) is lower. Returns ``(hops, tag)``."""
+    its (max load, added squares) is lower; only routes whose worst link is within ``DETOUR_HOT`` of the most
+    loaded link so far (``hot[0]``) look for one. Returns ``(hops, tag)``."""
     tag += 1
     k = _best_path(u, d, D, out_ptr, ldst, lt, load, rng, stamp, tag, nodes, fmax, fsq, nxt, path)
-    if stretch <= 0.0:
-        return k, tag
+    if stretch <= 0.0 or fmax[u] < DETOUR_HOT * hot[0]:
+        return k, tag  # no detour asked for, or the route avoids the most loaded links anyway
     bm, bs = fmax[u], fsq[u]
     for l0 in range(out_ptr[u], out_ptr[u + 1]):
         w = ldst[l0]
@@ -160,6 +163,7 @@ def route(N, C, pos, dst_of, D, out_ptr, ldst, lt, passes, rng, path_ptr, path_l
     nxt = np.empty(N, np.int64)
     scratch = np.empty(N + 1, np.int64)
     alt = np.empty(N + 1, np.int64)
+    hot = np.zeros(1)  # the most loaded link seen (an upper bound once rip-ups lower loads)
     order = np.arange(C)
     for i in range(C - 1, 0, -1):
         j = below(rng, i + 1)
@@ -181,11 +185,13 @@ def route(N, C, pos, dst_of, D, out_ptr, ldst, lt, passes, rng, path_ptr, path_l
                     l = paths[path_ptr[c] + h]
                     load[l] -= lt[l]
             k, tag = _route_one(pos[c], dst_of[c], stretch, D, out_ptr, ldst, lt, load, rng, stamp, tag, nodes,
-                                fmax, fsq, nxt, scratch, alt)
+                                fmax, fsq, nxt, scratch, alt, hot)
             for h in range(k):
                 l = scratch[h]
                 paths[path_ptr[c] + h] = l
                 load[l] += lt[l]
+                if load[l] > hot[0]:
+                    hot[0] = load[l]
             path_len[c] = k
         if rnd == 0:  # later passes in seeded random order
             for i in range(C - 1, 0, -1):

@@ -72,6 +72,8 @@ RESUME_STRETCH = 1.0
 # balanced routing tries several chunk orders while the routes have at most this many hops in all (1 try beyond)
 ROUTE_WORK = 1 << 20
 ROUTE_TRIES_MAX = 8
+# initial holdings are deduplicated through a dense (NPU, chunk) table up to this size, else by sorting
+DENSE_PAIRS_MAX = 1 << 26
 PLUS_STRETCH = 0.5
 SCALE_MIN_PAIRS = 1 << 22
 # All-Gather schedules with more transfers than this come back as a CompactSchedule (tacos_bench.compact)
@@ -217,8 +219,25 @@ class _Static:
             dead = np.flatnonzero(~np.asarray(self.start.alive, bool))
             v = np.concatenate([np.asarray(self.start.hold_npu, np.int64), np.repeat(dead, self.C)])
             c = np.concatenate([np.asarray(self.start.hold_chunk, np.int64), np.tile(np.arange(self.C), dead.size)])
-        key = np.unique(v * self.C + c)
+        # a dense table is cheaper than sorting when it is small (a repair's state has ~N C / 2 pairs)
+        if self.N * self.C <= DENSE_PAIRS_MAX:
+            held = np.zeros(self.N * self.C, bool)
+            held[v * self.C + c] = True
+            key = np.flatnonzero(held)
+        else:
+            key = np.unique(v * self.C + c)
         return key // self.C, key % self.C
+
+
+def _set_bits(H: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> None:
+    """``H[r]`` bit ``c`` for every pair (bitsets of 64-bit words), through a packed boolean table when small."""
+    n, w = H.shape
+    if n * w * 64 <= DENSE_PAIRS_MAX and sys.byteorder == "little":  # packed bytes read as little-endian words
+        dense = np.zeros((n, w * 64), bool)
+        dense[rows, cols] = True
+        H |= np.packbits(dense, axis=1, bitorder="little").view(np.uint64)
+    else:
+        np.bitwise_or.at(H, (rows, cols >> 6), np.left_shift(np.uint64(1), (cols & 63).astype(np.uint64)))
 
 
 def _links_of(problem: Problem, start: StartState | None):
@@ -278,7 +297,7 @@ class _Instance(_Static):
         N, C, W, M = self.N, self.C, self.W, self.M
         H = np.zeros((N, W), dtype=np.uint64)
         hv, hc = self.initial_pairs()
-        np.bitwise_or.at(H, (hv, hc >> 6), np.left_shift(np.uint64(1), (hc & 63).astype(np.uint64)))
+        _set_bits(H, hv, hc)
         R = np.zeros((N, W), dtype=np.uint64)
         cur_chunk = np.full(M, -1, dtype=np.int64)
         cur_start = np.zeros(M)
@@ -603,6 +622,10 @@ class _UnicastInstance:
         else:
             self.farthest = opts.chunk_order == "farthest"
         self.routing, self.passes = opts.routing, int(opts.route_passes)
+        # a resumed run must beat a fresh synthesis on time: one routing order, no re-route pass
+        self.resumed = start is not None
+        if self.resumed:
+            self.passes = 0
         # detours pay off after a fault: the chunks left then have few shortest paths around the failed links
         # and greedy_plus tries them on any topology besides the shortest routes, keeping the faster schedule
         # (irregular graphs gain most, e.g. random32d3s1 All-to-All 1.43x -> 1.11x; on two-tier clusters the
@@ -697,7 +720,7 @@ class _UnicastInstance:
         room = self.hops(detour=stretch > 0)
         ptr = np.concatenate([[0], np.cumsum(room)]).astype(np.int64)
         # routing orders are cheap next to scheduling on small problems: try several, keep the least loaded
-        tries = int(np.clip(ROUTE_WORK // max(int(ptr[-1]), 1), 1, ROUTE_TRIES_MAX))
+        tries = 1 if self.resumed else int(np.clip(ROUTE_WORK // max(int(ptr[-1]), 1), 1, ROUTE_TRIES_MAX))
         best = None
         for _ in range(tries):
             paths = np.empty(max(int(ptr[-1]), 1), np.int64)

@@ -287,8 +287,12 @@ def state_at(problem: Problem, schedule: Schedule, fault: Fault) -> FaultState:
     pick = order[first]
     free = np.full(topo.num_links, T)
     if len(executed):
-        el = topo.link_ids(executed.src, executed.dst)
-        np.maximum.at(free, el, executed.end_us)
+        # the last use of each link: transfers on a link never overlap, so the latest end is its last
+        el, ee = link[keep], executed.end_us
+        o = np.lexsort((ee, el))
+        last = np.ones(o.size, bool)
+        last[:-1] = el[o][1:] != el[o][:-1]
+        free[el[o][last]] = np.maximum(T, ee[o][last])
     free[failed] = np.inf
     return FaultState(executed, hv[pick], hc[pick], ht[pick], free, alive,
                       lost=int(np.sum(flying & on_failed)), dropped=int(np.sum(~keep & ~(flying & on_failed))),
@@ -310,14 +314,15 @@ def check_repairable(problem: Problem, state: FaultState, fault: Fault) -> None:
         raise TopologyError(f"{fault.describe()}: chunk(s) {', '.join(map(str, lost[:5].tolist()))}"
                             f"{' ...' if lost.size > 5 else ''} have no copy left on a surviving NPU")
     sub = fault.surviving_topology(topo)
+    part = remove_npus(sub, np.flatnonzero(~alive)) if (~alive).any() else sub
+    try:
+        part.check_strongly_connected()
+        return  # every survivor reaches every other: each held chunk can reach whoever needs it
+    except TopologyError:
+        pass  # some survivors are cut off from others: look at what is still missing, pair by pair
     if topo.num_npus > REACH_EXACT_MAX_NPUS:
         # all-pairs reachability would not fit: ask for the survivors to stay strongly connected
-        part = remove_npus(sub, np.flatnonzero(~alive)) if (~alive).any() else sub
-        try:
-            part.check_strongly_connected()
-        except TopologyError:
-            raise TopologyError(f"{fault.describe()}: the surviving links cut the surviving NPUs apart") from None
-        return
+        raise TopologyError(f"{fault.describe()}: the surviving links cut the surviving NPUs apart")
     from .graph import hop_distances
 
     reach = hop_distances(topo.num_npus, np.asarray(sub.out_ptr, np.int64), np.asarray(sub.dst, np.int64)) >= 0
