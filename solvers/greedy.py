@@ -72,6 +72,7 @@ RESUME_STRETCH = 1.0
 # balanced routing tries several chunk orders while the routes have at most this many hops in all (1 try beyond)
 ROUTE_WORK = 1 << 20
 ROUTE_TRIES_MAX = 8
+RESUME_TRIES, RESUME_PASSES = 2, 1
 # initial holdings are deduplicated through a dense (NPU, chunk) table up to this size, else by sorting
 DENSE_PAIRS_MAX = 1 << 26
 PLUS_STRETCH = 0.5
@@ -622,10 +623,9 @@ class _UnicastInstance:
         else:
             self.farthest = opts.chunk_order == "farthest"
         self.routing, self.passes = opts.routing, int(opts.route_passes)
-        # a resumed run must beat a fresh synthesis on time: one routing order, no re-route pass
+        # a resumed run routes more thriftily than a fresh one (see _run_balanced)
         self.resumed = start is not None
-        if self.resumed:
-            self.passes = 0
+        self.thrifty = False
         # detours pay off after a fault: the chunks left then have few shortest paths around the failed links
         # and greedy_plus tries them on any topology besides the shortest routes, keeping the faster schedule
         # (irregular graphs gain most, e.g. random32d3s1 All-to-All 1.43x -> 1.11x; on two-tier clusters the
@@ -705,6 +705,12 @@ class _UnicastInstance:
                     {"events": int(stats[0]), "stale_queue_entries": int(stats[1]), "queue_pool": self.cap})
 
     def _run_balanced(self, kseed: np.uint64):
+        if self.resumed:
+            # a repair must beat a fresh synthesis on time: small ones route in 2 orders with 1 re-route pass
+            # (1 link failed at mid-collective, 3 seeds: torus8x8 All-to-All 1.00x a fresh run's time in 0.24x its
+            # synthesis time; without the pass 1.06x), large ones route once without passes (hetero512
+            # All-to-All: 6.5 s, a fresh run's time; with 1 pass 11 s)
+            self.thrifty = int(self.hops(detour=True).sum()) > ROUTE_WORK // ROUTE_TRIES_MAX
         best = None
         for stretch in self.stretches:
             arrays, counters = self._run_routed(kseed, stretch)
@@ -720,13 +726,15 @@ class _UnicastInstance:
         room = self.hops(detour=stretch > 0)
         ptr = np.concatenate([[0], np.cumsum(room)]).astype(np.int64)
         # routing orders are cheap next to scheduling on small problems: try several, keep the least loaded
-        tries = 1 if self.resumed else int(np.clip(ROUTE_WORK // max(int(ptr[-1]), 1), 1, ROUTE_TRIES_MAX))
+        most = RESUME_TRIES if self.resumed else ROUTE_TRIES_MAX
+        tries = 1 if self.thrifty else int(np.clip(ROUTE_WORK // max(int(ptr[-1]), 1), 1, most))
+        passes = 0 if self.thrifty else min(self.passes, RESUME_PASSES) if self.resumed else self.passes
         best = None
         for _ in range(tries):
             paths = np.empty(max(int(ptr[-1]), 1), np.int64)
             plen = np.zeros(self.C, np.int64)
             load = np.zeros(self.lsrc.size)
-            R.route(self.N, self.C, self.src_of, self.dst_of, self.D, self.out_ptr, self.ldst, self.lt, self.passes,
+            R.route(self.N, self.C, self.src_of, self.dst_of, self.D, self.out_ptr, self.ldst, self.lt, passes,
                     rng, ptr, plen, paths, load, stretch)
             key = (float(load.max()) if load.size else 0.0, float(np.dot(load, load)))
             if best is None or key < best[0]:
@@ -750,7 +758,7 @@ class _UnicastInstance:
         chunk, link, start, end = out
         return ((chunk, self.lsrc[link], self.ldst[link], start, end),
                 {"events": int(stats[0]), "max_link_load_us": float(load.max()) if load.size else 0.0,
-                 "route_passes": self.passes, "route_tries": tries})
+                 "route_passes": passes, "route_tries": tries})
 
 
 class _TableSink:
