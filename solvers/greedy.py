@@ -86,6 +86,8 @@ EVENT_BUFFER = 1 << 16
 # the schedule depends on the number of partitions, never on the number of threads. Changing it changes the
 # schedules (docs/scale.md).
 SCALE_PARTITIONS = 2
+# restart_work never asks for more runs than this
+AUTO_RESTARTS_MAX = 4
 
 
 # ---------------------------------------------------------------------------- options
@@ -98,6 +100,9 @@ class GreedyOptions(SolverOptions):
     link_tiebreak: str = option("earliest_finish", choices=LINK_TIEBREAKS,
                                 doc="which free in-link carries a chosen chunk (earliest_finish = TACOS)")
     restarts: int = option(1, minimum=1, doc="best of this many runs, seeds derived from `seed`")
+    restart_work: int = option(0, minimum=0,
+                               doc="small problems get more restarts: up to 4 while NPUs x chunks x restarts <= "
+                                   "restart_work (0: only `restarts`)")
     duplicates: bool = option(False, doc="a faster link may re-deliver a chunk in flight on a slower one")
     preempt: bool = option(False, doc="with duplicates, withdraw the slower in-flight copy")
     matching: str = option("greedy", choices=MATCHINGS,
@@ -157,6 +162,9 @@ class GreedyPlusOptions(GreedyOptions):
     import_gate: float = option(0.5, minimum=0.0, doc="gate of the near rule (see greedy)")
     link_order: str = option("fewest_first", choices=LINK_ORDERS, doc="the link with the fewest candidates first")
     group_matching: bool = option(True, doc="maximum matching of the cross-group links into each group")
+    # a pipelined broadcast's result depends on the seed (torus8x8, 8 chunks: 1.111x the bound for half the seeds,
+    # 1.000x for the others, as CP-SAT proves); on problems this small, 4 seeds cost milliseconds
+    restart_work: int = option(1 << 12, minimum=0, doc="more restarts on small problems (see greedy)")
 
 
 def restart_seeds(seed: int, restarts: int) -> np.ndarray:
@@ -166,6 +174,19 @@ def restart_seeds(seed: int, restarts: int) -> np.ndarray:
     True
     """
     return np.random.SeedSequence(int(seed)).generate_state(restarts, dtype=np.uint64)
+
+
+def restart_count(problem: Problem, opts: GreedyOptions) -> int:
+    """How many runs: ``opts.restarts``, or more on a small problem with ``restart_work``.
+
+    >>> from tacos_bench import Collective, Problem
+    >>> from tacos_bench.generators import torus2d
+    >>> p = Problem(torus2d(8, 8), Collective("broadcast", 8))
+    >>> restart_count(p, GreedyOptions()), restart_count(p, GreedyPlusOptions())
+    (1, 4)
+    """
+    auto = opts.restart_work // max(problem.num_npus * problem.num_chunks, 1)
+    return max(opts.restarts, min(AUTO_RESTARTS_MAX, auto))
 
 
 # ---------------------------------------------------------------------------- one All-Gather run
@@ -933,7 +954,7 @@ def greedy_all_gather(problem: Problem, *, seed: int = 0, deadline: float | None
         raise SolverError("compact output needs the scale engine (the default rule)")
     kernels = {"classic": _Instance, "scale": _ScaleInstance, "tiered": _TieredInstance, "unicast": _UnicastInstance}
     inst = kernels[engine](problem, opts) if start is None else kernels[engine](problem, opts, start)
-    seeds = restart_seeds(seed, opts.restarts)
+    seeds = restart_seeds(seed, restart_count(problem, opts))
     best = None
     makespans = []
     for i, ks in enumerate(seeds):
@@ -967,7 +988,7 @@ def greedy_all_gather(problem: Problem, *, seed: int = 0, deadline: float | None
         stats.update({
             "engine": engine,
             "output": output,
-            "restarts": opts.restarts,
+            "restarts": len(seeds),
             "restarts_run": len(makespans),
             "best_restart": i,
             "best_seed": ks,
