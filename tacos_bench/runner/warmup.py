@@ -55,11 +55,41 @@ def warm_all(verbose: bool = True) -> dict[str, float]:
 
     part("repair", repair)
 
+    def faulted():
+        # a run through a fault builds its arrays from the surviving links (writable, where a topology's
+        # are read-only), which numba compiles as other signatures of the same kernels; run the real
+        # pipeline on a tiny torus so none of them compiles inside a run
+        import tempfile
+
+        from .pipeline import run_job
+
+        def run(cfg, d):
+            rec = run_job(cfg, d)
+            if rec["status"] == "error":  # a warm-up that fails would leave the compile to the first real run
+                raise RuntimeError(f"warm-up run failed: {rec.get('error')}")
+
+        with tempfile.TemporaryDirectory() as d:
+            for solver in ("greedy", "greedy_plus"):
+                for kind in ("all_gather", "broadcast", "gather", "scatter", "all_to_all"):
+                    run({"solver": {"name": solver}, "topo": {"kind": "torus", "dims": [3, 3]},
+                         "collective": {"kind": kind, "buffer_mib": 1}, "seed": 0,
+                         "fault": {"at_fraction": 0.5, "links": [[0, 1, "both"]]}}, d)
+                run({"solver": {"name": solver}, "topo": {"kind": "torus", "dims": [3, 3], "failed_links": [[0, 1]]},
+                     "collective": {"kind": "all_to_all", "buffer_mib": 1}, "seed": 0}, d)
+
+    part("faults", faulted)
+
     def compact():
         from solvers.greedy import greedy_all_gather
         from tacos_bench.verify import check
 
         p = Problem(ring(4), Collective("all_gather", 1, 1))
+        check(p, greedy_all_gather(p, engine="scale", output="compact"))
+        # wider chunk ids (more than 65,536 chunks) and two link speeds are other signatures
+        p = Problem(ring(3), Collective("all_gather", 22_000, 64))
+        check(p, greedy_all_gather(p, engine="scale", output="compact"))
+        p = Problem(hetero_cluster(2, 2, 4), Collective("all_gather", 1, 1))
+        check(p, greedy_all_gather(p, engine="scale"))
         check(p, greedy_all_gather(p, engine="scale", output="compact"))
 
     part("compact", compact)
