@@ -76,6 +76,22 @@ def warm_all(verbose: bool = True) -> dict[str, float]:
                          "fault": {"at_fraction": 0.5, "links": [[0, 1, "both"]]}}, d)
                 run({"solver": {"name": solver}, "topo": {"kind": "torus", "dims": [3, 3], "failed_links": [[0, 1]]},
                      "collective": {"kind": "all_to_all", "buffer_mib": 1}, "seed": 0}, d)
+            run({"solver": {"name": "greedy"}, "topo": {"kind": "torus", "dims": [3, 3], "failed_npus": [4]},
+                 "collective": {"kind": "all_gather", "buffer_mib": 1}, "seed": 0}, d)
+            run({"solver": {"name": "greedy"}, "topo": {"kind": "torus", "dims": [3, 3]},
+                 "collective": {"kind": "all_gather", "buffer_mib": 1}, "seed": 0,
+                 "fault": {"at_fraction": 0.5, "npus": [4]}}, d)
+        # survivors cut apart: repairability is then decided pair by pair
+        from solvers.repair import repair as run_repair
+        from tacos_bench.errors import TopologyError
+        from tacos_bench.faults import Fault
+
+        p = Problem(ring(4), Collective("all_gather", 1, 1))
+        h = get_solver("greedy").solve(p).schedule
+        try:
+            run_repair(p, h, Fault(h.makespan_us / 2, links=((0, 1), (1, 0), (1, 2), (2, 1))))
+        except TopologyError:
+            pass
 
     part("faults", faulted)
 
@@ -89,6 +105,8 @@ def warm_all(verbose: bool = True) -> dict[str, float]:
         p = Problem(ring(3), Collective("all_gather", 22_000, 64))
         check(p, greedy_all_gather(p, engine="scale", output="compact"))
         p = Problem(hetero_cluster(2, 2, 4), Collective("all_gather", 1, 1))
+        check(p, greedy_all_gather(p, engine="scale"))
+        p = Problem(hetero_cluster(4, 4, 8), Collective("all_gather", 1, 1))
         check(p, greedy_all_gather(p, engine="scale"))
         check(p, greedy_all_gather(p, engine="scale", output="compact"))
 
