@@ -82,6 +82,14 @@ def below(rng, n):
 
 
 @njit(cache=True, inline="always")
+def shuffle(rng, a):
+    """``a`` in a uniformly random order, in place (Fisher-Yates on the run's stream)."""
+    for i in range(a.shape[0] - 1, 0, -1):
+        j = below(rng, i + 1)
+        a[i], a[j] = a[j], a[i]
+
+
+@njit(cache=True, inline="always")
 def below32(rng, n):
     """Uniform integer in ``[0, n)`` for n < 2**32 by multiply-shift (bias < n / 2**32, no division)."""
     return np.int64(((next_u64(rng) >> np.uint64(32)) * np.uint64(n)) >> np.uint64(32))

@@ -23,7 +23,7 @@ from numba import njit
 
 from tacos_bench.graph import pair_pop, pair_push
 
-from ._kernel_common import below
+from ._kernel_common import below, shuffle
 
 FORWARD_REL = 1e-9
 # a route looks for a detour only when its worst link is within this fraction of the most loaded link
@@ -165,9 +165,7 @@ def route(N, C, pos, dst_of, D, out_ptr, ldst, lt, passes, rng, path_ptr, path_l
     alt = np.empty(N + 1, np.int64)
     hot = np.zeros(1)  # the most loaded link seen (an upper bound once rip-ups lower loads)
     order = np.arange(C)
-    for i in range(C - 1, 0, -1):
-        j = below(rng, i + 1)
-        order[i], order[j] = order[j], order[i]
+    shuffle(rng, order)
     key = np.empty(C)
     for i in range(C):
         c = order[i]
@@ -194,9 +192,7 @@ def route(N, C, pos, dst_of, D, out_ptr, ldst, lt, passes, rng, path_ptr, path_l
                     hot[0] = load[l]
             path_len[c] = k
         if rnd == 0:  # later passes in seeded random order
-            for i in range(C - 1, 0, -1):
-                j = below(rng, i + 1)
-                order[i], order[j] = order[j], order[i]
+            shuffle(rng, order)
 
 
 @njit(cache=True, inline="always")

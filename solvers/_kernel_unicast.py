@@ -21,7 +21,7 @@ from numba import njit
 
 from tacos_bench.graph import dijkstra, pair_pop, pair_push
 
-from ._kernel_common import below
+from ._kernel_common import shuffle as shuffle_in_place
 
 ST_OK, ST_GROW, ST_STUCK = 0, 1, 2
 EVENT_REL = 1e-12
@@ -83,9 +83,7 @@ def run_unicast(N, C, lsrc, ldst, lt, out_ptr, D, src_of, dst_of, shuffle, farth
     hsize = 0
     order = np.arange(C)
     if shuffle:
-        for i in range(C - 1, 0, -1):
-            j = below(rng, i + 1)
-            order[i], order[j] = order[j], order[i]
+        shuffle_in_place(rng, order)
     if farthest:  # longest remaining path first (stable: the shuffled order breaks ties)
         key = np.empty(C)
         for i in range(C):
