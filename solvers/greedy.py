@@ -35,6 +35,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -232,9 +233,10 @@ class _Static:
         # the NPU holding each chunk at the start (all_gather: c mod N, broadcast: the root)
         self.src_of = np.ascontiguousarray(problem.sources, dtype=np.int64)
 
+    @cached_property
     def initial_pairs(self) -> tuple[np.ndarray, np.ndarray]:
         """Every (NPU, chunk) held at the start, once each, in (NPU, chunk) order; NPUs that need nothing
-        (failed, :class:`StartState`) count as holding every chunk."""
+        (failed, :class:`StartState`) count as holding every chunk. Computed once for all restarts."""
         if self.start is None:
             v, c = self.src_of, np.arange(self.C, dtype=np.int64)
         else:
@@ -313,13 +315,19 @@ class _Instance(_Static):
             self.rmax0 = np.zeros(1, dtype=np.int32)
             self.cnt0 = np.zeros((1, 1), dtype=np.int32)
 
+    @cached_property
+    def initial_bits(self) -> np.ndarray:
+        """:attr:`initial_pairs` as per-NPU bitsets (each run starts from a copy)."""
+        H = np.zeros((self.N, self.W), dtype=np.uint64)
+        _set_bits(H, *self.initial_pairs)
+        return H
+
     def run(self, kseed: np.uint64, bar=None):
         """One greedy run; returns the schedule columns and counters."""
         K = self.K
         N, C, W, M = self.N, self.C, self.W, self.M
-        H = np.zeros((N, W), dtype=np.uint64)
-        hv, hc = self.initial_pairs()
-        _set_bits(H, hv, hc)
+        H = self.initial_bits.copy()
+        hv, hc = self.initial_pairs
         R = np.zeros((N, W), dtype=np.uint64)
         cur_chunk = np.full(M, -1, dtype=np.int64)
         cur_start = np.zeros(M)
@@ -611,7 +619,7 @@ class _TieredInstance(_Static):
     def run(self, kseed: np.uint64):
         """One run; returns the schedule columns and counters."""
         K = self.K
-        hv, hc = self.initial_pairs()
+        hv, hc = self.initial_pairs
         total = self.N * self.C - hv.size
         out = (np.empty(total, np.int64), np.empty(total, np.int64), np.empty(total), np.empty(total))
         stats = np.zeros(K.NUM_STATS, np.int64)
@@ -644,9 +652,7 @@ class _UnicastInstance:
         else:
             self.farthest = opts.chunk_order == "farthest"
         self.routing, self.passes = opts.routing, int(opts.route_passes)
-        # a resumed run routes more thriftily than a fresh one (see _run_balanced)
         self.resumed = start is not None
-        self.thrifty = False
         # detours pay off after a fault: the chunks left then have few shortest paths around the failed links
         # and greedy_plus tries them on any topology besides the shortest routes, keeping the faster schedule
         # (irregular graphs gain most, e.g. random32d3s1 All-to-All 1.43x -> 1.11x; on two-tier clusters the
@@ -672,6 +678,11 @@ class _UnicastInstance:
         self.dst_of = np.ascontiguousarray(problem.destinations, dtype=np.int64)
         if start is not None:
             self._resume(start)
+        # a repair must beat a fresh synthesis on time: small ones route in 2 orders with 1 re-route pass
+        # (1 link failed at mid-collective, 3 seeds: torus8x8 All-to-All 1.00x a fresh run's time in 0.24x its
+        # synthesis time; without the pass 1.06x), large ones (routes of more hops in all than this) route once
+        # without passes (hetero512 All-to-All: 6.5 s, a fresh run's time; with 1 pass 11 s)
+        self.thrifty = self.resumed and int(self.hops(detour=True).sum()) > ROUTE_WORK // ROUTE_TRIES_MAX
         self.cap = max(1024, 8 * self.C)
 
     def _resume(self, start: StartState) -> None:
@@ -726,12 +737,6 @@ class _UnicastInstance:
                     {"events": int(stats[0]), "stale_queue_entries": int(stats[1]), "queue_pool": self.cap})
 
     def _run_balanced(self, kseed: np.uint64):
-        if self.resumed:
-            # a repair must beat a fresh synthesis on time: small ones route in 2 orders with 1 re-route pass
-            # (1 link failed at mid-collective, 3 seeds: torus8x8 All-to-All 1.00x a fresh run's time in 0.24x its
-            # synthesis time; without the pass 1.06x), large ones route once without passes (hetero512
-            # All-to-All: 6.5 s, a fresh run's time; with 1 pass 11 s)
-            self.thrifty = int(self.hops(detour=True).sum()) > ROUTE_WORK // ROUTE_TRIES_MAX
         best = None
         for stretch in self.stretches:
             arrays, counters = self._run_routed(kseed, stretch)

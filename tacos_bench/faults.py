@@ -287,12 +287,7 @@ def state_at(problem: Problem, schedule: Schedule, fault: Fault) -> FaultState:
     pick = order[first]
     free = np.full(topo.num_links, T)
     if len(executed):
-        # the last use of each link: transfers on a link never overlap, so the latest end is its last
-        el, ee = link[keep], executed.end_us
-        o = np.lexsort((ee, el))
-        last = np.ones(o.size, bool)
-        last[:-1] = el[o][1:] != el[o][:-1]
-        free[el[o][last]] = np.maximum(T, ee[o][last])
+        np.maximum.at(free, link[keep], executed.end_us)
     free[failed] = np.inf
     return FaultState(executed, hv[pick], hc[pick], ht[pick], free, alive,
                       lost=int(np.sum(flying & on_failed)), dropped=int(np.sum(~keep & ~(flying & on_failed))),
