@@ -153,40 +153,24 @@ def retime(problem: Problem, schedule: Schedule, *, link_free: np.ndarray, chunk
     """
     if not len(schedule):
         return schedule
-    topo = problem.topology
-    link = topo.link_ids(schedule.src, schedule.dst)
-    if np.any(link < 0):
-        raise SolverError("retime: the schedule uses a link the topology does not have")
-    order = np.lexsort((schedule.end_us, schedule.start_us))
-    start, end = _retime(order, link, schedule.chunk, schedule.src, schedule.dst,
-                         np.asarray(problem.link_time_us, dtype=np.float64),
-                         np.asarray(link_free, dtype=np.float64).copy(),
-                         np.asarray(chunk_ready, dtype=np.float64), np.asarray(problem.sources, np.int64),
-                         problem.num_npus, problem.num_chunks)
+    n, C = problem.num_npus, problem.num_chunks
+    # the owners' holdings as a start state: the dense placement kernel of retime_from
+    start, end = _retime_dense(*_placement_args(problem, schedule, link_free),
+                               np.asarray(problem.sources, np.int64) * C + np.arange(C, dtype=np.int64),
+                               np.asarray(chunk_ready, dtype=np.float64), C, n * C)
     return Schedule(schedule.chunk, schedule.src, schedule.dst, start, end, schedule.op)
 
 
-@njit(cache=True)
-def _retime(order, link, chunk, src, dst, ltime, free, ready, source, n, C):
-    hold = np.full(n * C, np.inf)
-    for c in range(C):
-        hold[source[c] * C + c] = ready[c]
-    T = order.shape[0]
-    start = np.empty(T)
-    end = np.empty(T)
-    for k in range(T):
-        i = order[k]
-        lk = link[i]
-        c = chunk[i]
-        s = max(free[lk], hold[src[i] * C + c])
-        e = s + ltime[lk]
-        free[lk] = e
-        start[i] = s
-        end[i] = e
-        key = dst[i] * C + c
-        if e < hold[key]:
-            hold[key] = e
-    return start, end
+def _placement_args(problem: Problem, schedule: Schedule, link_free: np.ndarray) -> tuple:
+    """The arrays both placement kernels start from: transfers in original start order, their links
+    (checked to exist), chunks, endpoints, the link times and a copy of ``link_free`` they update."""
+    link = problem.topology.link_ids(schedule.src, schedule.dst)
+    if np.any(link < 0):
+        raise SolverError("retime: the schedule uses a link the topology does not have")
+    order = np.lexsort((schedule.end_us, schedule.start_us))
+    return (order, link, schedule.chunk.astype(np.int64), schedule.src.astype(np.int64),
+            schedule.dst.astype(np.int64), np.asarray(problem.link_time_us, dtype=np.float64),
+            np.asarray(link_free, dtype=np.float64).copy())
 
 
 # the dense (NPU, chunk) table of retime_from stays below this many entries; beyond it a hash map
@@ -200,16 +184,9 @@ def retime_from(problem: Problem, schedule: Schedule, *, link_free: np.ndarray, 
     must not be used."""
     if not len(schedule):
         return schedule
-    topo = problem.topology
-    link = topo.link_ids(schedule.src, schedule.dst)
-    if np.any(link < 0):
-        raise SolverError("retime: the schedule uses a link the topology does not have")
-    order = np.lexsort((schedule.end_us, schedule.start_us))
     n, C = problem.num_npus, problem.num_chunks
-    args = (order, link, schedule.chunk.astype(np.int64), schedule.src.astype(np.int64),
-            schedule.dst.astype(np.int64), np.asarray(problem.link_time_us, dtype=np.float64),
-            np.asarray(link_free, dtype=np.float64).copy(), np.asarray(hold_npu, np.int64) * C
-            + np.asarray(hold_chunk, np.int64), np.asarray(hold_time, np.float64), C)
+    hold_key = np.asarray(hold_npu, np.int64) * C + np.asarray(hold_chunk, np.int64)
+    args = (*_placement_args(problem, schedule, link_free), hold_key, np.asarray(hold_time, np.float64), C)
     if n * C <= RETIME_DENSE_MAX:
         start, end = _retime_dense(*args, n * C)
     else:
