@@ -204,7 +204,6 @@ def run_tiered(N, C, topo, tr, rules, rng, out, stats, init_v, init_c):
           np.zeros((G, W), np.uint64), np.zeros((max(P, 1), C), np.int32),
           np.zeros((N if key == KEY_LOCAL else 1, C), np.uint16),
           np.zeros((G if key == KEY_LOCAL else 1, C), np.uint16), np.zeros(C, np.int32))
-    H = st[0]
     R = st[1]
     for i in range(init_v.shape[0]):  # (NPU, chunk) pairs held at the start, once each
         o = init_v[i]

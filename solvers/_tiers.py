@@ -43,8 +43,8 @@ class Tiers:
     def __init__(self, problem: Problem, topology=None, link_time_us=None):
         """``topology``/``link_time_us``: the links a run may use when not all of ``problem``'s (a fault)."""
         topo = problem.topology if topology is None else topology
-        self.N = N = problem.num_npus
-        self.M = M = topo.num_links
+        self.N = problem.num_npus
+        self.M = topo.num_links
         self.lsrc = np.ascontiguousarray(topo.src, dtype=np.int64)
         self.ldst = np.ascontiguousarray(topo.dst, dtype=np.int64)
         self.lt = np.ascontiguousarray(problem.link_time_us if link_time_us is None else link_time_us,

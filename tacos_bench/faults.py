@@ -270,7 +270,6 @@ def state_at(problem: Problem, schedule: Schedule, fault: Fault) -> FaultState:
     executed = schedule.take(np.flatnonzero(keep))
     alive = np.ones(problem.num_npus, bool)
     alive[list(fault.npus)] = False
-    n = problem.num_npus
     C = problem.num_chunks
     src = np.asarray(problem.sources, np.int64)
     c0 = np.arange(C, dtype=np.int64)

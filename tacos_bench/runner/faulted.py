@@ -16,15 +16,13 @@ Three schedules, one record:
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import replace
 from typing import Any, Mapping
 
-from .. import rundir
 from ..errors import ConfigError, TacosError
 from ..faults import Fault
 from ..problem import Problem
-from .pipeline import OPTIMAL_REL_TOL, ExportStageError, solve_and_verify
+from .pipeline import OPTIMAL_REL_TOL, ExportStageError, save_and_verify, solve_and_verify
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +32,6 @@ def run_with_fault(problem: Problem, fault: Fault, solver: str, options: Mapping
                    fields: dict[str, Any]) -> None:
     """Fill ``fields`` with the healthy, repaired and from-scratch results (see the module docstring)."""
     from solvers.repair import repair
-
-    from ..verify import check
 
     if problem.collective.reduces:
         raise ConfigError(f"a fault needs a copy collective (all_gather, broadcast, gather, scatter, all_to_all): "
@@ -61,16 +57,8 @@ def run_with_fault(problem: Problem, fault: Fault, solver: str, options: Mapping
     log.info("healthy schedule: %.3f µs; %s", fields["healthy_time_us"], fault.describe())
     rep = repair(problem, healthy.to_schedule() if not hasattr(healthy, "chunk") else healthy, fault, solver, options)
     fields.update(rep.fields())
-    sched = rep.schedule
-    fields["num_transfers"] = len(sched)
-    if out_dir is not None:
-        sched, saved = rundir.save_schedule(out_dir, problem, sched, csv=csv, csv_max_rows=csv_max_rows,
-                                            topology_max_links=topology_max_links)
-        fields.update(saved)
-    t0 = time.perf_counter()
-    ver = check(problem, sched, fault=fault)
-    fields["verify_time_s"] = time.perf_counter() - t0
-    fields["valid"] = ver.valid
+    sched, ver = save_and_verify(problem, rep.schedule, out_dir, fields, csv=csv, csv_max_rows=csv_max_rows,
+                                 topology_max_links=topology_max_links, fault=fault)
     if not ver.valid:
         fields.update(status="error", error=f"verification of the repaired schedule failed: {ver.message}")
         log.error("repaired schedule REJECTED by the verifier: %s", ver.message)

@@ -205,18 +205,8 @@ def solve_and_verify(problem: Problem, solver: str, options: Mapping[str, Any] |
         elif fields["error"] is None:
             fields["error"] = f"no schedule: {result.status}" + (f" ({result.message})" if result.message else "")
         return fields, None
-    fields["num_transfers"] = len(sched)
-    if out_dir is not None:
-        sched, saved = rundir.save_schedule(out_dir, problem, sched, csv=csv, csv_max_rows=csv_max_rows,
-                                            topology_max_links=topology_max_links)
-        fields.update(saved)
-
-    from ..verify import check
-
-    t0 = time.perf_counter()
-    ver = check(problem, sched)
-    fields["verify_time_s"] = time.perf_counter() - t0
-    fields["valid"] = ver.valid
+    sched, ver = save_and_verify(problem, sched, out_dir, fields, csv=csv, csv_max_rows=csv_max_rows,
+                                 topology_max_links=topology_max_links)
     if not ver.valid:
         fields["error"] = f"verification failed: {ver.message}"
         log.error("schedule REJECTED by the verifier: %s", ver.message)
@@ -244,6 +234,25 @@ def solve_and_verify(problem: Problem, solver: str, options: Mapping[str, Any] |
             raise ExportStageError(f"exporting ({export}): {e}") from None
         fields["export_file"] = Path(path).name
     return fields, sched
+
+
+def save_and_verify(problem: Problem, sched, out_dir, fields: dict[str, Any], *, csv: str, csv_max_rows: int,
+                    topology_max_links: int, fault=None):
+    """Save ``sched`` into the run directory (if any) and replay it with the verifier (``fault``: as executed
+    through it); fills ``num_transfers``, the saved-file fields, ``verify_time_s`` and ``valid``. Returns the
+    schedule as saved and the :class:`~tacos_bench.verify.Verification`."""
+    from ..verify import check
+
+    fields["num_transfers"] = len(sched)
+    if out_dir is not None:
+        sched, saved = rundir.save_schedule(out_dir, problem, sched, csv=csv, csv_max_rows=csv_max_rows,
+                                            topology_max_links=topology_max_links)
+        fields.update(saved)
+    t0 = time.perf_counter()
+    ver = check(problem, sched, fault=fault)
+    fields["verify_time_s"] = time.perf_counter() - t0
+    fields["valid"] = ver.valid
+    return sched, ver
 
 
 def run_job(cfg: Mapping[str, Any], out_dir, *, choices: Mapping[str, Any] | None = None,
