@@ -38,7 +38,6 @@ from solvers.base import CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_REDUCE_SCATTER, Sol
 from tacos_bench import Collective, Problem, Schedule, TacosError
 
 
-from tacos_bench.errors import ScheduleError
 
 
 from tacos_bench.generators import ring
@@ -53,7 +52,7 @@ from tacos_bench.runner.pipeline import run_job, summary_line
 from tacos_bench.topology import Topology
 
 
-from tacos_bench.verify import check, verify
+from tacos_bench.verify import verify
 
 
 HEADER = "chunk,src,dst,start_us,end_us,op\n"

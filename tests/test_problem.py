@@ -1,16 +1,12 @@
 """Collectives (sizes, aliases, pre/postconditions), the one cost model, and the problem object."""
 
-import numpy as np
 import pytest
 
-from solvers import available_solvers, get_solver
-from solvers.base import SolveResult
-from tacos_bench import Collective, Problem, Schedule, Topology
+from tacos_bench import Collective, Problem
 from tacos_bench.collective import canonical_kind
 from tacos_bench.cost import link_time_us
-from tacos_bench.errors import CollectiveError, ScheduleError, SolverError, TopologyError
-from tacos_bench.generators import mesh2d, ring, torus2d
-from tacos_bench.verify import verify
+from tacos_bench.errors import CollectiveError
+from tacos_bench.generators import mesh2d
 
 
 def test_collective_sizes_and_aliases():

@@ -5,7 +5,6 @@ import re
 
 import pytest
 
-from solvers import get_solver
 from tacos_bench import Collective, Problem
 from tacos_bench.generators import mesh2d, ring, torus2d
 from tacos_bench.runner import run_job, solve_and_verify

@@ -13,7 +13,7 @@ from tacos_bench.errors import VerificationError
 from tacos_bench.generators import fully_connected, ring
 from tacos_bench.topology import Topology
 from tacos_bench.verify import check, verify
-from solvers.compose import first_arrivals, solve_collective
+from solvers.compose import solve_collective
 from solvers.trivial import bfs_all_gather
 
 
