@@ -84,6 +84,25 @@ def load(out: Path) -> pd.DataFrame:
     return df
 
 
+def ratio_table(good: pd.DataFrame, solvers, baselines) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per case (``good["case"]``): each solver's best verified time (``best``, one column per solver) and
+    ``wide``: the largest valid lower bound (``bound_us``), the argument that proved it most often
+    (``bound``), ``solvers``' best time over it, and the best of ``baselines`` (``best_baseline``,
+    ``which_baseline``)."""
+    best = good.groupby(["case", "solver"])["collective_time_us"].min().unstack()
+    bound = good.groupby("case")["lower_bound_us"].max()
+    src = good.groupby("case")["lower_bound_source"].agg(lambda s: s.mode().iloc[0])
+    wide = pd.DataFrame({"bound_us": bound, "bound": src})
+    for s in solvers:
+        if s in best:
+            wide[s] = best[s] / bound
+    base = [b for b in baselines if b in best]
+    if base:
+        wide["best_baseline"] = best[base].min(axis=1) / bound
+        wide["which_baseline"] = best[base].idxmin(axis=1)
+    return best, wide
+
+
 def ok_rows(df: pd.DataFrame) -> pd.DataFrame:
     """Verified runs only: no figure is drawn from a schedule the verifier did not accept."""
     good = (df["status"] != "error") & (df["valid"].astype("boolean").fillna(False))

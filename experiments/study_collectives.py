@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from _study import error_summary, load, ok_rows, parse_args, run_sweep, to_markdown, write_report
+from _study import error_summary, load, ok_rows, parse_args, ratio_table, run_sweep, to_markdown, write_report
 
 NAME = "collectives"
 TOPOS = "mesh4x4,torus4x4,mesh8x8,torus8x8,torus4x4x4,hetero64,random16d3s0,random32d3s1"
@@ -60,19 +60,10 @@ def sweeps(quick: bool) -> list[tuple[str, list[str]]]:
 def summarize(good: pd.DataFrame) -> pd.DataFrame:
     good = good.copy()
     good["case"] = good["collective"] + " " + good["topology"]
-    best = good.groupby(["case", "solver"])["collective_time_us"].min().unstack()
-    bound = good.groupby("case")["lower_bound_us"].max()
-    src = good.groupby("case")["lower_bound_source"].agg(lambda s: s.mode().iloc[0])
+    best, wide = ratio_table(good, ("greedy", "greedy_plus", "cpsat", "milp"), BASELINES)
     first = good.groupby("case")[["collective", "topology", "num_npus"]].first()
-    wide = pd.DataFrame({"collective": first["collective"], "topology": first["topology"], "NPUs": first["num_npus"],
-                         "bound_us": bound, "bound": src})
-    for s in ("greedy", "greedy_plus", "cpsat", "milp"):
-        if s in best:
-            wide[s] = best[s] / bound
+    wide = wide.assign(collective=first["collective"], topology=first["topology"], NPUs=first["num_npus"])
     base = [b for b in BASELINES if b in best]
-    if base:
-        wide["best_baseline"] = best[base].min(axis=1) / bound
-        wide["which_baseline"] = best[base].idxmin(axis=1)
     if "greedy" in best and base:
         wide["greedy_vs_best_baseline"] = best["greedy"] / best[base].min(axis=1)
     order = {k: i for i, k in enumerate(KINDS)}

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from _study import error_summary, load, ok_rows, parse_args, run_sweep, to_markdown, write_report
+from _study import error_summary, load, ok_rows, parse_args, ratio_table, run_sweep, to_markdown, write_report
 
 NAME = "hetero"
 BASELINES = ("ring", "rhd", "dbt", "direct")
@@ -70,17 +70,8 @@ def summarize(good: pd.DataFrame) -> pd.DataFrame:
     good["case"] = (good["topology"] + failed.map({True: " (2 NPUs failed)", False: ""}) + " "
                     + good["collective"] + " cpn" + good["chunks_per_npu"].astype(str))
     good["ratio"] = good["collective_time_us"] / good["lower_bound_us"]
-    best = good.groupby(["case", "solver"])["collective_time_us"].min().unstack()
-    bound = good.groupby("case")["lower_bound_us"].max()
-    src = good.groupby("case")["lower_bound_source"].agg(lambda s: s.mode().iloc[0])
-    wide = pd.DataFrame({"NPUs": good.groupby("case")["num_npus"].first(), "bound_us": bound, "bound": src})
-    for s in ("greedy", "greedy_plus", "hier", "cpsat"):
-        if s in best:
-            wide[s] = best[s] / bound
-    base = [b for b in BASELINES if b in best]
-    if base:
-        wide["best_baseline"] = best[base].min(axis=1) / bound
-        wide["which_baseline"] = best[base].idxmin(axis=1)
+    best, wide = ratio_table(good, ("greedy", "greedy_plus", "hier", "cpsat"), BASELINES)
+    wide["NPUs"] = good.groupby("case")["num_npus"].first()
     if {"greedy", "greedy_plus"} <= set(wide):
         gap = wide["greedy"] - 1.0
         wide["gap_removed"] = ((wide["greedy"] - wide["greedy_plus"]) / gap).where(gap > 1e-9)
