@@ -22,6 +22,7 @@ from typing import Any, Mapping
 from ..errors import ConfigError, TacosError
 from ..faults import Fault
 from ..problem import Problem
+from ..schedule import Schedule
 from .pipeline import OPTIMAL_REL_TOL, ExportStageError, save_and_verify, solve_and_verify
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,9 @@ def run_with_fault(problem: Problem, fault: Fault, solver: str, options: Mapping
     fault = fault.at(fields["healthy_time_us"])
     fields["fault_at_us"] = fault.at_us
     log.info("healthy schedule: %.3f µs; %s", fields["healthy_time_us"], fault.describe())
-    rep = repair(problem, healthy.to_schedule() if not hasattr(healthy, "chunk") else healthy, fault, solver, options)
+    if not isinstance(healthy, Schedule):  # a compact schedule (very large All-Gathers) as a table
+        healthy = healthy.to_schedule()
+    rep = repair(problem, healthy, fault, solver, options)
     fields.update(rep.fields())
     sched, ver = save_and_verify(problem, rep.schedule, out_dir, fields, csv=csv, csv_max_rows=csv_max_rows,
                                  topology_max_links=topology_max_links, fault=fault)
