@@ -1,12 +1,12 @@
 """Benchmark: All-Gather synthesis on very large topologies through ``run.py``, end to end.
 
     python experiments/bench_scale.py [--sizes mesh64x64 mesh100x100 mesh141x141 mesh200x200 torus40x40x25
-                                       hetero40000] [--checkout DIR] [--out results/bench_scale]
-                                      [--doc docs/scale.md] [--keep]
+                                       hetero40000] [--solver greedy] [--checkout DIR] [--out results/bench_scale]
+                                      [--doc docs/scale.md] [--tag scale] [--keep]
 
 Each size runs, one at a time, as its own process::
 
-    /usr/bin/time -v python run.py solver=greedy topo=<size> solver.progress=true hydra.run.dir=<out>/<size>
+    /usr/bin/time -v python run.py solver=<solver> topo=<size> solver.progress=true hydra.run.dir=<out>/<size>
 
 (sizes without a ``conf/topo`` file go through ``topo=named topo.name=<size>``), in the checkout ``--checkout``
 (default: this repository). The table reports the wall time and peak RSS of the whole command (Python start,
@@ -44,6 +44,8 @@ FIELDS = ["topology", "num_npus", "num_links", "wall_s", "peak_rss_gib", "synthe
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", nargs="+", default=DEFAULT_SIZES)
+    ap.add_argument("--solver", default="greedy", help="the run.py solver (greedy, greedy_plus, hier)")
+    ap.add_argument("--tag", default="scale", help="the doc section <!-- bench:TAG:start --> ... to replace")
     ap.add_argument("--checkout", default=str(ROOT), help="repository whose run.py is measured")
     ap.add_argument("--runs", default="/tmp/tacos_bench_scale_runs", help="where the run directories go")
     ap.add_argument("--out", default=str(ROOT / "results" / "bench_scale"), help="output path prefix")
@@ -77,7 +79,7 @@ def run_one(args, size: str) -> dict:
     checkout = Path(args.checkout).resolve()
     run_dir = Path(args.runs) / size
     shutil.rmtree(run_dir, ignore_errors=True)
-    cmd = (["/usr/bin/time", "-v", sys.executable, "run.py", "solver=greedy", *topo_overrides(checkout, size),
+    cmd = (["/usr/bin/time", "-v", sys.executable, "run.py", f"solver={args.solver}", *topo_overrides(checkout, size),
             "solver.progress=true", f"hydra.run.dir={run_dir}"] + list(args.extra))
     shown = " ".join(["python"] + cmd[3:-1 - len(args.extra)] + list(args.extra))
     print(f"[bench_scale] {size}: {' '.join(cmd)}", flush=True)
@@ -203,13 +205,15 @@ def main(argv=None):
     header = (f"Measured with `python experiments/bench_scale.py` ({platform.machine()}, {os.cpu_count()} cores, "
               f"Python {platform.python_version()}, {time.strftime('%Y-%m-%d')}; `load avg` = 1-minute load average "
               f"when the run ended: ~2 means the run had both cores to itself, more means other jobs shared "
-              f"them). All-Gather, 1 chunk per NPU, 1 GiB, greedy with default options (TACOS random rule, "
-              f"`threads=0`: one per core).")
+              f"them). All-Gather, 1 chunk per NPU, 1 GiB, " + (
+                  "greedy with default options (TACOS random rule, `threads=0`: one per core)."
+                  if args.solver == "greedy" else f"`solver={args.solver}` with default options (`threads=0`: "
+                  "one per core)."))
     md = markdown(rows, header)
     out.with_suffix(".md").write_text(md)
     print(md)
     if args.doc:
-        replace_section(Path(args.doc), md)
+        replace_section(Path(args.doc), md, args.tag)
 
 
 if __name__ == "__main__":

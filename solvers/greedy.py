@@ -89,6 +89,9 @@ EVENT_BUFFER = 1 << 16
 SCALE_PARTITIONS = 2
 # restart_work never asks for more runs than this
 AUTO_RESTARTS_MAX = 4
+# the tiered kernel keeps per-receiver counters over every chunk: from this many (NPU, chunk) pairs on, the
+# topology-aware rules run as the tier decomposition only (or, without one, as the TACOS rule on the scale engine)
+TIERED_MAX_PAIRS = 1 << 25
 
 
 # ---------------------------------------------------------------------------- options
@@ -121,6 +124,10 @@ class GreedyOptions(SolverOptions):
                                  "fewest candidates picks first)")
     group_matching: bool = option(False, doc="cross-group links into one group are matched together (maximum "
                                              "matching per group)")
+    decompose: bool = option(False, doc="All-Gather: also build the tier decomposition (each rail's All-Gather by "
+                                        "the greedy, then one hop to every group peer; groups must be complete) "
+                                        "and keep the faster schedule; the only candidate of the topology-aware "
+                                        "rules beyond TIERED_MAX_PAIRS (NPUs x chunks)")
 
     routing: str = option("balanced", choices=ROUTINGS,
                           doc="unicast data (gather, scatter, all_to_all): balanced = one shortest path per chunk "
@@ -166,6 +173,7 @@ class GreedyPlusOptions(GreedyOptions):
     # a pipelined broadcast's result depends on the seed (torus8x8, 8 chunks: 1.111x the bound for half the seeds,
     # 1.000x for the others, as CP-SAT proves); on problems this small, 4 seeds cost milliseconds
     restart_work: int = option(1 << 12, minimum=0, doc="more restarts on small problems (see greedy)")
+    decompose: bool = option(True, doc="also build the tier decomposition, the faster kept (see greedy)")
 
 
 def restart_seeds(seed: int, restarts: int) -> np.ndarray:
@@ -1043,9 +1051,13 @@ class GreedySolver(Solver):
     STATUS_MAP = {"schedule built": "feasible"}
 
     def warmup(self, problem: Problem | None = None, opts: GreedyOptions | None = None) -> float:
+        from . import _hier_compact
+
+        opts = opts or self.Options()
         if problem is None:
-            return warmup()
-        return warmup(tuple(sorted({kernel_for(p, opts or GreedyOptions()) for p in _phases(problem)})))
+            return warmup() + _hier_compact.warmup()
+        jit = warmup(tuple(sorted({kernel_for(p, opts) for p in _phases(problem)})))
+        return jit + (_hier_compact.warmup() if opts.decompose else 0.0)
 
     def _solve(self, problem: Problem, opts: GreedyOptions) -> SolveResult:
         jit_s = self.warmup(problem, opts)
@@ -1068,8 +1080,7 @@ class GreedySolver(Solver):
                                           output="table", threads=threads).time_reversed()
                 st["by_reversal"] = True
             else:
-                sched = greedy_all_gather(ag_problem, seed=opts.seed, deadline=deadline, opts=opts, stats=st,
-                                          output=output, threads=threads)
+                sched = _all_gather_candidates(ag_problem, opts, deadline, st, output, threads)
             phases.append(st)
             return sched
 
@@ -1096,6 +1107,56 @@ class GreedySolver(Solver):
         sched = greedy_all_gather(problem, seed=opts.seed, deadline=deadline, opts=opts, stats=st, start=start)
         return SolveResult("feasible", sched, objective_us=sched.makespan_us, solve_time_s=time.perf_counter() - t0,
                            stats={"jit_warmup_s": jit_s, **st}, stop_reason="finished")
+
+
+_TACOS_RULES = {"imports": "all", "import_gate": 0.0, "chunk_order": "random", "link_order": "chunk_first",
+                "group_matching": False}
+
+
+def _all_gather_candidates(problem: Problem, opts: GreedyOptions, deadline, stats: dict, output: str,
+                           threads: int):
+    """The greedy's schedule of a copy collective and, with ``decompose`` on an All-Gather, the tier
+    decomposition's (:mod:`solvers._hier_compact`): the faster one (the greedy's on a tie).
+
+    Beyond ``TIERED_MAX_PAIRS`` the topology-aware rules do not run the tiered kernel: the decomposition is
+    the only candidate, or, where the topology has none, the TACOS rule runs on the scale engine (``stats``
+    says which and why)."""
+    N, C = problem.num_npus, problem.num_chunks
+    big = opts.tiered and N * C >= TIERED_MAX_PAIRS
+    dec, why_not = None, ""
+    if opts.decompose and problem.kind == ALL_GATHER and N > 1:
+        from ._hier_compact import hier_compact_all_gather
+
+        compact = output != "table" and (N - 1) * C > COMPACT_MIN_ROWS
+        t0 = time.perf_counter()
+        try:
+            dec = hier_compact_all_gather(problem, seed=opts.seed, threads=threads, in_memory=not compact)
+        except SolverError as e:
+            why_not = str(e)
+        stats.update({"decomposition_s": time.perf_counter() - t0,
+                      "decomposition_us": None if dec is None else dec.makespan_us,
+                      "decomposition_skipped": why_not})
+    if big and dec is not None:
+        stats.update({"engine": "tiers", "output": "compact" if dec.path is not None else "table",
+                      "restarts": 1, "restarts_run": 1, "best_restart": 0, "best_seed": opts.seed,
+                      "makespans_us": [dec.makespan_us], "transfers": len(dec), "chosen": "decomposition"})
+        return dec if dec.path is not None else dec.to_schedule()
+    run_opts = opts
+    if big:
+        run_opts = replace(opts, **_TACOS_RULES)
+        stats["rules_off"] = (f"{N} NPUs x {C} chunks >= TIERED_MAX_PAIRS ({TIERED_MAX_PAIRS}) and no tier "
+                              f"decomposition ({why_not or 'not an All-Gather'}): the TACOS rule")
+    sched = greedy_all_gather(problem, seed=opts.seed, deadline=deadline, opts=run_opts, stats=stats,
+                              output=output, threads=threads)
+    if dec is None or dec.makespan_us >= sched.makespan_us:
+        if dec is not None:
+            dec.delete()
+        stats["chosen"] = "greedy"
+        return sched
+    if getattr(sched, "is_compact", False):
+        sched.delete()
+    stats.update({"chosen": "decomposition", "transfers": len(dec)})
+    return dec if dec.path is not None else dec.to_schedule()
 
 
 def _phases(problem: Problem) -> list[Problem]:

@@ -41,6 +41,7 @@ from tacos_bench.transforms import _induced
 from ._baselines_engine import NO_PRED, Holdings, Plan, Router, send_path
 from .base import CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_OVERLAP, CAP_RANDOMIZED, CAP_REDUCE_SCATTER, Solver, SolveResult
 from .compose import solve_collective
+from .greedy import COMPACT_MIN_ROWS
 from .options import SolverOptions, option
 
 RAIL_ALGORITHMS = ("greedy", "ring")
@@ -191,6 +192,12 @@ class HierarchicalSolver(Solver):
     capabilities = frozenset({CAP_ALL_GATHER, CAP_REDUCE_SCATTER, CAP_ALL_REDUCE, CAP_OVERLAP, CAP_RANDOMIZED})
     Options = HierOptions
 
+    def warmup(self, problem: Problem | None = None, opts: HierOptions | None = None) -> float:
+        from . import _hier_compact
+        from .greedy import warmup as greedy_warmup
+
+        return greedy_warmup(("counted", "listed", "scale")) + _hier_compact.warmup()
+
     def _solve(self, problem: Problem, opts: HierOptions) -> SolveResult:
         import time
 
@@ -204,7 +211,21 @@ class HierarchicalSolver(Solver):
             stats.update(st)
             return s
 
-        sched = Schedule.empty() if problem.num_npus == 1 else solve_collective(problem, ag)
+        sched = None
+        if problem.kind == ALL_GATHER and (problem.num_npus - 1) * problem.num_chunks > COMPACT_MIN_ROWS:
+            # too many transfers for a table: the same construction streamed, where groups are complete
+            from ._hier_compact import complete_group_links, hier_compact_all_gather
+
+            try:
+                complete_group_links(problem, detect_hierarchy(problem).group)
+            except SolverError as e:
+                stats["compact_skipped"] = str(e)
+            else:
+                sched = hier_compact_all_gather(problem, seed=opts.seed, threads=opts.num_threads)
+                stats.update({"hier_groups": sched.meta["producer"]["groups"],
+                              "hier_rails": sched.meta["producer"]["rails"], "output": "compact"})
+        if sched is None:
+            sched = Schedule.empty() if problem.num_npus == 1 else solve_collective(problem, ag)
         stats["transfers"] = len(sched)
         return SolveResult("feasible", sched, objective_us=sched.makespan_us, solve_time_s=time.perf_counter() - t0,
                            stats=stats)

@@ -148,3 +148,90 @@ def test_calibration_against_a_proven_optimum(topo):
     assert b["best_us"] <= opt * (1 + 1e-9) and (b["drain_us"] or 0) <= opt * (1 + 1e-9)
     for solver in ("greedy", "greedy_plus"):
         assert run(solver, p)[0] >= opt * (1 - 1e-9)   # nobody beats a proven optimum
+
+
+# ------------------------------------------------------------------------------------------------ tier decomposition
+def servers_with_ring_inside() -> Topology:
+    """Two servers of 3 NPUs whose fast links form a one-way ring (not complete), rails between them."""
+    fast = [(0, 1), (1, 2), (2, 0), (3, 4), (4, 5), (5, 3)]
+    slow = [(0, 3), (3, 0), (1, 4), (4, 1), (2, 5), (5, 2)]
+    return Topology.from_edges(6, [(u, v, 150.0, 0.25) for u, v in fast] + [(u, v, 25.0, 2.0) for u, v in slow],
+                               name="ring_servers")
+
+
+def test_decomposition_reaches_the_drain_bound_and_streams_in_windows():
+    from solvers._hier_compact import hier_compact_all_gather
+
+    p = Problem(named_topology("hetero512"), Collective("all_gather", 1, 1024))
+    cs = hier_compact_all_gather(p, in_memory=True)
+    assert verify(p, cs.to_schedule()).valid
+    assert cs.makespan_us == pytest.approx(lower_bounds(p)["drain_us"], rel=1e-9)
+    q = Problem(hetero_cluster(3, 2, 4), Collective("all_gather", 2, 64))
+    whole = hier_compact_all_gather(q, in_memory=True, seed=3).to_schedule().sorted().to_frame()
+    streamed = hier_compact_all_gather(q, window_rows=50, seed=3)
+    assert streamed.num_segments > 2 and streamed.path is not None
+    assert streamed.to_schedule().sorted().to_frame().equals(whole)
+
+
+def test_decomposition_says_why_a_group_is_not_served():
+    from solvers._hier_compact import complete_group_links
+
+    p = Problem(servers_with_ring_inside(), Collective("all_gather", 1, 16))
+    with pytest.raises(SolverError, match="direct link between every two NPUs of a group.*no link 0->2"):
+        complete_group_links(p, detect_hierarchy(p).group)
+    r = get_solver("greedy_plus").solve(p)
+    assert r.stats["chosen"] == "greedy" and "no link 0->2" in r.stats["decomposition_skipped"]
+    assert verify(p, r.schedule).valid
+
+
+def test_greedy_plus_keeps_the_faster_of_greedy_and_decomposition():
+    p = Problem(named_topology("hetero512"), Collective("all_gather", 1, 1024))
+    r = get_solver("greedy_plus").solve(p)
+    assert r.stats["chosen"] == "decomposition" and r.stats["decomposition_us"] < min(r.stats["makespans_us"])
+    off = get_solver("greedy_plus").solve(p, decompose=False)
+    assert "decomposition_us" not in off.stats and off.stats["chosen"] == "greedy"
+    assert r.schedule.makespan_us < off.schedule.makespan_us
+    torus = Problem(torus2d(4, 4), Collective("all_gather", 1, 16))
+    rt = get_solver("greedy_plus").solve(torus)
+    assert rt.stats["chosen"] == "greedy" and "one link speed tier" in rt.stats["decomposition_skipped"]
+
+
+def test_beyond_the_tiered_kernel_the_rules_run_as_decomposition_or_tacos(monkeypatch):
+    import solvers.greedy as G
+
+    monkeypatch.setattr(G, "TIERED_MAX_PAIRS", 1)
+    p = Problem(hetero_cluster(2, 2, 4), Collective("all_gather", 1, 16))
+    r = get_solver("greedy_plus").solve(p)
+    assert r.stats["engine"] == "tiers" and r.stats["chosen"] == "decomposition" and verify(p, r.schedule).valid
+    m = Problem(torus2d(3, 3), Collective("all_gather", 1, 16))
+    rm = get_solver("greedy_plus").solve(m, seed=4)
+    assert "TACOS rule" in rm.stats["rules_off"] and rm.stats["engine"] != "tiered"
+    tacos = get_solver("greedy").solve(m, seed=4, restart_work=1 << 12).schedule
+    assert rm.schedule.sorted().to_frame().equals(tacos.sorted().to_frame())
+
+
+def test_hier_streams_very_large_all_gathers(monkeypatch):
+    import solvers.hierarchical as H
+
+    monkeypatch.setattr(H, "COMPACT_MIN_ROWS", 10)
+    p = Problem(hetero_cluster(2, 2, 4), Collective("all_gather", 1, 16))
+    r = get_solver("hier").solve(p)
+    assert r.schedule.is_compact and r.stats["output"] == "compact" and r.stats["hier_rails"] == 4
+    from tacos_bench.verify import check
+
+    assert check(p, r.schedule).valid
+    q = Problem(servers_with_ring_inside(), Collective("all_gather", 1, 16))
+    rq = get_solver("hier").solve(q)
+    assert not getattr(rq.schedule, "is_compact", False) and "no link 0->2" in rq.stats["compact_skipped"]
+
+
+def test_window_rows_are_ordered_by_end_time_with_few_or_many_distinct_times(monkeypatch):
+    import solvers._hier_compact as HC
+
+    rng = np.random.default_rng(0)
+    for values in (rng.integers(0, 7, 500) * 0.25, rng.random(500)):
+        for cap in (1 << 12, 4):
+            monkeypatch.setattr(HC, "DISTINCT_MAX", cap)
+            order, uniq = HC._by_end(values)
+            assert np.array_equal(order, np.argsort(values, kind="stable"))
+            assert np.array_equal(uniq, np.unique(values))

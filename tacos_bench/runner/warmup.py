@@ -109,6 +109,12 @@ def warm_all(verbose: bool = True) -> dict[str, float]:
         p = Problem(hetero_cluster(4, 4, 8), Collective("all_gather", 1, 1))
         check(p, greedy_all_gather(p, engine="scale"))
         check(p, greedy_all_gather(p, engine="scale", output="compact"))
+        # the tier decomposition (greedy_plus, hier at scale), in memory and streamed to disk
+        from solvers._hier_compact import hier_compact_all_gather
+
+        p = Problem(hetero_cluster(2, 2, 4), Collective("all_gather", 1, 1))
+        check(p, hier_compact_all_gather(p, in_memory=True))
+        check(p, hier_compact_all_gather(p))
 
     part("compact", compact)
     return parts
