@@ -57,7 +57,8 @@ def parse_args(argv=None):
     ap.add_argument("--sizes", nargs="+", default=None,
                     help="named topologies (tacos_bench.topologies.named_topology), e.g. mesh40x40 torus8x8x16")
     ap.add_argument("--configs", nargs="+", default=None,
-                    help="greedy settings: default, tight, window4, tight_window4, or key=value,key=value")
+                    help="greedy settings: default, tight, window4, tight_window4, greedy_plus (its options), "
+                         "or key=value,key=value")
     ap.add_argument("--repeat", type=int, default=3, help="speed: timed runs per (topology, config); min kept")
     ap.add_argument("--seeds", type=int, default=5, help="quality/hetero: seeds 0..k-1 per (topology, config)")
     ap.add_argument("--seed", type=int, default=0, help="speed: the seed of the timed runs")
@@ -77,10 +78,18 @@ def parse_args(argv=None):
 def config_options(name: str) -> dict:
     if name in CONFIGS:
         return dict(CONFIGS[name])
+    if name == "greedy_plus":   # every option where solver=greedy_plus differs from solver=greedy
+        from dataclasses import fields
+
+        from solvers.greedy import GreedyOptions, GreedyPlusOptions
+
+        a, b = GreedyOptions(), GreedyPlusOptions()
+        return {f.name: getattr(b, f.name) for f in fields(b) if getattr(a, f.name) != getattr(b, f.name)}
     opts = {}
     for kv in name.split(","):
         if "=" not in kv:
-            raise SystemExit(f"bad --configs entry {name!r}: use {', '.join(CONFIGS)} or key=value,key=value")
+            raise SystemExit(f"bad --configs entry {name!r}: use {', '.join(CONFIGS)}, greedy_plus or "
+                             "key=value,key=value")
         k, v = kv.split("=", 1)
         v = v.strip()
         opts[k.strip()] = int(v) if v.isdigit() else {"true": True, "false": False}.get(v.lower(), v)

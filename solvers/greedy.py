@@ -128,6 +128,8 @@ class GreedyOptions(SolverOptions):
                                         "the greedy, then one hop to every group peer; groups must be complete) "
                                         "and keep the faster schedule; the only candidate of the topology-aware "
                                         "rules beyond TIERED_MAX_PAIRS (NPUs x chunks)")
+    tacos_candidate: bool = option(False, doc="All-Gather with topology-aware rules: also run the TACOS rule once "
+                                              "and keep the faster schedule")
 
     routing: str = option("balanced", choices=ROUTINGS,
                           doc="unicast data (gather, scatter, all_to_all): balanced = one shortest path per chunk "
@@ -174,6 +176,7 @@ class GreedyPlusOptions(GreedyOptions):
     # 1.000x for the others, as CP-SAT proves); on problems this small, 4 seeds cost milliseconds
     restart_work: int = option(1 << 12, minimum=0, doc="more restarts on small problems (see greedy)")
     decompose: bool = option(True, doc="also build the tier decomposition, the faster kept (see greedy)")
+    tacos_candidate: bool = option(True, doc="also run the TACOS rule once, the faster kept (see greedy)")
 
 
 def restart_seeds(seed: int, restarts: int) -> np.ndarray:
@@ -1115,48 +1118,76 @@ _TACOS_RULES = {"imports": "all", "import_gate": 0.0, "chunk_order": "random", "
 
 def _all_gather_candidates(problem: Problem, opts: GreedyOptions, deadline, stats: dict, output: str,
                            threads: int):
-    """The greedy's schedule of a copy collective and, with ``decompose`` on an All-Gather, the tier
-    decomposition's (:mod:`solvers._hier_compact`): the faster one (the greedy's on a tie).
+    """The greedy's schedule of a copy collective; on an All-Gather with ``decompose`` or ``tacos_candidate``,
+    the fastest of several candidates (the rules' on a tie), cheapest first, stopping at the first that meets
+    the ingress bound (it is then optimal):
 
-    Beyond ``TIERED_MAX_PAIRS`` the topology-aware rules do not run the tiered kernel: the decomposition is
-    the only candidate, or, where the topology has none, the TACOS rule runs on the scale engine (``stats``
-    says which and why)."""
+    1. the tier decomposition (``decompose``, :mod:`solvers._hier_compact`), where the topology has one;
+    2. the TACOS rule, one run (``tacos_candidate``, with topology-aware rules): at the bound on meshes in a
+       fraction of the rules' time;
+    3. the run of ``opts`` itself (the topology-aware rules on the tiered kernel, or the TACOS rule).
+
+    Beyond ``TIERED_MAX_PAIRS`` the tiered kernel does not run: the decomposition is the only candidate, or,
+    where the topology has none, the TACOS rule on the scale engine. ``stats`` gets the chosen candidate's
+    run statistics, every candidate's time (``candidates_us``) and the reasons a candidate did not run."""
     N, C = problem.num_npus, problem.num_chunks
     big = opts.tiered and N * C >= TIERED_MAX_PAIRS
-    dec, why_not = None, ""
-    if opts.decompose and problem.kind == ALL_GATHER and N > 1:
+    try_tacos = opts.tiered and opts.tacos_candidate
+    if problem.kind != ALL_GATHER or N < 2 or not (opts.decompose or try_tacos or big):
+        return greedy_all_gather(problem, seed=opts.seed, deadline=deadline, opts=opts, stats=stats,
+                                 output=output, threads=threads)
+    from tacos_bench.bounds import ingress_us
+
+    compact = output != "table" and (N - 1) * C > COMPACT_MIN_ROWS
+    floor = ingress_us(problem)
+    found: dict[str, tuple] = {}      # name -> (schedule, its run statistics)
+    notes: dict[str, str] = {}
+
+    def at_bound() -> bool:
+        return any(sc.makespan_us <= floor * (1 + 1e-9) for sc, _ in found.values())
+
+    if opts.decompose:
         from ._hier_compact import hier_compact_all_gather
 
-        compact = output != "table" and (N - 1) * C > COMPACT_MIN_ROWS
         t0 = time.perf_counter()
         try:
             dec = hier_compact_all_gather(problem, seed=opts.seed, threads=threads, in_memory=not compact)
+            found["decomposition"] = (dec, {
+                "engine": "tiers", "output": "compact" if dec.path is not None else "table", "restarts": 1,
+                "restarts_run": 1, "best_restart": 0, "best_seed": opts.seed, "makespans_us": [dec.makespan_us],
+                "transfers": len(dec)})
         except SolverError as e:
-            why_not = str(e)
-        stats.update({"decomposition_s": time.perf_counter() - t0,
-                      "decomposition_us": None if dec is None else dec.makespan_us,
-                      "decomposition_skipped": why_not})
-    if big and dec is not None:
-        stats.update({"engine": "tiers", "output": "compact" if dec.path is not None else "table",
-                      "restarts": 1, "restarts_run": 1, "best_restart": 0, "best_seed": opts.seed,
-                      "makespans_us": [dec.makespan_us], "transfers": len(dec), "chosen": "decomposition"})
-        return dec if dec.path is not None else dec.to_schedule()
-    run_opts = opts
-    if big:
-        run_opts = replace(opts, **_TACOS_RULES)
-        stats["rules_off"] = (f"{N} NPUs x {C} chunks >= TIERED_MAX_PAIRS ({TIERED_MAX_PAIRS}) and no tier "
-                              f"decomposition ({why_not or 'not an All-Gather'}): the TACOS rule")
-    sched = greedy_all_gather(problem, seed=opts.seed, deadline=deadline, opts=run_opts, stats=stats,
-                              output=output, threads=threads)
-    if dec is None or dec.makespan_us >= sched.makespan_us:
-        if dec is not None:
-            dec.delete()
-        stats["chosen"] = "greedy"
-        return sched
-    if getattr(sched, "is_compact", False):
-        sched.delete()
-    stats.update({"chosen": "decomposition", "transfers": len(dec)})
-    return dec if dec.path is not None else dec.to_schedule()
+            notes["decomposition_skipped"] = str(e)
+        stats["decomposition_s"] = time.perf_counter() - t0
+    runs = []
+    if (try_tacos or big) and not (big and found):
+        runs.append(("tacos", replace(opts, **_TACOS_RULES, restarts=1, restart_work=0)))
+    if not big:
+        runs.append(("rules" if opts.tiered else "tacos", opts))
+    elif not found:
+        notes["rules_off"] = (f"{N} NPUs x {C} chunks >= TIERED_MAX_PAIRS ({TIERED_MAX_PAIRS}) and no tier "
+                              f"decomposition ({notes['decomposition_skipped']}): the TACOS rule")
+    for name, run_opts in runs:
+        if at_bound():
+            notes[f"{name}_skipped"] = "an earlier candidate meets the ingress bound"
+            continue
+        st: dict = {}
+        found[name] = (greedy_all_gather(problem, seed=opts.seed, deadline=deadline, opts=run_opts, stats=st,
+                                         output=output, threads=threads), st)
+    # the fastest; on a tie the rules', then the TACOS rule's (the greedy's own schedules first)
+    pref = {"rules": 0, "tacos": 1, "decomposition": 2}
+    chosen = min(found, key=lambda k: (found[k][0].makespan_us, pref[k]))
+    for name, (sc, _) in found.items():
+        if name != chosen and getattr(sc, "is_compact", False):
+            sc.delete()
+    sched, st = found[chosen]
+    stats.update(st)
+    stats.update(notes)
+    stats.update({"chosen": chosen, "ingress_us": floor,
+                  "candidates_us": {k: sc.makespan_us for k, (sc, _) in found.items()}})
+    if chosen == "decomposition" and sched.path is None:
+        return sched.to_schedule()
+    return sched
 
 
 def _phases(problem: Problem) -> list[Problem]:

@@ -1158,6 +1158,24 @@ def lower_bounds(problem: Problem, *, distance_exact_max_npus: int = DISTANCE_EX
     return res
 
 
+def ingress_us(problem: Problem) -> float:
+    """The per-NPU ingress bound of an All-Gather in O(links): every NPU receives ``(N - 1) * cpn`` chunks
+    over its in-links, a link of chunk time ``t`` completing at most ``floor(T / t)`` by ``T``.
+
+    The cheapest valid bound; a solver that meets it may stop (the schedule is optimal).
+
+    >>> from tacos_bench import Collective, Problem
+    >>> from tacos_bench.generators import mesh2d
+    >>> p = Problem(mesh2d(3, 3), Collective("all_gather", 1, 1024))
+    >>> ingress_us(p) == 4 * float(p.link_time_us[0])   # a corner NPU: 8 chunks over 2 in-links
+    True
+    """
+    g = _Graph(problem.topology, np.asarray(problem.link_time_us, dtype=np.float64))
+    need = np.full(g.n, (g.n - 1) * problem.collective.chunks_per_npu, dtype=np.int64)
+    t_in, ptr = _node_groups(g)
+    return float(count_time_us(t_in, ptr, need).max()) if g.n else 0.0
+
+
 def lower_bound_us(problem: Problem, **options) -> float:
     """The best lower bound (µs): ``lower_bounds(problem, **options)["best_us"]``.
 
