@@ -97,7 +97,7 @@ def main():
     frames = []
     for part, over in sweeps(args.quick):
         sub = out / part
-        if args.plot_only:
+        if args.plot_only or (args.parts and part not in args.parts.split(",")):
             frames.append(load(sub))
             continue
         frames.append(run_sweep(NAME, sub, over, args.jobs))  # command-line axes override the file's

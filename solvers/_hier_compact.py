@@ -214,6 +214,70 @@ def _by_end(end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return _counting_order(end, uniq), uniq
 
 
+@njit(cache=True)
+def _rank_count(end, uniq, count):
+    """Add the number of rows of each end time (``uniq[r]``) to ``count[r + 1]``."""
+    for i in range(end.shape[0]):
+        count[np.searchsorted(uniq, end[i]) + 1] += 1
+
+
+@njit(cache=True)
+def _scatter(end, start, chunk, link, uniq, events, pos, base, out_chunk, out_link, out_lag):
+    """Place the rows at their end-time slots ``pos`` (advanced) with their lag (end event ``base + rank``
+    minus the start time's index in ``events``); returns False if a start time is not an event."""
+    ok = True
+    for i in range(end.shape[0]):
+        r = np.searchsorted(uniq, end[i])
+        p = pos[r]
+        pos[r] = p + 1
+        out_chunk[p] = chunk[i]
+        out_link[p] = link[i]
+        e = np.searchsorted(events, start[i])
+        if e >= events.shape[0] or events[e] != start[i]:
+            ok = False
+        out_lag[p] = base + r - e
+    return ok
+
+
+def _write_window(writer: CompactWriter, parts, events: np.ndarray) -> np.ndarray:
+    """Write one window's rows (``parts``: chunk, link, start, end arrays) in end-time order; returns the
+    event times so far. A counting sort by end time when the window has few distinct times (All-Gather
+    arrivals come in waves), a comparison sort otherwise."""
+    n = sum(len(p[0]) for p in parts)
+    if n == 0:
+        return events
+    distinct = [_distinct(p[3], DISTINCT_MAX) for p in parts if len(p[3])]
+    few = all(len(d) for d in distinct)    # _distinct gives up (empty) beyond DISTINCT_MAX
+    uniq = np.unique(np.concatenate(distinct)) if few else np.zeros(0)
+    if few and len(uniq) <= DISTINCT_MAX:
+        base = len(events)
+        events = np.concatenate([events, uniq])
+        count = np.zeros(len(uniq) + 1, dtype=np.int64)
+        for p in parts:
+            _rank_count(p[3], uniq, count)
+        pos = np.cumsum(count)[:-1].copy()
+        chunk, link, lag = np.empty(n, dtype=np.int32), np.empty(n, dtype=np.int32), np.empty(n, dtype=np.int32)
+        ok = True
+        for c, lk, st, en in parts:
+            ok &= _scatter(en, st, c, lk, uniq, events, pos, base, chunk, link, lag)
+        if not ok:  # pragma: no cover - a bug, not an input problem
+            raise SolverError("hier: internal error: a transfer starts between events")
+        writer.add_events(uniq)
+        writer.append_counted(chunk, link, lag, base, count[1:])
+        return events
+    chunk, link, start, end = (np.concatenate(cols) for cols in zip(*parts))
+    order, uniq = _by_end(end)
+    chunk, link, start = chunk[order], link[order], start[order]
+    end_ev = len(events) + np.searchsorted(uniq, end[order])
+    events = np.concatenate([events, uniq])
+    start_ev = np.searchsorted(events, start)
+    if np.any(events[np.minimum(start_ev, len(events) - 1)] != start):  # pragma: no cover - a bug
+        raise SolverError("hier: internal error: a transfer starts between events")
+    writer.add_events(uniq)
+    writer.append(chunk, link, start_ev, end_ev)
+    return events
+
+
 def _arrivals(N: int, cpn: int, rails):
     """Per NPU, the chunks it holds in arrival order (its own at 0, then its rail's deliveries): CSR arrays."""
     own = np.arange(cpn * N, dtype=np.int32)
@@ -292,18 +356,7 @@ def hier_compact_all_gather(problem: Problem, *, seed: int = 0, threads: int = 1
                 j = int(np.searchsorted(re, t1, side="left"))
                 parts.append((rc[rail_pos[i]:j], rl[rail_pos[i]:j], rs[rail_pos[i]:j], re[rail_pos[i]:j]))
                 rail_pos[i] = j
-            chunk, link, start, end = (np.concatenate(cols) for cols in zip(*parts))
-            if not len(chunk):
-                continue
-            order, uniq = _by_end(end)
-            chunk, link, start = chunk[order], link[order], start[order]
-            end_ev = len(events) + np.searchsorted(uniq, end[order])
-            events = np.concatenate([events, uniq])
-            writer.add_events(uniq)
-            start_ev = np.searchsorted(events, start)
-            if np.any(events[np.minimum(start_ev, len(events) - 1)] != start):  # pragma: no cover - a bug
-                raise SolverError("hier: internal error: a transfer starts between events")
-            writer.append(chunk, link, start_ev, end_ev)
+            events = _write_window(writer, parts, events)
     except BaseException:
         writer.abort()
         raise

@@ -1120,7 +1120,7 @@ def _all_gather_candidates(problem: Problem, opts: GreedyOptions, deadline, stat
                            threads: int):
     """The greedy's schedule of a copy collective; on an All-Gather with ``decompose`` or ``tacos_candidate``,
     the fastest of several candidates (the rules' on a tie), cheapest first, stopping at the first that meets
-    the ingress bound (it is then optimal):
+    :func:`tacos_bench.bounds.cheap_bound_us` (ingress and group drain bounds: it is then optimal):
 
     1. the tier decomposition (``decompose``, :mod:`solvers._hier_compact`), where the topology has one;
     2. the TACOS rule, one run (``tacos_candidate``, with topology-aware rules): at the bound on meshes in a
@@ -1136,17 +1136,23 @@ def _all_gather_candidates(problem: Problem, opts: GreedyOptions, deadline, stat
     if problem.kind != ALL_GATHER or N < 2 or not (opts.decompose or try_tacos or big):
         return greedy_all_gather(problem, seed=opts.seed, deadline=deadline, opts=opts, stats=stats,
                                  output=output, threads=threads)
-    from tacos_bench.bounds import ingress_us
+    from tacos_bench.bounds import cheap_bound_us
 
     compact = output != "table" and (N - 1) * C > COMPACT_MIN_ROWS
-    floor = ingress_us(problem)
     found: dict[str, tuple] = {}      # name -> (schedule, its run statistics)
     notes: dict[str, str] = {}
+    floor: list[float] = []           # the cheap bound, computed when first needed
 
     def at_bound() -> bool:
-        return any(sc.makespan_us <= floor * (1 + 1e-9) for sc, _ in found.values())
+        if not found:
+            return False
+        if not floor:
+            floor.append(cheap_bound_us(problem))
+        return any(sc.makespan_us <= floor[0] * (1 + 1e-9) for sc, _ in found.values())
 
-    if opts.decompose:
+    if opts.decompose and np.ptp(np.asarray(problem.link_time_us)) == 0:
+        notes["decomposition_skipped"] = "one link speed tier: no groups of faster links"
+    elif opts.decompose:
         from ._hier_compact import hier_compact_all_gather
 
         t0 = time.perf_counter()
@@ -1169,7 +1175,7 @@ def _all_gather_candidates(problem: Problem, opts: GreedyOptions, deadline, stat
                               f"decomposition ({notes['decomposition_skipped']}): the TACOS rule")
     for name, run_opts in runs:
         if at_bound():
-            notes[f"{name}_skipped"] = "an earlier candidate meets the ingress bound"
+            notes[f"{name}_skipped"] = "an earlier candidate meets the lower bound (optimal)"
             continue
         st: dict = {}
         found[name] = (greedy_all_gather(problem, seed=opts.seed, deadline=deadline, opts=run_opts, stats=st,
@@ -1183,7 +1189,7 @@ def _all_gather_candidates(problem: Problem, opts: GreedyOptions, deadline, stat
     sched, st = found[chosen]
     stats.update(st)
     stats.update(notes)
-    stats.update({"chosen": chosen, "ingress_us": floor,
+    stats.update({"chosen": chosen, "stop_bound_us": floor[0] if floor else None,
                   "candidates_us": {k: sc.makespan_us for k, (sc, _) in found.items()}})
     if chosen == "decomposition" and sched.path is None:
         return sched.to_schedule()

@@ -12,7 +12,9 @@ different rails are disjoint, so the rails run side by side); every NPU then for
 its group peers over the fast links, as the chunk arrives (shortest paths inside the group, each link
 first-come first-served). ``rail_algorithm`` picks the rail All-Gather: ``greedy`` (the TACOS matcher with
 ``chunk_order=rarest matching=maximum``, optimal on tori and meshes) or ``ring`` (the ring baseline).
-Reduce-Scatter and All-Reduce come from :mod:`solvers.compose` like every other backend's.
+Reduce-Scatter and All-Reduce come from :mod:`solvers.compose` like every other backend's. An All-Gather of
+more than ``COMPACT_MIN_ROWS`` transfers whose groups are complete (every NPU linked to each peer) is built by
+:mod:`solvers._hier_compact` instead and streamed to a compact schedule (40,000 NPUs: docs/scale.md).
 
 Examples
 --------

@@ -148,13 +148,28 @@ class CompactWriter:
             return
         end_event = np.asarray(end_event, dtype=np.int64)
         start_event = np.asarray(start_event, dtype=np.int64)
-        if end_event[0] < self._last_end or np.any(end_event[1:] < end_event[:-1]):
+        if np.any(end_event[1:] < end_event[:-1]):
             raise ScheduleError("compact schedule rows must come in non-decreasing end-event order")
-        lag = end_event - start_event
+        first = int(end_event[0])
+        self.append_counted(chunk, link, end_event - start_event, first, np.bincount(end_event - first))
+
+    def append_counted(self, chunk, link, lag, end_first: int, end_count) -> None:
+        """Append rows already in the segment layout: the first ``end_count[0]`` end at event ``end_first``,
+        the next ``end_count[1]`` at ``end_first + 1``, ...; ``lag`` = end event - start event."""
+        chunk = np.asarray(chunk)
+        n = len(chunk)
+        if n == 0:
+            return
+        lag = np.asarray(lag)
+        end_count = np.asarray(end_count)
+        if end_first < self._last_end:
+            raise ScheduleError("compact schedule rows must come in non-decreasing end-event order")
+        if int(end_count.sum()) != n or len(lag) != n:
+            raise ScheduleError("compact schedule segment: end counts and rows disagree")
         if lag.min() < 0:
             raise ScheduleError("compact schedule row starts after it ends")
-        first = int(end_event[0])
-        count = np.bincount(end_event - first).astype(np.uint32)
+        first = int(end_first)
+        count = end_count.astype(np.uint32)
         seg = {
             "chunk": chunk.astype(self._cdt, copy=False),
             "link": np.asarray(link).astype(self._ldt, copy=False),
@@ -168,7 +183,7 @@ class CompactWriter:
             np.savez(self.path / _seg_name(self._nseg), **seg)
         self._nseg += 1
         self._rows += n
-        self._last_end = int(end_event[-1])
+        self._last_end = first + int(np.flatnonzero(count)[-1])
 
     def close(self, producer: dict | None = None) -> "CompactSchedule":
         if self._closed:
