@@ -84,7 +84,7 @@ def _rail_rows(problem: Problem, members: np.ndarray, seed: int, threads: int):
     from tacos_bench.cost import MIB
     from tacos_bench.transforms import _induced
 
-    from .greedy import SCALE_MIN_PAIRS, GreedyOptions, greedy_all_gather
+    from .greedy import SCALE_MIN_PAIRS, GreedyOptions, _ScaleInstance, greedy_all_gather, restart_seeds
 
     topo = problem.topology
     N, cpn = problem.num_npus, problem.collective.chunks_per_npu
@@ -100,19 +100,43 @@ def _rail_rows(problem: Problem, members: np.ndarray, seed: int, threads: int):
         sub_topo.check_strongly_connected()
     except Exception as e:
         raise SolverError(f"hier: a rail of {topo.name!r} is not strongly connected: {e}") from None
-    # large rails: the TACOS rule on the scale engine; small ones: the rule hier's table path uses
-    small = n * n * cpn < SCALE_MIN_PAIRS
-    opts = GreedyOptions(seed=seed, chunk_order="rarest" if small else "random",
-                         matching="maximum" if small else "greedy")
-    s = greedy_all_gather(sub, seed=seed, opts=opts, output="table", threads=threads)
-    glink = topo.link_ids(ids[sub_topo.src], ids[sub_topo.dst]).astype(np.int32)
-    link = glink[sub_topo.link_ids(s.src, s.dst)]
-    chunk = ((s.chunk // n) * N + ids[s.chunk % n]).astype(np.int32)
-    dst = ids[s.dst].astype(np.int32)
-    if np.all(s.end_us[1:] >= s.end_us[:-1]):   # the scale engine emits its rows in end order
-        return [chunk, link, s.start_us, s.end_us, dst]
-    order = np.argsort(s.end_us, kind="stable")
-    return [chunk[order], link[order], s.start_us[order], s.end_us[order], dst[order]]
+    glink = topo.link_ids(ids[sub_topo.src], ids[sub_topo.dst]).astype(np.int32)   # sub link -> link
+    if n * n * cpn >= SCALE_MIN_PAIRS:
+        # large rails: the TACOS rule on the scale engine, its rows taken as they stream (in end order)
+        opts = GreedyOptions(seed=seed)
+        sink = _RailSink()
+        _ScaleInstance(sub, opts).run(restart_seeds(seed, 1)[0], None, sink, threads)
+        c, sub_link, start, end = sink.rows()
+        sub_dst = np.asarray(sub_topo.dst, dtype=np.int64)[sub_link]
+    else:
+        # small rails: the rule hier's table path uses
+        opts = GreedyOptions(seed=seed, chunk_order="rarest", matching="maximum")
+        s = greedy_all_gather(sub, seed=seed, opts=opts, output="table", threads=threads)
+        order = np.argsort(s.end_us, kind="stable")
+        c, start, end, sub_dst = s.chunk[order], s.start_us[order], s.end_us[order], s.dst[order]
+        sub_link = sub_topo.link_ids(s.src[order], sub_dst)
+    chunk = ((c // n) * N + ids[c % n]).astype(np.int32)
+    return [chunk, glink[sub_link], start, end, ids[sub_dst].astype(np.int32)]
+
+
+class _RailSink:
+    """Collects the scale engine's streamed rows (its buffers are reused, so each batch is copied)."""
+
+    def __init__(self):
+        self.events: list[np.ndarray] = []
+        self.parts: list[tuple] = []
+
+    def add_events(self, times):
+        self.events.append(np.array(times, dtype=np.float64))
+
+    def append(self, chunk, link, start_ev, end_ev):
+        if len(chunk):
+            self.parts.append((chunk.copy(), link.copy(), start_ev.copy(), end_ev.copy()))
+
+    def rows(self):
+        ev = np.concatenate(self.events) if self.events else np.zeros(0)
+        chunk, link, s, e = (np.concatenate(cols) for cols in zip(*self.parts))
+        return chunk.astype(np.int64), link.astype(np.int64), ev[s], ev[e]
 
 
 @njit(cache=True)
@@ -184,34 +208,11 @@ def _distinct(x, cap):
     return u[:k]
 
 
-@njit(cache=True)
-def _counting_order(x, uniq):
-    """Stable order of ``x`` by value, every value one of the sorted ``uniq``."""
-    k = uniq.shape[0]
-    rank = np.empty(x.shape[0], dtype=np.int64)
-    ptr = np.zeros(k + 1, dtype=np.int64)
-    for i in range(x.shape[0]):
-        r = np.searchsorted(uniq, x[i])
-        rank[i] = r
-        ptr[r + 1] += 1
-    for r in range(k):
-        ptr[r + 1] += ptr[r]
-    order = np.empty(x.shape[0], dtype=np.int64)
-    for i in range(x.shape[0]):
-        order[ptr[rank[i]]] = i
-        ptr[rank[i]] += 1
-    return order
-
-
 def _by_end(end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Rows in end-time order and the distinct end times: a counting sort, as a window has few distinct times
-    (All-Gather arrivals come in waves); a comparison sort when it has many."""
-    uniq = _distinct(end, DISTINCT_MAX)
-    if len(uniq) == 0:
-        order = np.argsort(end, kind="stable")
-        e = end[order]
-        return order, e[np.concatenate([[True], e[1:] != e[:-1]])]
-    return _counting_order(end, uniq), uniq
+    """Rows in end-time order and the distinct end times, by a comparison sort."""
+    order = np.argsort(end, kind="stable")
+    e = end[order]
+    return order, e[np.concatenate([[True], e[1:] != e[:-1]])]
 
 
 @njit(cache=True)

@@ -251,21 +251,21 @@ def test_counting_and_comparison_sorts_write_the_same_schedule(monkeypatch):
         slow.sort_values(["end_us", "chunk", "dst"]).reset_index(drop=True))
 
 
-def test_window_rows_are_ordered_by_end_time_with_few_or_many_distinct_times(monkeypatch):
-    import solvers._hier_compact as HC
-
-    rng = np.random.default_rng(0)
-    for values in (rng.integers(0, 7, 500) * 0.25, rng.random(500)):
-        for cap in (1 << 12, 4):
-            monkeypatch.setattr(HC, "DISTINCT_MAX", cap)
-            order, uniq = HC._by_end(values)
-            assert np.array_equal(order, np.argsort(values, kind="stable"))
-            assert np.array_equal(uniq, np.unique(values))
-
-
 def test_a_rule_option_on_greedy_runs_that_rule_alone():
     """The ablation measures each rule by itself: no TACOS or decomposition candidate unless asked for."""
     p = Problem(hetero_cluster(2, 2, 4), Collective("all_gather", 1, 16))
     assert "candidates_us" not in get_solver("greedy").solve(p, imports="near").stats
     r = get_solver("greedy").solve(p, imports="near", tacos_candidate=True)
     assert set(r.stats["candidates_us"]) <= {"tacos", "rules"} and "tacos" in r.stats["candidates_us"]
+
+
+def test_decomposition_with_rails_on_the_scale_engine(monkeypatch):
+    import solvers.greedy as G
+    from solvers._hier_compact import hier_compact_all_gather
+
+    monkeypatch.setattr(G, "SCALE_MIN_PAIRS", 1)     # every rail counts as large: streamed from the scale engine
+    p = Problem(hetero_cluster(4, 3, 4), Collective("all_gather", 2, 64))
+    cs = hier_compact_all_gather(p, window_rows=300, seed=5)
+    assert len(cs) == p.num_npus * (p.num_npus - 1) * 2 and verify(p, cs.to_schedule()).valid
+    again = hier_compact_all_gather(p, in_memory=True, seed=5).to_schedule().sorted().to_frame()
+    assert cs.to_schedule().sorted().to_frame().equals(again)
