@@ -79,27 +79,14 @@ def complete_group_links(problem: Problem, group: np.ndarray) -> tuple[np.ndarra
 
 
 def _rail_rows(problem: Problem, members: np.ndarray, seed: int, threads: int):
-    """The rail's All-Gather as rows in the problem's ids, sorted by end time: chunk, link, start, end."""
-    from tacos_bench.collective import ALL_GATHER, Collective
-    from tacos_bench.cost import MIB
-    from tacos_bench.transforms import _induced
-
+    """The rail's All-Gather as rows in the problem's ids, sorted by end time: chunk, link, start, end, receiver."""
     from .greedy import SCALE_MIN_PAIRS, GreedyOptions, _ScaleInstance, greedy_all_gather, restart_seeds
+    from .hierarchical import rail_problem
 
     topo = problem.topology
     N, cpn = problem.num_npus, problem.collective.chunks_per_npu
-    keep = np.zeros(N, dtype=bool)
-    keep[members] = True
-    ids = np.flatnonzero(keep)      # sub NPU -> NPU (the sub-topology numbers the kept NPUs in order)
-    n = len(ids)
-    sub_topo = _induced(topo, keep, f"{topo.name}-rail")
-    sub = Problem(sub_topo, Collective(ALL_GATHER, cpn, problem.chunk_bytes * n * cpn / MIB))
-    if sub.chunk_bytes != problem.chunk_bytes:  # pragma: no cover - exact in binary floating point
-        raise SolverError("hier: internal error: the rail problem's chunk size differs")
-    try:
-        sub_topo.check_strongly_connected()
-    except Exception as e:
-        raise SolverError(f"hier: a rail of {topo.name!r} is not strongly connected: {e}") from None
+    sub, ids = rail_problem(problem, members)
+    sub_topo, n = sub.topology, len(ids)
     glink = topo.link_ids(ids[sub_topo.src], ids[sub_topo.dst]).astype(np.int32)   # sub link -> link
     if n * n * cpn >= SCALE_MIN_PAIRS:
         # large rails: the TACOS rule on the scale engine, its rows taken as they stream (in end order)
@@ -312,17 +299,18 @@ def warmup() -> float:
 
 
 def hier_compact_all_gather(problem: Problem, *, seed: int = 0, threads: int = 1, spool=None,
-                            in_memory: bool = False, window_rows: int = WINDOW_ROWS) -> CompactSchedule:
+                            in_memory: bool = False, window_rows: int = WINDOW_ROWS, hierarchy=None) -> CompactSchedule:
     """The hierarchical All-Gather of ``problem`` as a :class:`CompactSchedule` (see the module docstring).
 
     ``spool``: the directory to write (default: a temporary one, removed with the object unless saved);
     ``in_memory``: keep the segments in memory instead (schedules small enough for a table);
-    ``window_rows``: about how many rows each written window holds. Raises :class:`SolverError` when the
+    ``window_rows``: about how many rows each written window holds; ``hierarchy``: the problem's
+    :func:`~solvers.hierarchical.detect_hierarchy`, if the caller has it. Raises :class:`SolverError` when the
     topology has no rails or a group is not a complete digraph of links.
     """
     from .hierarchical import detect_hierarchy
 
-    h = detect_hierarchy(problem)
+    h = hierarchy if hierarchy is not None else detect_hierarchy(problem)
     topo = problem.topology
     N, cpn, C = problem.num_npus, problem.collective.chunks_per_npu, problem.num_chunks
     f_u, f_link = complete_group_links(problem, h.group)

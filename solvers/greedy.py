@@ -1112,8 +1112,9 @@ class GreedySolver(Solver):
                            stats={"jit_warmup_s": jit_s, **st}, stop_reason="finished")
 
 
-_TACOS_RULES = {"imports": "all", "import_gate": 0.0, "chunk_order": "random", "link_order": "chunk_first",
-                "group_matching": False}
+# the options that select the topology-aware rules, at their TACOS values (GreedyOptions' defaults)
+_TACOS_RULES = {k: getattr(GreedyOptions(), k) for k in ("imports", "import_gate", "chunk_order", "link_order",
+                                                         "group_matching")}
 
 
 def _all_gather_candidates(problem: Problem, opts: GreedyOptions, deadline, stats: dict, output: str,
@@ -1172,7 +1173,8 @@ def _all_gather_candidates(problem: Problem, opts: GreedyOptions, deadline, stat
         runs.append(("rules" if opts.tiered else "tacos", opts))
     elif not found:
         notes["rules_off"] = (f"{N} NPUs x {C} chunks >= TIERED_MAX_PAIRS ({TIERED_MAX_PAIRS}) and no tier "
-                              f"decomposition ({notes['decomposition_skipped']}): the TACOS rule")
+                              f"decomposition ({notes.get('decomposition_skipped', 'decompose=false')}): the "
+                              "TACOS rule")
     for name, run_opts in runs:
         if at_bound():
             notes[f"{name}_skipped"] = "an earlier candidate meets the lower bound (optimal)"

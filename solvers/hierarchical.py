@@ -121,25 +121,34 @@ def detect_hierarchy(problem: Problem) -> Hierarchy:
     return Hierarchy(g, rails)
 
 
-def _rail_all_gather(problem: Problem, members: np.ndarray, algorithm: str, seed: int) -> Schedule:
-    """The All-Gather of the rail's own chunks over the rail's links, in the problem's chunk ids."""
-    N, cpn, n = problem.num_npus, problem.collective.chunks_per_npu, len(members)
+def rail_problem(problem: Problem, members: np.ndarray) -> tuple[Problem, np.ndarray]:
+    """The All-Gather of a rail's own chunks over the rail's own links, with the problem's chunk size, and the
+    map from its NPU ids to the problem's (the sub-topology numbers the members in increasing id order)."""
+    N, cpn = problem.num_npus, problem.collective.chunks_per_npu
     keep = np.zeros(N, dtype=bool)
     keep[members] = True
+    ids = np.flatnonzero(keep)
+    n = len(ids)
     sub_topo = _induced(problem.topology, keep, f"{problem.topology.name}-rail")
     # the same chunk size: a buffer of n * cpn chunks of chunk_bytes (exact in binary floating point)
     sub = Problem(sub_topo, Collective(ALL_GATHER, cpn, problem.chunk_bytes * n * cpn / MIB))
     if sub.chunk_bytes != problem.chunk_bytes:  # pragma: no cover - guarded by the exact division above
         raise SolverError("hier: internal error: the rail problem's chunk size differs")
     try:
-        sub.topology.check_strongly_connected()
+        sub_topo.check_strongly_connected()
     except Exception as e:
         raise SolverError(f"hier: a rail of {problem.topology.name!r} is not strongly connected: {e}") from None
+    return sub, ids
+
+
+def _rail_all_gather(problem: Problem, members: np.ndarray, algorithm: str, seed: int) -> Schedule:
+    """The All-Gather of the rail's own chunks over the rail's links, in the problem's chunk ids."""
     from .base import get_solver
 
+    sub, ids = rail_problem(problem, members)
+    N, n = problem.num_npus, len(ids)
     opts = {"chunk_order": "rarest", "matching": "maximum", "seed": seed} if algorithm == "greedy" else {}
     s = get_solver("greedy" if algorithm == "greedy" else "ring").solve(sub, opts).schedule
-    ids = np.asarray(sub_topo.meta["original_ids"], np.int64)     # sub NPU -> NPU; sub ids follow NPU order
     chunk = (s.chunk // n) * N + ids[s.chunk % n]
     return Schedule(chunk, ids[s.src], ids[s.dst], s.start_us, s.end_us, s.op)
 
@@ -205,8 +214,8 @@ class HierarchicalSolver(Solver):
 
         t0 = time.perf_counter()
         stats: dict = {}
-        if problem.num_npus > 1:
-            detect_hierarchy(problem)  # the reason, if any, names the user's topology (not a reversed copy)
+        # the reason, if any, names the user's topology (not a reversed copy)
+        h = detect_hierarchy(problem) if problem.num_npus > 1 else None
 
         def ag(p: Problem) -> Schedule:
             s, st = hierarchical_all_gather(p, opts.rail_algorithm, opts.seed)
@@ -219,11 +228,11 @@ class HierarchicalSolver(Solver):
             from ._hier_compact import complete_group_links, hier_compact_all_gather
 
             try:
-                complete_group_links(problem, detect_hierarchy(problem).group)
+                complete_group_links(problem, h.group)
             except SolverError as e:
                 stats["compact_skipped"] = str(e)
             else:
-                sched = hier_compact_all_gather(problem, seed=opts.seed, threads=opts.num_threads)
+                sched = hier_compact_all_gather(problem, seed=opts.seed, threads=opts.num_threads, hierarchy=h)
                 stats.update({"hier_groups": sched.meta["producer"]["groups"],
                               "hier_rails": sched.meta["producer"]["rails"], "output": "compact"})
         if sched is None:

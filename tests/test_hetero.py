@@ -223,6 +223,9 @@ def test_beyond_the_tiered_kernel_the_rules_run_as_decomposition_or_tacos(monkey
     assert "TACOS rule" in rm.stats["rules_off"] and rm.stats["engine"] != "tiered"
     tacos = get_solver("greedy").solve(m, seed=4, restart_work=1 << 12).schedule
     assert rm.schedule.sorted().to_frame().equals(tacos.sorted().to_frame())
+    # the rules on solver=greedy without the decomposition: the TACOS rule, and the record says why
+    rg = get_solver("greedy").solve(p, imports="near")
+    assert "decompose=false" in rg.stats["rules_off"] and verify(p, rg.schedule).valid
 
 
 def test_hier_streams_very_large_all_gathers(monkeypatch):
@@ -269,3 +272,11 @@ def test_decomposition_with_rails_on_the_scale_engine(monkeypatch):
     assert len(cs) == p.num_npus * (p.num_npus - 1) * 2 and verify(p, cs.to_schedule()).valid
     again = hier_compact_all_gather(p, in_memory=True, seed=5).to_schedule().sorted().to_frame()
     assert cs.to_schedule().sorted().to_frame().equals(again)
+
+
+def test_hier_on_a_cluster_with_the_same_npu_failed_in_every_server():
+    """Equal groups after failures: the rails' NPU ids must be the induced topology's, not the original's."""
+    topo = remove_npus(hetero_cluster(2, 2, 4), [3, 7, 11, 15])
+    p = Problem(topo, Collective("all_gather", 1, 16))
+    t, r = run("hier", p)
+    assert r.stats["hier_rails"] == 3 and t >= lower_bounds(p)["best_us"] * (1 - 1e-9)
