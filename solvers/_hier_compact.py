@@ -80,7 +80,8 @@ def complete_group_links(problem: Problem, group: np.ndarray) -> tuple[np.ndarra
 
 def _rail_rows(problem: Problem, members: np.ndarray, seed: int, threads: int):
     """The rail's All-Gather as rows in the problem's ids, sorted by end time: chunk, link, start, end, receiver."""
-    from .greedy import SCALE_MIN_PAIRS, GreedyOptions, _ScaleInstance, greedy_all_gather, restart_seeds
+    from .greedy import (SCALE_MIN_PAIRS, GreedyOptions, _ScaleInstance, _TableSink, greedy_all_gather,
+                         restart_seeds)
     from .hierarchical import rail_problem
 
     topo = problem.topology
@@ -91,10 +92,11 @@ def _rail_rows(problem: Problem, members: np.ndarray, seed: int, threads: int):
     if n * n * cpn >= SCALE_MIN_PAIRS:
         # large rails: the TACOS rule on the scale engine, its rows taken as they stream (in end order)
         opts = GreedyOptions(seed=seed)
-        sink = _RailSink()
+        sub_src, sub_dst_of = (np.asarray(a, dtype=np.int64) for a in (sub_topo.src, sub_topo.dst))
+        sink = _TableSink(sub_src, sub_dst_of)
         _ScaleInstance(sub, opts).run(restart_seeds(seed, 1)[0], None, sink, threads)
-        c, sub_link, start, end = sink.rows()
-        sub_dst = np.asarray(sub_topo.dst, dtype=np.int64)[sub_link]
+        c, sub_link, start, end = sink.columns()
+        sub_dst = sub_dst_of[sub_link]
     else:
         # small rails: the rule hier's table path uses
         opts = GreedyOptions(seed=seed, chunk_order="rarest", matching="maximum")
@@ -104,26 +106,6 @@ def _rail_rows(problem: Problem, members: np.ndarray, seed: int, threads: int):
         sub_link = sub_topo.link_ids(s.src[order], sub_dst)
     chunk = ((c // n) * N + ids[c % n]).astype(np.int32)
     return [chunk, glink[sub_link], start, end, ids[sub_dst].astype(np.int32)]
-
-
-class _RailSink:
-    """Collects the scale engine's streamed rows (its buffers are reused, so each batch is copied)."""
-
-    def __init__(self):
-        self.events: list[np.ndarray] = []
-        self.parts: list[tuple] = []
-
-    def add_events(self, times):
-        self.events.append(np.array(times, dtype=np.float64))
-
-    def append(self, chunk, link, start_ev, end_ev):
-        if len(chunk):
-            self.parts.append((chunk.copy(), link.copy(), start_ev.copy(), end_ev.copy()))
-
-    def rows(self):
-        ev = np.concatenate(self.events) if self.events else np.zeros(0)
-        chunk, link, s, e = (np.concatenate(cols) for cols in zip(*self.parts))
-        return chunk.astype(np.int64), link.astype(np.int64), ev[s], ev[e]
 
 
 @njit(cache=True)

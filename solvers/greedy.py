@@ -814,12 +814,20 @@ class _TableSink:
             self.parts.append((chunk.astype(np.int64), link.astype(np.int64), start_ev.astype(np.int64),
                                end_ev.astype(np.int64)))
 
-    def schedule(self) -> Schedule:
-        ev = np.concatenate(self.events) if self.events else np.zeros(0)
+    def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Chunk, link id, start and end time (µs) of every row, in the order they came (end-time order)."""
         if not self.parts:
-            return Schedule.empty()
+            z = np.zeros(0, dtype=np.int64)
+            return z, z, np.zeros(0), np.zeros(0)
+        ev = np.concatenate(self.events) if self.events else np.zeros(0)
         chunk, link, s, e = (np.concatenate(cols) for cols in zip(*self.parts))
-        return Schedule(chunk, self.lsrc[link], self.ldst[link], ev[s], ev[e], np.full(len(chunk), COPY, np.int8))
+        return chunk, link, ev[s], ev[e]
+
+    def schedule(self) -> Schedule:
+        chunk, link, start, end = self.columns()
+        if not len(chunk):
+            return Schedule.empty()
+        return Schedule(chunk, self.lsrc[link], self.ldst[link], start, end, np.full(len(chunk), COPY, np.int8))
 
 
 KERNELS = ("counted", "listed", "scale", "tiered", "unicast", "routed")
