@@ -225,14 +225,13 @@ class HierarchicalSolver(Solver):
         sched = None
         if problem.kind == ALL_GATHER and (problem.num_npus - 1) * problem.num_chunks > COMPACT_MIN_ROWS:
             # too many transfers for a table: the same construction streamed, where groups are complete
-            from ._hier_compact import complete_group_links, hier_compact_all_gather
+            from ._hier_compact import hier_compact_all_gather
 
             try:
-                complete_group_links(problem, h.group)
-            except SolverError as e:
+                sched = hier_compact_all_gather(problem, seed=opts.seed, threads=opts.num_threads, hierarchy=h)
+            except SolverError as e:   # an incomplete group; a rail that cannot be served fails the table path too
                 stats["compact_skipped"] = str(e)
             else:
-                sched = hier_compact_all_gather(problem, seed=opts.seed, threads=opts.num_threads, hierarchy=h)
                 stats.update({"hier_groups": sched.meta["producer"]["groups"],
                               "hier_rails": sched.meta["producer"]["rails"], "output": "compact"})
         if sched is None:
