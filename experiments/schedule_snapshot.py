@@ -1,0 +1,151 @@
+"""A snapshot of schedule hashes: proof that a refactoring changed no schedule.
+
+    python experiments/schedule_snapshot.py -o /tmp/before.json          # before the change
+    python experiments/schedule_snapshot.py --check /tmp/before.json     # after it: exit 1 on any difference
+
+Every deterministic backend (the greedy family with its options, the baselines, the composed collectives,
+the repair after a fault) solves a fixed grid of small problems; each schedule is written as ``schedule.csv``
+bytes (the public format) and hashed. Exact backends are left out: their search is timed and multi-threaded,
+so their schedules are not a function of the input alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+TOPOS = ("ring5", "mesh3x4", "torus4x4", "hetero2x2x4", "hetero_mesh4x4", "random12d3s1", "unequal2-3-4",
+         "three_tier2x2x2", "hypercube8")
+KINDS = ("all_gather", "reduce_scatter", "all_reduce", "broadcast", "reduce", "gather", "scatter", "all_to_all")
+GREEDY_VARIANTS = (
+    ("greedy", {}),
+    ("greedy", {"chunk_order": "rarest", "matching": "maximum"}),
+    ("greedy", {"restarts": 3}),
+    ("greedy", {"imports": "near", "link_order": "fewest_first"}),
+    ("greedy", {"duplicates": True, "preempt": True, "window": 2}),
+    ("greedy_plus", {}),
+    ("hier", {}),
+)
+BASELINES = ("bfs", "ring", "direct", "rhd", "dbt", "pairwise", "bruck", "binomial", "chain")
+
+
+def _digest(schedule, problem) -> str:
+    from tacos_bench.schedule import Schedule
+
+    if not isinstance(schedule, Schedule):  # a compact schedule: hash its rows in the public format
+        schedule = schedule.to_schedule()
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "schedule.csv"
+        schedule.to_csv(path)
+        return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+def cases():
+    """(key, solver, options, topology name, collective kwargs) of the grid."""
+    for topo in TOPOS:
+        for kind in KINDS:
+            for cpn in (1, 2):
+                coll = {"kind": kind, "chunks_per_npu": cpn, "buffer_mib": 16.0,
+                        "root": 1 if kind in ("broadcast", "reduce", "gather", "scatter") else 0}
+                for seed in (0, 1):
+                    for solver, opts in GREEDY_VARIANTS:
+                        tag = ",".join(f"{k}={v}" for k, v in sorted(opts.items()))
+                        yield (f"{topo}|{kind}|{cpn}|{solver}[{tag}]|s{seed}", solver, {**opts, "seed": seed},
+                               topo, coll)
+                for solver in BASELINES:
+                    yield f"{topo}|{kind}|{cpn}|{solver}", solver, {}, topo, coll
+
+
+def snapshot() -> dict[str, str]:
+    from solvers import get_solver
+    from tacos_bench import Collective, Problem
+    from tacos_bench.errors import TacosError
+    from tacos_bench.topologies import named_topology
+
+    out: dict[str, str] = {}
+    topos = {}
+    for key, solver, opts, topo, coll in cases():
+        t = topos.setdefault(topo, named_topology(topo))
+        p = Problem(t, Collective(**coll))
+        s = get_solver(solver)
+        if not s.supports(p.kind):
+            continue
+        try:
+            res = s.solve(p, **opts)
+        except TacosError as e:  # a refusal is part of the behaviour too
+            out[key] = "error: " + str(e).split("\n")[0]
+            continue
+        out[key] = _digest(res.schedule, p) if res.schedule is not None else f"status {res.status}"
+    out.update(_engines())
+    out.update(_repairs())
+    return out
+
+
+def _engines() -> dict[str, str]:
+    """The All-Gather engines and the compact output, which no option of a backend selects alone."""
+    from solvers.greedy import GreedyPlusSolver, greedy_all_gather
+    from tacos_bench import Collective, Problem
+    from tacos_bench.topologies import named_topology
+
+    out = {}
+    for topo in ("torus4x4", "hetero2x2x4", "random12d3s1", "three_tier2x2x2"):
+        for cpn in (1, 3):
+            p = Problem(named_topology(topo), Collective("all_gather", cpn, 16.0))
+            for engine in ("classic", "scale", "tiered"):
+                for output in ("table", "compact"):
+                    if output == "compact" and engine != "scale":
+                        continue
+                    opts = GreedyPlusSolver.Options.parse({}) if engine == "tiered" else None
+                    s = greedy_all_gather(p, seed=2, engine=engine, output=output, opts=opts)
+                    out[f"engine|{topo}|{cpn}|{engine}|{output}"] = _digest(s, p)
+    from solvers._hier_compact import hier_compact_all_gather  # noqa: moved in the families refactor
+
+    for topo in ("hetero2x2x4", "three_tier2x2x2"):
+        p = Problem(named_topology(topo), Collective("all_gather", 2, 16.0))
+        out[f"decomposition|{topo}"] = _digest(hier_compact_all_gather(p, in_memory=True), p)
+    return out
+
+
+def _repairs() -> dict[str, str]:
+    from solvers import get_solver
+    from solvers.repair import repair
+    from tacos_bench import Collective, Problem
+    from tacos_bench.faults import Fault
+    from tacos_bench.topologies import named_topology
+
+    out = {}
+    for topo in ("torus4x4", "hetero2x2x4"):
+        for kind in ("all_gather", "gather", "scatter", "all_to_all", "broadcast"):
+            p = Problem(named_topology(topo), Collective(kind, 1, 16.0, root=1))
+            healthy = get_solver("greedy").solve(p).schedule
+            rep = repair(p, healthy, Fault(healthy.makespan_us / 2, links=((0, 1),)))
+            sched = getattr(rep, "schedule", rep)
+            out[f"repair|{topo}|{kind}"] = _digest(sched, p)
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("-o", "--out", help="write the snapshot (JSON) here")
+    ap.add_argument("--check", help="compare with this snapshot; exit 1 on any difference")
+    a = ap.parse_args(argv)
+    snap = snapshot()
+    print(f"{len(snap)} schedules hashed")
+    if a.out:
+        Path(a.out).write_text(json.dumps(snap, indent=0, sort_keys=True))
+    if a.check:
+        ref = json.loads(Path(a.check).read_text())
+        diff = sorted(k for k in set(ref) | set(snap) if ref.get(k) != snap.get(k))
+        for k in diff[:30]:
+            print(f"differs: {k}: {ref.get(k)} -> {snap.get(k)}")
+        print(f"{len(diff)} of {len(ref)} differ")
+        return 1 if diff else 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
