@@ -40,7 +40,7 @@ import pandas as pd  # noqa: E402
 
 from tacos_bench import Collective, Problem  # noqa: E402
 from tacos_bench.bounds import lower_bound_us  # noqa: E402
-from tacos_bench.generators import grid, hypercube, ring  # noqa: E402
+from tacos_bench.topology.generators import grid, hypercube, ring  # noqa: E402
 from tacos_bench.runner import solve_and_verify  # noqa: E402
 from solvers import get_solver  # noqa: E402
 

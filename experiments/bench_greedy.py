@@ -55,7 +55,7 @@ def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--suite", choices=("speed", "quality", "hetero"), default="speed")
     ap.add_argument("--sizes", nargs="+", default=None,
-                    help="named topologies (tacos_bench.topologies.named_topology), e.g. mesh40x40 torus8x8x16")
+                    help="named topologies (tacos_bench.topology.named.named_topology), e.g. mesh40x40 torus8x8x16")
     ap.add_argument("--configs", nargs="+", default=None,
                     help="greedy settings: default, tight, window4, tight_window4, greedy_plus (its options), "
                          "or key=value,key=value")
@@ -208,7 +208,7 @@ def _table(rows, cols) -> list[str]:
 
 def _problem(name):
     from tacos_bench import Collective, Problem
-    from tacos_bench.topologies import named_topology
+    from tacos_bench.topology.named import named_topology
 
     return Problem(named_topology(name), Collective("all_gather", 1, 1024.0))
 

@@ -64,7 +64,7 @@ def snapshot() -> dict[str, str]:
     from solvers import get_solver
     from tacos_bench import Collective, Problem
     from tacos_bench.errors import TacosError
-    from tacos_bench.topologies import named_topology
+    from tacos_bench.topology.named import named_topology
 
     out: dict[str, str] = {}
     topos = {}
@@ -89,7 +89,7 @@ def _engines() -> dict[str, str]:
     """The All-Gather engines and the compact output, which no option of a backend selects alone."""
     from solvers.greedy import GreedyPlusSolver, greedy_all_gather
     from tacos_bench import Collective, Problem
-    from tacos_bench.topologies import named_topology
+    from tacos_bench.topology.named import named_topology
 
     out = {}
     for topo in ("torus4x4", "hetero2x2x4", "random12d3s1", "three_tier2x2x2"):
@@ -102,7 +102,7 @@ def _engines() -> dict[str, str]:
                     opts = GreedyPlusSolver.Options.parse({}) if engine == "tiered" else None
                     s = greedy_all_gather(p, seed=2, engine=engine, output=output, opts=opts)
                     out[f"engine|{topo}|{cpn}|{engine}|{output}"] = _digest(s, p)
-    from solvers._hier_compact import hier_compact_all_gather  # noqa: moved in the families refactor
+    from solvers.greedy.decomposition import hier_compact_all_gather  # noqa: moved in the families refactor
 
     for topo in ("hetero2x2x4", "three_tier2x2x2"):
         p = Problem(named_topology(topo), Collective("all_gather", 2, 16.0))
@@ -115,7 +115,7 @@ def _repairs() -> dict[str, str]:
     from solvers.repair import repair
     from tacos_bench import Collective, Problem
     from tacos_bench.faults import Fault
-    from tacos_bench.topologies import named_topology
+    from tacos_bench.topology.named import named_topology
 
     out = {}
     for topo in ("torus4x4", "hetero2x2x4"):

@@ -49,7 +49,7 @@ def study_grid() -> tuple[list[str], list[str]]:
 
 def num_npus(name: str) -> int:
     """NPU count of a named topology (without building it when the name says it)."""
-    from tacos_bench.topologies import named_topology
+    from tacos_bench.topology.named import named_topology
 
     return int(named_topology(name).num_npus)
 

@@ -1,8 +1,9 @@
 """Solver interface, status vocabulary and registry.
 
 Every backend takes the one canonical :class:`~tacos_bench.problem.Problem` and
-returns a :class:`SolveResult` holding the same :class:`~tacos_bench.schedule.Schedule`
-type. Backends only solve: verification, bounds, timing of the whole run and
+returns a :class:`SolveResult` holding a schedule of one protocol,
+:class:`~tacos_bench.schedule.ScheduleLike` (a table, or a compact schedule on disk for very
+large All-Gathers). Backends only solve: verification, bounds, timing of the whole run and
 records happen outside (:mod:`tacos_bench.runner`).
 
 A backend declares
@@ -23,7 +24,7 @@ Examples
 >>> "greedy" in available_solvers()
 True
 >>> from tacos_bench import Collective, Problem
->>> from tacos_bench.generators import ring
+>>> from tacos_bench.topology.generators import ring
 >>> res = get_solver("bfs").solve(Problem(ring(4), Collective("all_gather")))
 >>> res.status, res.stop_reason, len(res.schedule)
 ('feasible', 'finished', 12)
@@ -38,7 +39,7 @@ from typing import Any, ClassVar, Literal, Mapping
 
 from tacos_bench.errors import SolverError
 from tacos_bench.problem import Problem
-from tacos_bench.schedule import Schedule
+from tacos_bench.schedule import ScheduleLike
 
 from .options import SolverOptions
 
@@ -82,7 +83,7 @@ class SolveResult:
     """
 
     status: Status
-    schedule: Schedule | None
+    schedule: ScheduleLike | None
     objective_us: float | None = None
     best_bound_us: float | None = None
     build_time_s: float = 0.0
@@ -140,7 +141,7 @@ class Solver(abc.ABC):
         """Solve ``problem``; options as an ``Options`` object, a mapping or keywords.
 
         >>> from tacos_bench import Collective, Problem
-        >>> from tacos_bench.generators import ring
+        >>> from tacos_bench.topology.generators import ring
         >>> get_solver("ring").solve(Problem(ring(4), Collective("all_gather")), seed=3).status
         'feasible'
         """
@@ -198,20 +199,20 @@ class Solver(abc.ABC):
 
 # name -> "module:Class"; imported on first use.
 _REGISTRY: dict[str, str] = {
-    "bfs": "solvers.trivial:BfsTreeSolver",
-    "greedy": "solvers.greedy:GreedySolver",
-    "greedy_plus": "solvers.greedy:GreedyPlusSolver",
-    "milp": "solvers.milp:MilpSolver",
-    "cpsat": "solvers.cpsat:CpSatSolver",
-    "ring": "solvers.baselines:RingSolver",
-    "direct": "solvers.baselines:DirectSolver",
-    "rhd": "solvers.baselines:RecursiveHalvingDoublingSolver",
-    "dbt": "solvers.baselines:DoubleBinaryTreeSolver",
-    "pairwise": "solvers.baselines_collectives:PairwiseSolver",
-    "bruck": "solvers.baselines_collectives:BruckSolver",
-    "binomial": "solvers.baselines_collectives:BinomialSolver",
-    "chain": "solvers.baselines_collectives:ChainSolver",
-    "hier": "solvers.hierarchical:HierarchicalSolver",
+    "bfs": "solvers.baselines.trivial:BfsTreeSolver",
+    "greedy": "solvers.greedy.solver:GreedySolver",
+    "greedy_plus": "solvers.greedy.solver:GreedyPlusSolver",
+    "milp": "solvers.exact.milp:MilpSolver",
+    "cpsat": "solvers.exact.cpsat:CpSatSolver",
+    "ring": "solvers.baselines.classic:RingSolver",
+    "direct": "solvers.baselines.classic:DirectSolver",
+    "rhd": "solvers.baselines.classic:RecursiveHalvingDoublingSolver",
+    "dbt": "solvers.baselines.classic:DoubleBinaryTreeSolver",
+    "pairwise": "solvers.baselines.collectives:PairwiseSolver",
+    "bruck": "solvers.baselines.collectives:BruckSolver",
+    "binomial": "solvers.baselines.collectives:BinomialSolver",
+    "chain": "solvers.baselines.collectives:ChainSolver",
+    "hier": "solvers.greedy.hierarchical:HierarchicalSolver",
 }
 
 

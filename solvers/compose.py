@@ -27,9 +27,9 @@ Every backend that builds All-Reduce from its two phases goes through
 Examples
 --------
 >>> from tacos_bench import Collective, Problem
->>> from tacos_bench.generators import ring
+>>> from tacos_bench.topology.generators import ring
 >>> from tacos_bench.verify import verify
->>> from solvers.trivial import bfs_all_gather
+>>> from solvers.baselines.trivial import bfs_all_gather
 >>> p = Problem(ring(4), Collective("all_reduce", 1, 64, overlap=False))
 >>> barrier = solve_collective(p, bfs_all_gather)
 >>> po = Problem(ring(4), Collective("all_reduce", 1, 64, overlap=True))

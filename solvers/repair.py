@@ -14,7 +14,7 @@ Examples
 --------
 >>> from tacos_bench import Collective, Problem
 >>> from tacos_bench.faults import Fault
->>> from tacos_bench.generators import torus2d
+>>> from tacos_bench.topology.generators import torus2d
 >>> from tacos_bench.verify import verify
 >>> from solvers import get_solver
 >>> p = Problem(torus2d(4, 4), Collective("all_gather", 1, 64))
@@ -101,7 +101,7 @@ def _warm(problem: Problem, solver: str, opts) -> None:
         return  # already loaded, or the repair itself refuses it with the right message
     _WARM.add(key)
     from tacos_bench.collective import Collective
-    from tacos_bench.generators import ring
+    from tacos_bench.topology.generators import ring
 
     warm_retime()
     tiny = Problem(ring(3), Collective(problem.kind, 1, 1))

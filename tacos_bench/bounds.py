@@ -29,7 +29,7 @@ is not a valid bound in general).
 Examples
 --------
 >>> from tacos_bench import Collective, Problem
->>> from tacos_bench.generators import torus2d
+>>> from tacos_bench.topology.generators import torus2d
 >>> b = lower_bounds(Problem(torus2d(4, 4), Collective("all_gather", 1, 1024)))
 >>> b["ingress_basic_steps"], b["ingress_steps"], b["best_us"]
 (4, 4, 5002.0)
@@ -47,6 +47,7 @@ from .errors import ConfigError
 from .graph import bfs, dijkstra
 from .problem import Problem
 from .topology import Topology
+from .topology.tiers import faster_link_components
 
 __all__ = ["lower_bounds", "lower_bound_us", "count_time_us", "max_ratio_cut", "min_in_cut", "npu_orbits"]
 
@@ -414,7 +415,7 @@ def npu_orbits(topo: Topology, weight: np.ndarray) -> np.ndarray:
 
     Examples
     --------
-    >>> from tacos_bench.generators import torus2d, mesh2d
+    >>> from tacos_bench.topology.generators import torus2d, mesh2d
     >>> len(set(npu_orbits(torus2d(4, 4), np.ones(64)).tolist()))
     1
     >>> len(set(npu_orbits(mesh2d(4, 4), np.ones(48)).tolist()))
@@ -473,7 +474,7 @@ def max_ratio_cut(topo: Topology, cap: np.ndarray, max_pins: int | None = None) 
 
     Examples
     --------
-    >>> from tacos_bench.generators import ring
+    >>> from tacos_bench.topology.generators import ring
     >>> r = max_ratio_cut(ring(4, bidirectional=False), np.ones(4))
     >>> r["ratio"], int(r["S"].sum())
     (0.3333333333333333, 1)
@@ -526,7 +527,7 @@ def min_in_cut(topo: Topology, cap: np.ndarray, max_pins: int | None = None) -> 
 
     Examples
     --------
-    >>> from tacos_bench.generators import ring
+    >>> from tacos_bench.topology.generators import ring
     >>> min_in_cut(ring(5), np.ones(10))["value"]
     2.0
     """
@@ -700,18 +701,11 @@ def _drain_infeasible(T, K, t_out, uniq_out, mo_ptr, mo_t, mi_ptr, mi_t):
 
 
 def _drain_groups(topo: Topology, t: np.ndarray) -> list[np.ndarray]:
-    """Non-trivial strongly connected groups of the links faster than each distinct link time."""
-    from .graph import strong_components
-
+    """Non-trivial strongly connected groups of the links faster than each link time tier
+    (:func:`tacos_bench.topology.tiers.faster_link_components`, the groups the greedy's rules see)."""
     n = topo.num_npus
-    out_ptr = np.asarray(topo.out_ptr, np.int64)
-    dst = np.asarray(topo.dst, np.int64)
     seen, groups = set(), []
-    for tau in np.unique(t).tolist():
-        keep = t < tau * (1 - 1e-12)
-        if not keep.any():
-            continue
-        lab = strong_components(n, out_ptr, dst, keep)
+    for _, lab in faster_link_components(n, topo.out_ptr, topo.dst, t):
         order = np.argsort(lab, kind="stable")
         cuts = np.flatnonzero(np.diff(lab[order])) + 1
         for mem in np.split(order, cuts):
@@ -1111,7 +1105,7 @@ def lower_bounds(problem: Problem, *, distance_exact_max_npus: int = DISTANCE_EX
     Examples
     --------
     >>> from tacos_bench import Collective, Problem
-    >>> from tacos_bench.generators import mesh2d
+    >>> from tacos_bench.topology.generators import mesh2d
     >>> b = lower_bounds(Problem(mesh2d(4, 4), Collective("all_gather", 1, 1024)))
     >>> b["ingress_steps"], b["best_us"] == 8 * 1250.5
     (8, True)
@@ -1165,7 +1159,7 @@ def cheap_bound_us(problem: Problem) -> float:
     shape). A solver that meets it may stop: its schedule is optimal.
 
     >>> from tacos_bench import Collective, Problem
-    >>> from tacos_bench.generators import hetero_cluster, mesh2d
+    >>> from tacos_bench.topology.generators import hetero_cluster, mesh2d
     >>> p = Problem(mesh2d(3, 3), Collective("all_gather", 1, 1024))
     >>> cheap_bound_us(p) == 4 * float(p.link_time_us[0])   # a corner NPU: 8 chunks over 2 in-links
     True
@@ -1188,7 +1182,7 @@ def lower_bound_us(problem: Problem, **options) -> float:
     Examples
     --------
     >>> from tacos_bench import Collective, Problem
-    >>> from tacos_bench.generators import ring
+    >>> from tacos_bench.topology.generators import ring
     >>> lower_bound_us(Problem(ring(4, bidirectional=False), Collective("all_gather", 1, 1024)))
     15001.5
     """

@@ -5,7 +5,7 @@ A 40,000-NPU All-Gather has ``N * (N - 1)`` ≈ 1.6 billion transfers: as a
 ``schedule.csv`` far more. A :class:`CompactSchedule` stores the same transfers
 in 6-7 bytes each, written in bounded segments while the solver runs, read
 back segment by segment, and verified in one pass by
-:func:`tacos_bench.verify_compact.verify_compact`.
+:func:`tacos_bench.verify.compact.verify_compact`.
 
 Format (a directory, ``FORMAT = "tacos-compact-v1"``)
 ------------------------------------------------------
@@ -43,7 +43,7 @@ schedules small enough), :meth:`CompactSchedule.to_csv` writes the standard
 Examples
 --------
 >>> from tacos_bench import Collective, Problem
->>> from tacos_bench.generators import ring
+>>> from tacos_bench.topology.generators import ring
 >>> from tacos_bench.schedule import Schedule
 >>> p = Problem(ring(3), Collective("all_gather", 1, 1))
 >>> t = float(p.link_time_us[0])
@@ -227,6 +227,7 @@ class CompactSchedule:
     """
 
     is_compact = True
+    storage = "compact"   # ScheduleLike: segments on disk
 
     def __init__(self, path, meta: dict, links: np.ndarray, events: np.ndarray, segments: list | None = None):
         self.path = None if path is None else Path(path)
@@ -301,6 +302,15 @@ class CompactSchedule:
                 raise ScheduleError("compact schedule row refers to a link or event that does not exist")
             yield (seg["chunk"].astype(np.int64), self.links[link, 0].astype(np.int64),
                    self.links[link, 1].astype(np.int64), self.events[start_ev], self.events[end_ev])
+
+    def link_ids(self, topology) -> np.ndarray:
+        """The link id in ``topology`` of every row, in :meth:`iter_rows` order (-1 where it has no such link)."""
+        parts = [topology.link_ids(s, d) for _, s, d, _, _ in self.iter_rows()]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+    def keep_files(self, directory) -> "CompactSchedule":
+        """:meth:`save` to ``directory`` (the run directory's ``schedule_compact/``)."""
+        return self.save(directory)
 
     def to_schedule(self, max_rows: int | None = None) -> Schedule:
         """Materialize as a :class:`Schedule` (raises if longer than ``max_rows``)."""

@@ -16,7 +16,7 @@ exempt from the postcondition.
 Examples
 --------
 >>> from tacos_bench import Collective, Problem, Schedule
->>> from tacos_bench.generators import ring
+>>> from tacos_bench.topology.generators import ring
 >>> p = Problem(ring(4), Collective("all_gather", 1, 1))
 >>> t = float(p.link_time_us[0])
 >>> s = Schedule.from_rows([(0, 0, 1, 0.0, t, "copy"), (0, 1, 2, t, 2 * t, "copy"), (1, 1, 0, 0.0, t, "copy"),
@@ -37,7 +37,7 @@ from .errors import ConfigError, TopologyError
 from .problem import Problem
 from .schedule import Schedule
 from .topology import Topology
-from .transforms import parse_links, remove_links, remove_npus
+from .topology.transforms import parse_links, remove_links, remove_npus
 
 
 # repairability is checked pair by pair (all-pairs reachability) up to this many NPUs
@@ -119,7 +119,7 @@ class Fault:
 
     def scratch_topology(self, topo: Topology) -> Topology:
         """The topology a from-scratch run after the failure would use: the failed links and NPUs removed
-        (survivors renumbered as :func:`tacos_bench.transforms.remove_npus` does)."""
+        (survivors renumbered as :func:`tacos_bench.topology.transforms.remove_npus` does)."""
         out = remove_links(topo, self.links, "fault.links") if self.links else topo
         if self.npus:
             out = remove_npus(out, self.npus)
@@ -147,7 +147,7 @@ def fault_from_config(cfg: Mapping[str, Any] | None, topo: Topology, seed: int =
 
     Examples
     --------
-    >>> from tacos_bench.generators import mesh2d
+    >>> from tacos_bench.topology.generators import mesh2d
     >>> fault_from_config({"at_us": 10, "links": [[0, 1, "both"]]}, mesh2d(2, 2)).links
     ((0, 1), (1, 0))
     >>> fault_from_config({"at_us": None}, mesh2d(2, 2)) is None
@@ -199,7 +199,7 @@ def random_links(topo: Topology, count: int, seed: int, failed=(), dead=()) -> t
     """``count`` random links (each with its reverse, when it exists) whose failure, on top of the links
     ``failed`` and the NPUs ``dead``, leaves the NPUs that survive strongly connected; drawn from ``seed``.
 
-    >>> from tacos_bench.generators import torus2d
+    >>> from tacos_bench.topology.generators import torus2d
     >>> random_links(torus2d(4, 4), 2, seed=3) == random_links(torus2d(4, 4), 2, seed=3)
     True
     """

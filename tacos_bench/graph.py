@@ -19,7 +19,7 @@ Both orders are total, so every result here is deterministic.
 Examples
 --------
 >>> import numpy as np
->>> from tacos_bench.generators import ring
+>>> from tacos_bench.topology.generators import ring
 >>> t = ring(5, bidirectional=False)
 >>> dist, pred = shortest_path_tree(t.num_npus, t.out_ptr, np.asarray(t.dst, np.int64), np.ones(5), 0)
 >>> dist.tolist()

@@ -28,7 +28,7 @@ def utilization_timeline(problem: Problem, schedule: Schedule, bins: int = 200):
 
     Examples
     --------
-    >>> from tacos_bench.generators import ring
+    >>> from tacos_bench.topology.generators import ring
     >>> from tacos_bench import Collective
     >>> p = Problem(ring(2), Collective("all_gather", 1, 4))
     >>> t = float(p.link_time_us[0])
@@ -156,11 +156,333 @@ def plot_bars(df, category: str, value: str, group: str, path, *, title="", ylab
     return path
 
 
-def plot_sweep(df, x: str, y: str, hue: str, path, *, logx: bool = False, logy: bool = False,
-               title: str | None = None):
-    """A sweep's figure from its results table: mean ``y`` against ``x``, one line per ``hue`` value.
+# Columns that say which experiment a row is (problem, fault, solver set-up): rows that differ in one of them at
+# the same x are different experiments, never repeats to average. Kept here, not imported from
+# tacos_bench.runner.records, because the core may not import the runner (pyproject's import-linter contract).
+# Order matters: a column is added to a series key only when the ones before it do not already separate the
+# rows, so the more telling column wins the legend (topology_kind before topology keeps mesh4x4 -> mesh8x8 one
+# line when x is num_npus; topology before num_links, which it determines).
+_DEFINING = ("solver", "collective", "topology_kind", "topology", "buffer_mib", "chunks_per_npu", "num_npus",
+             "overlap", "root", "failed_links", "fault_at_fraction", "fault_at_us", "fault_links",
+             "fault_random_links", "fault_npus", "time_limit_s", "threads", "topology_header_name", "num_links",
+             "homogeneous", "symmetric", "num_chunks", "chunk_bytes", "min_link_time_us", "experiment")
+_DEFINING_PREFIXES = ("p_solver_", "choice_")
+# Shown in the figure's title when one value covers the whole table, so a reader knows what was held fixed.
+_CONTEXT = ("collective", "topology", "buffer_mib", "chunks_per_npu")
 
-    Only runs with a verified schedule are drawn (error rows and rejected schedules never make a point).
+ERROR_BARS = {"minmax": "min–max", "std": "mean ± 1 std", "none": None}
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<")
+_LINESTYLES = ("-", "--", "-.", ":")
+
+
+def _floor(y: str) -> float | None:
+    """The least value ``y`` can take by definition (None: no such bound).
+
+    A gap or a ratio to the lower bound is >= 0 (>= 1, but 0 is the bound that survives a wrong lower bound),
+    and so is a measured duration; an error bar below it would show an impossible value.
+
+    Examples
+    --------
+    >>> _floor("gap"), _floor("ratio_to_bound"), _floor("synthesis_time_s"), _floor("repair_loss")
+    (0.0, 0.0, 0.0, None)
+    """
+    name = y.lower()
+    if "gap" in name or "ratio" in name or name.endswith(("_s", "_us")):
+        return 0.0
+    return None
+
+
+def _fmt(v) -> str:
+    """A key value as a legend shows it (``16`` not ``16.0``, ``n/a`` for a missing value)."""
+    if v is None or (isinstance(v, float) and np.isnan(v)):
+        return "n/a"
+    if isinstance(v, (float, np.floating)) and float(v).is_integer():
+        return str(int(v))
+    return str(v)
+
+
+def _columns(spec) -> list[str]:
+    """``"solver,topology"`` / a list / None as a list of column names (``""`` and ``"none"``: no column)."""
+    if spec is None:
+        return []
+    if isinstance(spec, str):
+        spec = spec.split(",")
+    return [c.strip() for c in spec if c and c.strip() and c.strip().lower() != "none"]
+
+
+def _sortable(s):
+    # object columns may mix None with numbers or strings; compare them as text rather than fail
+    return s.astype(str) if s.dtype == object else s
+
+
+def sweep_split_columns(df, x: str, keys) -> list[str]:
+    """The problem-defining columns that still vary among rows sharing ``x`` and ``keys``.
+
+    These are what a sweep figure must separate (or refuse to draw): averaging over them would merge
+    different problems into one point. A column is added only when the columns before it do not already
+    separate the rows, so derived columns (``num_links`` of a ``topology``) never lengthen a key.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The results table (rows to be drawn).
+    x : str
+        The column on the x axis.
+    keys : list of str
+        Columns already separating series (hue and facets).
+
+    Returns
+    -------
+    list of str
+        The columns to add to the series key, most telling first.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"solver": ["greedy"] * 4, "topology": ["mesh4x4", "torus4x4", "mesh4x4", "mesh8x8"],
+    ...                    "num_links": [48, 64, 48, 224], "num_npus": [16, 16, 16, 64], "seed": [0, 0, 1, 0]})
+    >>> sweep_split_columns(df, "num_npus", ["solver"])
+    ['topology']
+    >>> sweep_split_columns(df[df.topology != "torus4x4"], "num_npus", ["solver"])
+    []
+    >>> df["topology_kind"] = df.topology.str[:-3]  # mesh, torus: mesh4x4 and mesh8x8 make one line
+    >>> sweep_split_columns(df, "num_npus", ["solver"]), sweep_split_columns(df[:3], "num_npus", ["solver"])
+    (['topology_kind'], ['topology'])
+    """
+    taken = {x, *keys}
+    cands = [c for c in _DEFINING if c in df.columns and c not in taken]
+    cands += sorted(c for c in df.columns if c.startswith(_DEFINING_PREFIXES) and c not in taken)
+    added: list[str] = []
+    for c in cands:
+        varies = df.groupby([*keys, *added, x], dropna=False, sort=False)[c].nunique(dropna=False)
+        if (varies > 1).any():
+            added.append(c)
+    # a family (topology_kind) is added before the name only to join e.g. mesh4x4 and mesh8x8 into one line;
+    # when each family holds a single topology the two split alike, and the name is what a reader looks for
+    if "topology_kind" in added and "topology" in df.columns and "topology" not in taken:
+        i = added.index("topology_kind")
+        per_kind = df.groupby([*keys, *added[:i + 1]], dropna=False, sort=False)["topology"].nunique(dropna=False)
+        if (per_kind <= 1).all():
+            added[i] = "topology"
+    return added
+
+
+def sweep_table(df, x: str, y: str, hue="solver", *, facet=None, split: str = "series", err: str = "minmax",
+                max_series: int = 12):
+    """The points of a sweep figure: one row per (panel, series, x) with ``y``'s mean and error-bar ends.
+
+    Only runs with a verified schedule count (error rows and rejected schedules never make a point). Rows
+    that share ``x`` are averaged only when they are repeats of one experiment (they differ in the seed or
+    in nothing recorded); rows that differ in a problem-defining column (topology, collective, buffer size,
+    chunks per NPU, solver options, ...) go to separate series (``split="series"``) or make it refuse
+    (``split="refuse"``).
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The results table of a sweep (``results.parquet``).
+    x, y : str
+        Columns on the axes.
+    hue : str or list of str or None
+        Columns whose values make one series each (``"a,b"`` for two).
+    facet : str or list of str or None
+        Columns whose values make one panel each.
+    split : {"series", "refuse"}
+        What to do with problem-defining columns that vary at one x within a series.
+    err : {"minmax", "std", "none"}
+        Error bars: min–max over the runs of a point, mean ± 1 std, or none.
+    max_series : int
+        Refuse (naming a column to facet by) beyond this many series in one panel.
+
+    Returns
+    -------
+    points : pandas.DataFrame
+        Facet, hue and split columns, ``series`` (its legend label), ``x``, ``y`` (mean, drawn),
+        ``<y>_lo`` / ``<y>_hi`` (the drawn error-bar ends), ``n_runs``, ``<y>_min`` / ``<y>_max`` /
+        ``<y>_std`` (raw, unclipped) and ``error_bar`` (what the bars are).
+    meta : dict
+        ``facet``, ``hue``, ``split`` (the added columns), ``series`` (labels in drawing order), ``floor``,
+        ``bar_label`` (the legend's description of the bars), ``context`` (columns held fixed),
+        ``clipped`` (runs below ``floor`` before clipping).
+
+    Raises
+    ------
+    ConfigError
+        A column is missing, no verified run has ``x`` and ``y``, ``split="refuse"`` and rows at one x
+        differ in a problem-defining column, or there are more than ``max_series`` series; the one-line
+        message names the column to split by.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"solver": ["greedy"] * 4, "topology": ["mesh4x4", "mesh4x4", "torus4x4", "torus4x4"],
+    ...                    "num_npus": [16] * 4, "seed": [0, 1, 0, 1], "gap": [0.2, 0.4, 0.0, 0.0],
+    ...                    "status": ["feasible"] * 4, "valid": [True] * 4})
+    >>> pts, meta = sweep_table(df, "num_npus", "gap", "solver")
+    >>> print(pts[["series", "num_npus", "gap", "gap_lo", "gap_hi", "n_runs"]].to_string(index=False))
+              series  num_npus  gap  gap_lo  gap_hi  n_runs
+     greedy, mesh4x4        16  0.3     0.2     0.4       2
+    greedy, torus4x4        16  0.0     0.0     0.0       2
+    >>> meta["split"], meta["bar_label"]
+    (['topology'], 'point: mean; bar: min–max over 2 runs')
+    """
+    import pandas as pd
+
+    from .errors import ConfigError
+
+    hue_cols, facet_cols = _columns(hue), _columns(facet)
+    if err not in ERROR_BARS:
+        raise ConfigError(f"unknown error bars {err!r}; one of {', '.join(ERROR_BARS)}")
+    if split not in ("series", "refuse"):
+        raise ConfigError(f"unknown split {split!r}; one of series, refuse")
+    missing = [c for c in dict.fromkeys([x, y, *hue_cols, *facet_cols]) if c not in df.columns]
+    if missing:
+        raise ConfigError(f"the results table has no column(s) {', '.join(missing)}; columns: "
+                          f"{', '.join(sorted(map(str, df.columns)))}")
+    clash = sorted({x, y} & {*hue_cols, *facet_cols}) + sorted(set(hue_cols) & set(facet_cols))
+    if clash:
+        raise ConfigError(f"{clash[0]} is both an axis/hue and a facet column; use it in one place")
+    ok = df["status"] != "error" if "status" in df else True
+    if "valid" in df:
+        ok = ok & df["valid"].astype("boolean").fillna(False)
+    good = df[ok & df[y].notna() & df[x].notna()]
+    if good.empty:
+        raise ConfigError(f"no verified run has both {x} and {y}")
+
+    added = sweep_split_columns(good, x, [*facet_cols, *hue_cols])
+    if added and split == "refuse":
+        c = added[0]
+        grp = good.groupby([*facet_cols, *hue_cols, x], dropna=False, sort=False)[c]
+        at = grp.nunique(dropna=False).gt(1).idxmax()
+        at = at if isinstance(at, tuple) else (at,)
+        where = ", ".join(f"{k}={_fmt(v)}" for k, v in zip([*facet_cols, *hue_cols, x], at))
+        mask = np.ones(len(good), dtype=bool)
+        for k, v in zip([*facet_cols, *hue_cols, x], at):
+            mask &= (good[k] == v).to_numpy() | (good[k].isna().to_numpy() & bool(pd.isna(v)))
+        vals = ", ".join(_fmt(v) for v in good.loc[mask, c].drop_duplicates().head(4))
+        raise ConfigError(f"rows at {where} differ in {c} ({vals}): different problems, not repeats to average; "
+                          f"split by {c}: --hue {','.join([*hue_cols, c])} or --facet {c}")
+    keys = [*hue_cols, *added]
+    n_series = good.groupby(keys, dropna=False).ngroups if keys else 1
+    if n_series > max_series:
+        c = max(added or hue_cols, key=lambda k: good[k].nunique(dropna=False))
+        raise ConfigError(f"{n_series} series ({' x '.join(keys)}) are too many to read in one panel "
+                          f"(max {max_series}); split by {c}: --facet {','.join([*facet_cols, c])}")
+
+    agg = (good.groupby([*facet_cols, *keys, x], dropna=False, sort=False)[y]
+           .agg(["mean", "min", "max", "std", "count"]).reset_index())
+    agg = agg.sort_values([*facet_cols, *keys, x], key=_sortable, na_position="last", kind="stable")
+    mean, std = agg["mean"].to_numpy(float), agg["std"].fillna(0.0).to_numpy(float)
+    if err == "minmax":
+        lo, hi = agg["min"].to_numpy(float), agg["max"].to_numpy(float)
+    elif err == "std":
+        lo, hi = mean - std, mean + std
+    else:
+        lo, hi = mean.copy(), mean.copy()
+    floor = _floor(y)
+    # a value below the floor is float noise (gap = -1e-16) or a wrong bound; it is drawn at the floor
+    # and kept raw in <y>_min, so the table still shows it
+    tol = 1e-9 * max(1.0, float(np.nanmax(np.abs(agg["max"].to_numpy(float)))))
+    clipped = int((agg["min"].to_numpy(float) < floor - tol).sum()) if floor is not None else 0
+    below = floor is not None and bool((lo < floor - tol).any())  # worth saying in the legend, noise is not
+    if floor is not None:
+        mean, lo, hi = (np.maximum(a, floor) for a in (mean, lo, hi))
+    # the mean can sit a rounding error outside [min, max]; bars never point the wrong way
+    lo, hi = np.minimum(lo, mean), np.maximum(hi, mean)
+
+    labels = agg[keys].apply(lambda r: ", ".join(_fmt(v) for v in r), axis=1) if keys else \
+        pd.Series([y] * len(agg), index=agg.index)
+    n = agg["count"].to_numpy(int)
+    desc = ERROR_BARS[err]
+    nr = f"{n.min()}" if n.min() == n.max() else f"{n.min()}–{n.max()}"
+    bars = desc is not None and n.max() > 1
+    if not bars:
+        bar_label = f"point: mean over {nr} run{'s' if n.max() > 1 else ''} (no bars)"
+        desc = None
+    else:
+        bar_label = f"point: mean; bar: {desc} over {nr} runs" + (f", clipped at {_fmt(floor)}" if below else "")
+    points = agg[[*facet_cols, *keys, x]].copy()
+    points.insert(len(facet_cols) + len(keys), "series", labels.to_numpy())
+    points[y] = mean
+    points[f"{y}_lo"], points[f"{y}_hi"] = lo, hi
+    points["n_runs"] = n
+    points[f"{y}_min"], points[f"{y}_max"] = agg["min"].to_numpy(float), agg["max"].to_numpy(float)
+    points[f"{y}_std"] = agg["std"].to_numpy(float)
+    points["error_bar"] = desc or "none"
+    points = points.reset_index(drop=True)
+    context = [f"{c}={_fmt(good[c].iloc[0])}" for c in _CONTEXT
+               if c in good.columns and c not in (x, *facet_cols, *keys) and good[c].nunique(dropna=False) == 1]
+    meta = {"facet": facet_cols, "hue": hue_cols, "split": added, "keys": keys,
+            "series": list(dict.fromkeys(points["series"])), "floor": floor, "bar_label": bar_label,
+            "context": context, "clipped": clipped, "bars": bars, "x": x, "y": y, "err": err}
+    return points, meta
+
+
+def _x_positions(points, x: str, logx: bool, dodge: float, meta):
+    """Where each point is drawn: its x, nudged sideways per series so coincident points stay visible.
+
+    Numbers stay on a numeric axis (nudged by a fraction of the smallest spacing between x values, in
+    log space on a log axis); anything else becomes categories 0, 1, ... Returns ``(x_drawn, ticks)``,
+    ``ticks`` being ``(positions, labels)`` at the true x values when there are few (so the nudge never
+    reads as data), else None.
+    """
+    import pandas as pd
+
+    vals = points[x]
+    series = meta["series"]
+    k = len(series)
+    rank = points["series"].map({s: i for i, s in enumerate(series)}).to_numpy(float)
+    offset = (rank - (k - 1) / 2) / max(k - 1, 1) if k > 1 else np.zeros(len(points))
+    numeric = pd.api.types.is_numeric_dtype(vals) and not pd.api.types.is_bool_dtype(vals)
+    if not numeric:
+        cats = sorted(vals.drop_duplicates(), key=str)
+        pos = vals.map({c: i for i, c in enumerate(cats)}).to_numpy(float)
+        return pos + dodge * offset, (list(range(len(cats))), [_fmt(c) for c in cats])
+    v = vals.to_numpy(float)
+    u = np.unique(v)
+    ticks = (u.tolist(), [_fmt(t) for t in u]) if len(u) <= 12 else None
+    if logx and (v > 0).all():
+        lu = np.log10(u)
+        step = float(np.diff(lu).min()) if len(u) > 1 else 1.0
+        return 10 ** (np.log10(v) + dodge * step * offset), ticks
+    step = float(np.diff(u).min()) if len(u) > 1 else max(abs(float(u[0])), 1.0)
+    return v + dodge * step * offset, ticks
+
+
+def plot_sweep(df, x: str, y: str, hue="solver", path="sweep.png", *, logx: bool = False, logy: bool = False,
+               title: str | None = None, facet=None, split: str = "series", err: str = "minmax",
+               dodge: float = 0.1, max_series: int = 12):
+    """A sweep's figure from its results table, written with the table it draws beside it.
+
+    Mean ``y`` against ``x``, one series per ``hue`` value and per problem-defining column that varies at
+    one x (:func:`sweep_split_columns`), one panel per ``facet`` value. Error bars are labelled in the legend;
+    a quantity >= 0 by definition (a gap, a ratio, a duration) is never drawn below 0. Series have distinct
+    colours, markers and line styles, are half transparent and nudged sideways by ``dodge`` (a fraction of
+    the smallest spacing between x values) so that coinciding series (two exact solvers) stay visible.
+    The points are written to ``path`` with suffix ``.csv`` (columns: :func:`sweep_table`, plus
+    ``x_drawn``).
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The results table of a sweep.
+    x, y, hue : str
+        Axis columns and the series column(s) (``"solver,collective"`` for two).
+    path : str or Path
+        The image to write; the table goes beside it as ``.csv``.
+    logx, logy : bool
+        Log axes.
+    title : str, optional
+        Figure title (default ``"<y> vs <x>"`` and the columns held fixed).
+    facet, split, err, max_series
+        As in :func:`sweep_table`.
+    dodge : float
+        Sideways spread of the series (0: none).
+
+    Returns
+    -------
+    Path
+        The image written.
 
     Examples
     --------
@@ -169,56 +491,155 @@ def plot_sweep(df, x: str, y: str, hue: str, path, *, logx: bool = False, logy: 
     ...                    "solver": ["greedy", "greedy", "cpsat", "cpsat"], "status": ["feasible"] * 4,
     ...                    "valid": [True] * 4})
     >>> out = plot_sweep(df, "num_npus", "synthesis_time_s", "solver", os.path.join(tempfile.mkdtemp(), "f.png"))
-    >>> out.exists()
-    True
+    >>> out.exists(), out.with_suffix(".csv").exists()
+    (True, True)
     """
+    fig, points = _draw_sweep(df, x, y, hue, logx=logx, logy=logy, title=title, facet=facet, split=split,
+                              err=err, dodge=dodge, max_series=max_series)
+    path = Path(path)
+    table = path.with_suffix(".csv")
+    try:
+        fig.savefig(path, dpi=120, bbox_inches="tight")
+    finally:
+        _plt().close(fig)
+    points.to_csv(table, index=False)
+    return path
+
+
+def _draw_sweep(df, x, y, hue, *, logx, logy, title, facet, split, err, dodge, max_series):
+    """The figure of :func:`plot_sweep` (not saved) and its points, ``x_drawn`` included."""
+    import warnings
+
+    import pandas as pd
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import NullLocator
+
+    points, meta = sweep_table(df, x, y, hue, facet=facet, split=split, err=err, max_series=max_series)
+    if meta["clipped"]:
+        warnings.warn(f"{meta['clipped']} point(s) of {y} have runs below {_fmt(meta['floor'])} (raw in "
+                      f"{y}_min); drawn at {_fmt(meta['floor'])}: check lower_bound_us and the times", stacklevel=3)
+    x_drawn, ticks = _x_positions(points, x, logx, dodge, meta)
+    points.insert(points.columns.get_loc(x) + 1, "x_drawn", x_drawn)
+    facets = meta["facet"]
+    panels = list(points.groupby(facets, dropna=False, sort=False)) if facets else [((), points)]
+    plt = _plt()
+    ncol = min(3, len(panels))
+    nrow = -(-len(panels) // ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(6.2 * ncol, 4.3 * nrow), sharex=True, sharey=True,
+                             squeeze=False)
+    cmap = plt.get_cmap("tab10")
+    style = {s: {"color": cmap(i % 10), "marker": _MARKERS[i % len(_MARKERS)],
+                 "linestyle": _LINESTYLES[i % len(_LINESTYLES)],
+                 # every other marker hollow: a filled one below it still shows through
+                 "markerfacecolor": cmap(i % 10) if i % 2 == 0 else "none"}
+             for i, s in enumerate(meta["series"])}
+    bars = meta["bars"]
+    for ax, (pkey, pts) in zip(axes.flat, panels):
+        for s, g in pts.groupby("series", sort=False):
+            yv = g[y].to_numpy(float)
+            yerr = np.vstack([yv - g[f"{y}_lo"].to_numpy(float), g[f"{y}_hi"].to_numpy(float) - yv]) if bars \
+                else None
+            ax.errorbar(g["x_drawn"], yv, yerr=yerr, capsize=3, markersize=6, linewidth=1.4, alpha=0.75,
+                        elinewidth=1.0, **style[s])
+        if facets:
+            pkey = pkey if isinstance(pkey, tuple) else (pkey,)
+            ax.set_title(", ".join(f"{c}={_fmt(v)}" for c, v in zip(facets, pkey)), fontsize=9)
+        ax.grid(True, which="both", alpha=0.3)
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
+    numeric_x = pd.api.types.is_numeric_dtype(points[x]) and not pd.api.types.is_bool_dtype(points[x])
+    if logx and numeric_x:
+        axes[0, 0].set_xscale("log")
+    if logy:
+        axes[0, 0].set_yscale("log")
+    for ax in axes[-1]:
+        ax.set_xlabel(x)
+        if ticks is not None:
+            ax.xaxis.set_minor_locator(NullLocator())  # a log axis's minor labels would sit beside the true x
+            ax.set_xticks(ticks[0])
+            wide = not numeric_x and len(ticks[0]) > 4
+            ax.set_xticklabels(ticks[1], rotation=30 if wide else 0, ha="right" if wide else "center")
+    for ax in axes[:, 0]:
+        ax.set_ylabel(y)
+    handles = [Line2D([], [], alpha=0.75, **style[s]) for s in meta["series"]]
+    labels = list(meta["series"])
+    handles.append(Line2D([], [], color="0.3", marker="|" if bars else "", markersize=12, linestyle="none"))
+    labels.append(meta["bar_label"])
+    fig.legend(handles, labels, title=", ".join(meta["keys"]) or None, loc="upper left",
+               bbox_to_anchor=(1.0, 0.95), fontsize=8, title_fontsize=8, frameon=False)
+    fig.suptitle(title or " — ".join([f"{y} vs {x}", *([", ".join(meta["context"])] if meta["context"] else [])]),
+                 fontsize=10)
+    fig.tight_layout()
+    return fig, points
+
+
+def _read_table(src: Path):
+    """The results table of a sweep directory (``results.parquet``, else ``results.csv``) or of a file."""
+    import pandas as pd
+
     from .errors import ConfigError
 
-    missing = [c for c in (x, y, hue) if c not in df.columns]
-    if missing:
-        raise ConfigError(f"the results table has no column(s) {', '.join(missing)}; columns: "
-                          f"{', '.join(sorted(map(str, df.columns)))}")
-    ok = (df["status"] != "error") & df["valid"].astype("boolean").fillna(False) if "valid" in df else \
-        df["status"] != "error"
-    good = df[ok & df[y].notna() & df[x].notna()]
-    if good.empty:
-        raise ConfigError(f"no verified run has both {x} and {y}")
-    return plot_lines(good, x, y, hue, path, logx=logx, logy=logy, title=title or f"{y} vs {x}")
+    if src.is_dir():
+        table = next((src / n for n in ("results.parquet", "results.csv") if (src / n).is_file()),
+                     src / "results.parquet")
+    else:
+        table = src
+    if not table.is_file():
+        raise ConfigError(f"{table}: no results table (a sweep writes it when it ends; "
+                          f"python -m tacos_bench.collect {src} makes one)")
+    return table, (pd.read_csv(table) if table.suffix == ".csv" else pd.read_parquet(table))
 
 
 def _sweep_main(argv) -> int:
     """``python -m tacos_bench.plots sweep SWEEP_DIR --x num_npus --y synthesis_time_s --hue solver [--logy]``"""
     import argparse
     import sys
+    import warnings
 
-    import pandas as pd
+    from .errors import ConfigError, TacosError
 
-    from .errors import TacosError
-
-    ap = argparse.ArgumentParser(prog="python -m tacos_bench.plots sweep",
-                                 description="A sweep's figure from its results.parquet (nothing else is read).")
-    ap.add_argument("sweep", help="a sweep directory holding results.parquet (or the parquet file itself)")
+    ap = argparse.ArgumentParser(
+        prog="python -m tacos_bench.plots sweep",
+        description="A sweep's figure from its results table (nothing else is read), with the points it draws "
+                    "written beside it (same name, .csv). Rows sharing an x are averaged only over repeats "
+                    "(seeds): rows of different problems (topology, collective, buffer, chunks, solver "
+                    "options, ...) become separate series, or the command refuses (--split refuse).")
+    ap.add_argument("sweep", help="a sweep directory holding results.parquet or results.csv (or the file itself)")
     ap.add_argument("--x", default="num_npus", help="column on the x axis (default num_npus)")
     ap.add_argument("--y", default="synthesis_time_s", help="column on the y axis, e.g. synthesis_time_s, gap, "
                                                             "collective_time_us (default synthesis_time_s)")
-    ap.add_argument("--hue", default="solver", help="one line per value of this column (default solver)")
+    ap.add_argument("--hue", default="solver", help="one line per value of this column, or of several: a,b "
+                                                    "(default solver)")
+    ap.add_argument("--facet", default=None, help="one panel per value of this column (or a,b), e.g. topology")
+    ap.add_argument("--split", choices=("series", "refuse"), default="series",
+                    help="rows at one x that differ in a problem column (topology, collective, ...): separate "
+                         "series (default), or refuse naming the column")
+    ap.add_argument("--err", choices=tuple(ERROR_BARS), default="minmax",
+                    help="error bars over the runs of a point: min-max (default), mean +- 1 std, none")
+    ap.add_argument("--dodge", type=float, default=0.1,
+                    help="sideways spread of the series, as a fraction of the x spacing (0: none; default 0.1)")
+    ap.add_argument("--max-series", type=int, default=12, help="refuse beyond this many series per panel")
     ap.add_argument("--logx", action="store_true")
     ap.add_argument("--logy", action="store_true")
-    ap.add_argument("-o", "--output", default=None, help="PNG to write (default SWEEP/<y>_vs_<x>.png)")
+    ap.add_argument("-o", "--output", default=None, help="image to write (default SWEEP/<y>_vs_<x>.png); "
+                                                         "its points go beside it as .csv")
     args = ap.parse_args(argv)
-    src = Path(args.sweep)
-    table = src if src.suffix == ".parquet" else src / "results.parquet"
-    if not table.is_file():
-        print(f"plots: error: {table}: no results table (a sweep writes it when it ends; "
-              f"python -m tacos_bench.collect {src} makes one)", file=sys.stderr)
-        return 2
-    out = Path(args.output) if args.output else table.parent / f"{args.y}_vs_{args.x}.png"
     try:
-        plot_sweep(pd.read_parquet(table), args.x, args.y, args.hue, out, logx=args.logx, logy=args.logy)
-    except TacosError as e:
-        print(f"plots: error: {e}", file=sys.stderr)
+        table, df = _read_table(Path(args.sweep))
+        out = Path(args.output) if args.output else table.parent / f"{args.y}_vs_{args.x}.png"
+        if out.suffix.lower() == ".csv":
+            raise ConfigError(f"{out}: the figure's points are written as .csv beside it; give an image name")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            plot_sweep(df, args.x, args.y, args.hue, out, logx=args.logx, logy=args.logy, facet=args.facet,
+                       split=args.split, err=args.err, dodge=args.dodge, max_series=args.max_series)
+    except (TacosError, OSError, ValueError) as e:
+        msg = " ".join(str(e).split())
+        print(f"plots: error: {msg}", file=sys.stderr)
         return 2
-    print(f"wrote {out}")
+    for w in caught:
+        print(f"plots: warning: {w.message}", file=sys.stderr)
+    print(f"wrote {out} and {out.with_suffix('.csv')}")
     return 0
 
 

@@ -22,7 +22,7 @@ class Problem:
 
     Examples
     --------
-    >>> from tacos_bench.generators import ring
+    >>> from tacos_bench.topology.generators import ring
     >>> p = Problem(ring(4, bidirectional=False), Collective("all_gather", 1, 1024))
     >>> p.num_chunks, p.chunk_bytes
     (4, 268435456)

@@ -17,7 +17,7 @@ Examples
 --------
 >>> import tempfile
 >>> from tacos_bench import Collective, Problem, Schedule
->>> from tacos_bench.generators import ring
+>>> from tacos_bench.topology.generators import ring
 >>> p = Problem(ring(2), Collective("all_gather", 1, 1))
 >>> t = float(p.link_time_us[0])
 >>> s = Schedule.from_rows([(0, 0, 1, 0.0, t, "copy"), (1, 1, 0, 0.0, t, "copy")])
@@ -110,8 +110,8 @@ def save_schedule(out_dir, problem: Problem, schedule, *, csv: str = "auto", csv
     """
     out_dir = Path(out_dir)
     fields: dict[str, Any] = {}
-    if not isinstance(schedule, Schedule):  # a CompactSchedule
-        schedule = schedule.save(out_dir / COMPACT_DIR)
+    schedule = schedule.keep_files(out_dir / COMPACT_DIR)
+    if schedule.nbytes_on_disk:
         fields.update(schedule_compact_dir=COMPACT_DIR, schedule_compact_bytes=schedule.nbytes_on_disk)
     if csv == "always" or (csv == "auto" and len(schedule) <= csv_max_rows):
         schedule.to_csv(out_dir / SCHEDULE_FILE)
@@ -119,7 +119,7 @@ def save_schedule(out_dir, problem: Problem, schedule, *, csv: str = "auto", csv
     else:
         fields["schedule_file"] = None
     if problem.num_links <= topology_max_links:
-        from .io import save_topology
+        from .topology.io import save_topology
 
         save_topology(problem.topology, out_dir / TOPOLOGY_FILE)
         fields["topology_file"] = TOPOLOGY_FILE
@@ -131,7 +131,7 @@ def load_run(result_dir: str | os.PathLike):
 
     The directory holds ``result.json`` (the run record), ``schedule.csv`` and
     the topology file the record names in ``topology_file`` (an edge list,
-    read with :func:`tacos_bench.io.load_topology`). The rebuilt problem is
+    read with :func:`tacos_bench.topology.io.load_topology`). The rebuilt problem is
     checked against the record (NPU count, link count, chunk size), so a
     stale or foreign file is caught here rather than exported.
 
@@ -141,7 +141,7 @@ def load_run(result_dir: str | os.PathLike):
         Missing files, a run without a schedule, or a record that does not
         match the rebuilt problem.
     """
-    from .io import load_topology
+    from .topology.io import load_topology
 
     d = Path(result_dir)
     if not d.is_dir():

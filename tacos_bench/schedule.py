@@ -10,12 +10,19 @@ it at the receiver at ``end_us``: ``copy`` overwrites the receiver's copy,
 ``reduce`` adds the sender's partial sum into the receiver's.
 
 The CSV column names and order are a public contract: never rename them.
+
+Two types hold schedules: :class:`Schedule` (a table in memory) and
+:class:`~tacos_bench.compact.CompactSchedule` (segments on disk, for All-Gathers of
+hundreds of millions of transfers). Both implement :class:`ScheduleLike`, the one
+protocol every consumer (verifier, run directory, exporters, runner) relies on, so
+none of them asks which type it holds.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -25,6 +32,45 @@ COLUMNS = ("chunk", "src", "dst", "start_us", "end_us", "op")
 OPS = ("copy", "reduce")
 COPY = 0
 REDUCE = 1
+
+
+@runtime_checkable
+class ScheduleLike(Protocol):
+    """What every consumer needs of a schedule, whatever holds it.
+
+    ``storage`` names the representation (``"table"`` or ``"compact"``): a consumer that has an algorithm per
+    representation (the verifier's in-memory and streaming replays) looks it up by this name; every other
+    consumer uses the methods alone.
+    """
+
+    storage: str
+
+    def __len__(self) -> int: ...
+
+    @property
+    def makespan_us(self) -> float: ...
+
+    def iter_rows(self) -> Iterator[tuple[np.ndarray, ...]]:
+        """Blocks of rows ``(chunk, src, dst, start_us, end_us)`` in order of end time."""
+
+    def link_ids(self, topology) -> np.ndarray:
+        """The link id of every row, in :meth:`iter_rows` order (-1 where the topology has no such link)."""
+
+    def to_schedule(self, max_rows: int | None = None) -> "Schedule":
+        """The schedule as a table (a compact one raises beyond ``max_rows`` rows)."""
+
+    def to_csv(self, path, max_rows: int | None = None) -> Path:
+        """The public ``schedule.csv``."""
+
+    def keep_files(self, directory) -> "ScheduleLike":
+        """Keep the files the schedule lives in under ``directory`` (nothing for a table in memory); returns
+        the schedule as it now lives."""
+
+    @property
+    def nbytes_on_disk(self) -> int: ...
+
+    def delete(self) -> None:
+        """Release the files (nothing for a table in memory)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -44,6 +90,8 @@ class Schedule:
     start_us: np.ndarray
     end_us: np.ndarray
     op: np.ndarray
+
+    storage = "table"   # ScheduleLike: a table in memory
 
     def __post_init__(self):
         cols = {
@@ -113,6 +161,32 @@ class Schedule:
 
     def take(self, idx) -> "Schedule":
         return Schedule(*(getattr(self, k)[idx] for k in COLUMNS))
+
+    # ------------------------------------------------------------------ ScheduleLike
+    def iter_rows(self) -> Iterator[tuple[np.ndarray, ...]]:
+        """One block of rows ``(chunk, src, dst, start_us, end_us)`` in order of end time (stable)."""
+        o = np.argsort(self.end_us, kind="stable")
+        yield self.chunk[o], self.src[o], self.dst[o], self.start_us[o], self.end_us[o]
+
+    def link_ids(self, topology) -> np.ndarray:
+        """The link id of every row in :meth:`iter_rows` order (-1 where ``topology`` has no such link)."""
+        o = np.argsort(self.end_us, kind="stable")
+        return topology.link_ids(self.src[o], self.dst[o])
+
+    def to_schedule(self, max_rows: int | None = None) -> "Schedule":
+        """Itself: a table is already in memory (``max_rows`` limits what a compact one materializes)."""
+        return self
+
+    def keep_files(self, directory) -> "Schedule":
+        """Itself: a table lives in memory and has no files to keep."""
+        return self
+
+    @property
+    def nbytes_on_disk(self) -> int:
+        return 0
+
+    def delete(self) -> None:
+        """Nothing to release: a table lives in memory."""
 
     def to_frame(self):
         """A pandas DataFrame with the public columns (``op`` as strings)."""

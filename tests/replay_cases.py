@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tacos_bench import Collective, Problem, Schedule
-from tacos_bench.generators import ring
+from tacos_bench.topology.generators import ring
 from tacos_bench.topology import Topology
 
 

@@ -6,10 +6,10 @@ import pytest
 from solvers import available_solvers, get_solver
 from solvers.base import CAP_EXACT, STATUSES, SolveResult
 from tacos_bench.errors import SolverError
-from tacos_bench.generators import torus2d
+from tacos_bench.topology.generators import torus2d
 from tacos_bench import Collective, Problem
 from tacos_bench.bounds import lower_bound_us
-from tacos_bench.generators import grid, hetero_cluster, hypercube, ring, three_tier
+from tacos_bench.topology.generators import grid, hetero_cluster, hypercube, ring, three_tier
 from tacos_bench.topology import Topology
 from tacos_bench.verify import verify
 

@@ -30,8 +30,8 @@ import pytest
 from tacos_bench import Collective, Problem, Schedule
 from tacos_bench.errors import ExportError
 from tacos_bench.export import load_run
-from tacos_bench.generators import ring
-from tacos_bench.topologies import named_topology
+from tacos_bench.topology.generators import ring
+from tacos_bench.topology.named import named_topology
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"

@@ -3,14 +3,14 @@
 import numpy as np
 import pytest
 
-from solvers._baselines_engine import NO_PRED, Plan, Router, send_path
-from solvers._baselines_hamilton import find_hamiltonian_cycle, grid_cycle, is_cycle
+from solvers.plan import Plan, Router, send_path
+from solvers.baselines._hamilton import find_hamiltonian_cycle, grid_cycle, is_cycle
 from solvers.base import get_solver
-from solvers.baselines import (DoubleBinaryTreeSolver, RecursiveHalvingDoublingSolver, RingSolver,
+from solvers.baselines.classic import (DoubleBinaryTreeSolver, RecursiveHalvingDoublingSolver, RingSolver,
                                double_binary_tree, nccl_btree_parents, rhd_groups, ring_layout)
 from tacos_bench import Collective, Problem, Topology
 from tacos_bench.errors import SolverError
-from tacos_bench.generators import (fully_connected, grid, hetero_cluster, hypercube, mesh2d, ring, torus2d)
+from tacos_bench.topology.generators import (fully_connected, grid, hetero_cluster, hypercube, mesh2d, ring, torus2d)
 from tacos_bench.schedule import COPY, REDUCE
 from tacos_bench.verify import verify
 

@@ -6,13 +6,13 @@ import math
 import numpy as np
 import pytest
 
-from solvers._baselines_engine import Router
+from solvers.plan import Router
 from solvers.base import get_solver
-from solvers.baselines_collectives import binomial_parents, binomial_tree, chain_order, direct_plan
+from solvers.baselines.collectives import binomial_parents, binomial_tree, chain_order, direct_plan
 from tacos_bench import Collective, Problem, Topology
 from tacos_bench.bounds import lower_bounds
 from tacos_bench.errors import SolverError
-from tacos_bench.generators import fully_connected, hetero_cluster, mesh2d, ring, torus2d
+from tacos_bench.topology.generators import fully_connected, hetero_cluster, mesh2d, ring, torus2d
 from tacos_bench.runner.pipeline import run_job
 from tacos_bench.schedule import COPY, REDUCE
 from tacos_bench.verify import verify

@@ -14,7 +14,7 @@ from tacos_bench import Collective, Problem, Topology
 from tacos_bench.bounds import (_FlowNet, count_time_us, lower_bound_us, lower_bounds, max_ratio_cut,
                                 min_in_cut, npu_orbits)
 from tacos_bench.errors import ConfigError, SolverError
-from tacos_bench.generators import grid, hypercube, mesh2d, mesh3d, ring, torus2d, torus3d
+from tacos_bench.topology.generators import grid, hypercube, mesh2d, mesh3d, ring, torus2d, torus3d
 from tacos_bench.verify import verify
 
 T_1GIB_16 = 1250.5          # 50 GiB/s, 0.5 µs, 1 GiB over 16 chunks

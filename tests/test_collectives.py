@@ -14,7 +14,7 @@ from tacos_bench.bounds import _pipeline_bound, lower_bounds, start_slots
 from tacos_bench.collective import (COPY_KINDS, KINDS, MULTICAST_KINDS, REDUCE_KINDS, ROOTED_KINDS, UNICAST_KINDS,
                                     canonical_kind)
 from tacos_bench.errors import CollectiveError, SolverError, TacosError
-from tacos_bench.generators import fully_connected, hetero_cluster, mesh2d, ring, torus2d
+from tacos_bench.topology.generators import fully_connected, hetero_cluster, mesh2d, ring, torus2d
 from tacos_bench.verify import verify
 
 MIB = 2**20

@@ -8,9 +8,9 @@ import pytest
 from replay_cases import adversarial_all_gather, rand_topology
 from solvers import get_solver
 from solvers.compose import first_arrivals, retime, solve_collective
-from solvers.trivial import bfs_all_gather
+from solvers.baselines.trivial import bfs_all_gather
 from tacos_bench import Collective, Problem
-from tacos_bench.generators import hetero_cluster, ring, torus2d
+from tacos_bench.topology.generators import hetero_cluster, ring, torus2d
 from tacos_bench.verify import verify
 
 

@@ -14,8 +14,8 @@ import pytest
 from tacos_bench import Collective, Problem, Topology
 from tacos_bench.bounds import lower_bound_us
 from tacos_bench.errors import SolverError
-from tacos_bench.generators import grid, hypercube, mesh2d, ring, torus2d
-from solvers.ten import TimeExpandedNetwork
+from tacos_bench.topology.generators import grid, hypercube, mesh2d, ring, torus2d
+from solvers.exact.ten import TimeExpandedNetwork
 from tacos_bench.verify import verify
 from solvers import get_solver
 
@@ -327,7 +327,7 @@ def test_finer_step_is_never_worse():
 
 @pytest.mark.parametrize("name", ["milp", "cpsat"])
 def test_greedy_jit_compile_is_not_charged_to_the_time_limit(monkeypatch, name):
-    import solvers.greedy as greedy_mod
+    import solvers.greedy.solver as greedy_mod
 
     calls = []
 

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from solvers import get_solver
-from solvers._exact_common import UNICAST_WARM_RULES, WARM_RULES, build_ag_model, warm_rules
-from solvers.ten import TimeExpandedNetwork
+from solvers.exact.common import UNICAST_WARM_RULES, WARM_RULES, build_ag_model, warm_rules
+from solvers.exact.ten import TimeExpandedNetwork
 from tacos_bench import Collective, Problem, Topology
 from tacos_bench.bounds import lower_bounds
-from tacos_bench.generators import fully_connected, mesh2d, ring, torus2d
+from tacos_bench.topology.generators import fully_connected, mesh2d, ring, torus2d
 from tacos_bench.verify import verify
 
 

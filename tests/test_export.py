@@ -20,7 +20,7 @@ from tacos_bench import Collective, Problem, Schedule
 from tacos_bench.errors import TacosError, VerificationError
 from tacos_bench.export import (ExportError, chunk_of_index, export_json, export_msccl, export_to_file, load_json,
                                 load_run, msccl_index)
-from tacos_bench.generators import grid, ring
+from tacos_bench.topology.generators import grid, ring
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE_XML = Path("/work/shared/reference/msccl_minimal_allgather2.xml")
@@ -440,7 +440,7 @@ def test_chakra_simulation_catches_a_missing_dependency(tmp_path):
 
 # ------------------------------------------------------------------------------------------------ run dirs, CLI
 def make_run_dir(tmp_path, kind="all_reduce", topo="hetero4x4"):
-    from tacos_bench.io import save_topology
+    from tacos_bench.topology.io import save_topology
     from tacos_bench.rundir import write_record
 
     problem, schedule = solved("bfs", topo, kind)

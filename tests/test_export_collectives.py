@@ -26,7 +26,7 @@ from tacos_bench.errors import ExportError, TacosError
 from tacos_bench.export import export_json, export_msccl, export_to_file, load_json, load_run
 from tacos_bench.export.msccl import COLL_NAMES, lower_msccl
 from tacos_bench.export.msccl_check import MscclCheckError, check_msccl_xml, parse_algo
-from tacos_bench.generators import mesh2d, ring, torus2d
+from tacos_bench.topology.generators import mesh2d, ring, torus2d
 
 ROOT = Path(__file__).resolve().parent.parent
 TOPOLOGIES = {"ring4": lambda: ring(4), "mesh2x3": lambda: mesh2d(2, 3), "torus3x3": lambda: torus2d(3, 3)}
@@ -202,7 +202,7 @@ def test_checker_needs_a_root_it_can_tell():
 
 def test_cli_exports_and_checks_a_rooted_run(tmp_path, capsys):
     from tacos_bench.export.__main__ import main
-    from tacos_bench.io import save_topology
+    from tacos_bench.topology.io import save_topology
     from tacos_bench.rundir import write_record
 
     problem, schedule = solved("scatter", "mesh2x3", 2, 2)

@@ -17,8 +17,8 @@ from tacos_bench.bounds import lower_bounds
 from tacos_bench.collective import COPY_KINDS, REDUCE_KINDS
 from tacos_bench.errors import ConfigError, SolverError, TopologyError, VerificationError
 from tacos_bench.faults import Fault, check_repairable, fault_from_config, state_at
-from tacos_bench.generators import fully_connected, hetero_cluster, mesh2d, ring, torus2d
-from tacos_bench.transforms import remove_links, remove_npus
+from tacos_bench.topology.generators import fully_connected, hetero_cluster, mesh2d, ring, torus2d
+from tacos_bench.topology.transforms import remove_links, remove_npus
 from tacos_bench.verify import check, verify
 
 REPAIRERS = ("greedy", "greedy_plus")

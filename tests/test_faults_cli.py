@@ -12,9 +12,9 @@ import pytest
 
 from tacos_bench import Collective, Problem, Schedule
 from tacos_bench.faults import Fault
-from tacos_bench.generators import mesh2d
-from tacos_bench.io import load_topology
-from tacos_bench.transforms import remove_links
+from tacos_bench.topology.generators import mesh2d
+from tacos_bench.topology.io import load_topology
+from tacos_bench.topology.transforms import remove_links
 from tacos_bench.verify import verify
 
 

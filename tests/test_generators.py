@@ -14,8 +14,8 @@ from omegaconf import OmegaConf
 
 from tacos_bench import generators as gen
 from tacos_bench.errors import ConfigError, TacosError, TopologyError
-from tacos_bench.io import save_topology
-from tacos_bench.topologies import CONFIG_KEYS, KINDS, build_topology, named_topology
+from tacos_bench.topology.io import save_topology
+from tacos_bench.topology.named import CONFIG_KEYS, KINDS, build_topology, named_topology
 from tacos_bench.topology import Topology
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf" / "topo"

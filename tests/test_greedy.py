@@ -16,10 +16,10 @@ from solvers.greedy import (CHUNK_ORDERS, LINK_TIEBREAKS, MATCHINGS, GreedySolve
 from tacos_bench import Collective, Problem, Schedule
 from tacos_bench.bounds import lower_bounds
 from tacos_bench.errors import SolverError
-from tacos_bench.generators import (fully_connected, grid, hetero_cluster, hypercube, mesh2d, mesh3d, ring, torus2d,
+from tacos_bench.topology.generators import (fully_connected, grid, hetero_cluster, hypercube, mesh2d, mesh3d, ring, torus2d,
                                     torus3d)
 from tacos_bench.topology import Topology
-from tacos_bench.transforms import remove_npus
+from tacos_bench.topology.transforms import remove_npus
 from tacos_bench.verify import verify
 
 SOLVER = GreedySolver()

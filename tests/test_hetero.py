@@ -5,14 +5,14 @@ import numpy as np
 import pytest
 
 from solvers import get_solver
-from solvers._tiers import Tiers
-from solvers.hierarchical import detect_hierarchy
+from tacos_bench.topology.tiers import Tiers
+from solvers.greedy.hierarchical import detect_hierarchy
 from tacos_bench import Collective, Problem, Topology
 from tacos_bench.bounds import lower_bounds
 from tacos_bench.errors import SolverError
-from tacos_bench.generators import hetero_cluster, hetero_mesh2d, three_tier, torus2d, unequal_servers
-from tacos_bench.topologies import named_topology
-from tacos_bench.transforms import remove_npus
+from tacos_bench.topology.generators import hetero_cluster, hetero_mesh2d, three_tier, torus2d, unequal_servers
+from tacos_bench.topology.named import named_topology
+from tacos_bench.topology.transforms import remove_npus
 from tacos_bench.verify import verify
 
 RULES = [{}, {"imports": "near"}, {"imports": "near", "import_gate": 0.5}, {"imports": "group"},
@@ -160,7 +160,7 @@ def servers_with_ring_inside() -> Topology:
 
 
 def test_decomposition_reaches_the_drain_bound_and_streams_in_windows():
-    from solvers._hier_compact import hier_compact_all_gather
+    from solvers.greedy.decomposition import hier_compact_all_gather
 
     p = Problem(named_topology("hetero512"), Collective("all_gather", 1, 1024))
     cs = hier_compact_all_gather(p, in_memory=True)
@@ -174,7 +174,7 @@ def test_decomposition_reaches_the_drain_bound_and_streams_in_windows():
 
 
 def test_decomposition_says_why_a_group_is_not_served():
-    from solvers._hier_compact import complete_group_links
+    from solvers.greedy.decomposition import complete_group_links
 
     p = Problem(servers_with_ring_inside(), Collective("all_gather", 1, 16))
     with pytest.raises(SolverError, match="direct link between every two NPUs of a group.*no link 0->2"):
@@ -212,7 +212,7 @@ def test_greedy_plus_keeps_the_faster_of_greedy_and_decomposition():
 
 
 def test_beyond_the_tiered_kernel_the_rules_run_as_decomposition_or_tacos(monkeypatch):
-    import solvers.greedy as G
+    import solvers.greedy.solver as G
 
     monkeypatch.setattr(G, "TIERED_MAX_PAIRS", 1)
     p = Problem(hetero_cluster(2, 2, 4), Collective("all_gather", 1, 16))
@@ -229,7 +229,7 @@ def test_beyond_the_tiered_kernel_the_rules_run_as_decomposition_or_tacos(monkey
 
 
 def test_hier_streams_very_large_all_gathers(monkeypatch):
-    import solvers.hierarchical as H
+    import solvers.greedy.hierarchical as H
 
     monkeypatch.setattr(H, "COMPACT_MIN_ROWS", 10)
     p = Problem(hetero_cluster(2, 2, 4), Collective("all_gather", 1, 16))
@@ -244,7 +244,7 @@ def test_hier_streams_very_large_all_gathers(monkeypatch):
 
 
 def test_counting_and_comparison_sorts_write_the_same_schedule(monkeypatch):
-    import solvers._hier_compact as HC
+    import solvers.greedy.decomposition as HC
 
     p = Problem(hetero_cluster(3, 2, 4), Collective("all_gather", 2, 64))
     fast = HC.hier_compact_all_gather(p, window_rows=200).to_schedule().to_frame()
@@ -263,8 +263,8 @@ def test_a_rule_option_on_greedy_runs_that_rule_alone():
 
 
 def test_decomposition_with_rails_on_the_scale_engine(monkeypatch):
-    import solvers.greedy as G
-    from solvers._hier_compact import hier_compact_all_gather
+    import solvers.greedy.decomposition as G
+    from solvers.greedy.decomposition import hier_compact_all_gather
 
     monkeypatch.setattr(G, "SCALE_MIN_PAIRS", 1)     # every rail counts as large: streamed from the scale engine
     p = Problem(hetero_cluster(4, 3, 4), Collective("all_gather", 2, 64))

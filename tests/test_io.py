@@ -10,9 +10,9 @@ import pytest
 
 from tacos_bench import generators as gen
 from tacos_bench.errors import TopologyError, TopologyFileError
-from tacos_bench.io import load_topology, save_topology
+from tacos_bench.topology.io import load_topology, save_topology
 from tacos_bench.topology import Topology
-from tacos_bench.transforms import remove_npus
+from tacos_bench.topology.transforms import remove_npus
 
 
 def same_arrays(a: Topology, b: Topology) -> bool:

@@ -12,7 +12,7 @@ from solvers.base import CAP_RANDOMIZED, CAP_THREADS, CAP_TIME_LIMIT, solver_cla
 from solvers.options import COMMON, SolverOptions
 from tacos_bench import Collective, Problem
 from tacos_bench.errors import SolverError
-from tacos_bench.generators import hetero_cluster, ring
+from tacos_bench.topology.generators import hetero_cluster, ring
 from tacos_bench.runner.conf import SOLVER_SCHEMAS
 
 NAMES = available_solvers()

@@ -40,10 +40,10 @@ from tacos_bench import Collective, Problem, Schedule, TacosError
 
 
 
-from tacos_bench.generators import ring
+from tacos_bench.topology.generators import ring
 
 
-from tacos_bench.io import load_topology
+from tacos_bench.topology.io import load_topology
 
 
 from tacos_bench.runner.pipeline import run_job, summary_line
@@ -208,7 +208,7 @@ def test_record_after_a_solver_option_error(tmp_path):
 
 
 def test_numpy_solver_stats_are_recorded(tmp_path, fake_solver):
-    from solvers.trivial import bfs_all_gather
+    from solvers.baselines.trivial import bfs_all_gather
     from solvers.compose import solve_collective
 
     def with_numpy_stats(problem):
@@ -329,7 +329,7 @@ def test_greedy_csv_identical_across_processes(root, tmp_path):
     code = textwrap.dedent(f"""
         import sys; sys.path.insert(0, {str(root)!r})
         from tacos_bench import Collective, Problem
-        from tacos_bench.topologies import named_topology
+        from tacos_bench.topology.named import named_topology
         from solvers import get_solver
         p = Problem(named_topology("hetero_mesh4x4"), Collective("all_reduce", 2, 64))
         get_solver("greedy").solve(p, seed=3).schedule.to_csv(sys.argv[1])

@@ -6,7 +6,7 @@ from tacos_bench import Collective, Problem
 from tacos_bench.collective import canonical_kind
 from tacos_bench.cost import link_time_us
 from tacos_bench.errors import CollectiveError
-from tacos_bench.generators import mesh2d
+from tacos_bench.topology.generators import mesh2d
 
 
 def test_collective_sizes_and_aliases():

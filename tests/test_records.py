@@ -6,7 +6,7 @@ import re
 import pytest
 
 from tacos_bench import Collective, Problem
-from tacos_bench.generators import mesh2d, ring, torus2d
+from tacos_bench.topology.generators import mesh2d, ring, torus2d
 from tacos_bench.runner import run_job, solve_and_verify
 from tacos_bench.runner.records import FIELDS, is_declared, markdown_table
 

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from tacos_bench import Collective, Problem, Schedule
-from tacos_bench.topologies import build_topology
+from tacos_bench.topology.named import build_topology
 from tacos_bench.verify import verify
 
 

@@ -14,16 +14,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import solvers.greedy as greedy_mod
+import solvers.greedy.engine as greedy_mod
+import solvers.greedy.solver as greedy_solver_mod
 from solvers.greedy import GreedyOptions, GreedySolver, greedy_all_gather, pick_engine
 from tacos_bench import Collective, Problem, Schedule
 from tacos_bench.bounds import lower_bounds
 from tacos_bench.compact import CompactSchedule, CompactWriter, read_compact
 from tacos_bench.errors import ScheduleError, SolverError, VerificationError
-from tacos_bench.generators import fully_connected, hetero_cluster, mesh2d, ring, torus2d, torus3d
+from tacos_bench.topology.generators import fully_connected, hetero_cluster, mesh2d, ring, torus2d, torus3d
 from tacos_bench.topology import Topology
 from tacos_bench.verify import check, verify
-from tacos_bench.verify_compact import check_compact, verify_compact
+from tacos_bench.verify.compact import check_compact, verify_compact
 
 
 def ag(topo, cpn=1, mib=1024.0):
@@ -119,18 +120,18 @@ def test_scale_engine_heterogeneous_links_and_tiebreaks(tie):
 
 
 def test_in_link_groups_partition_each_destinations_links_by_speed():
-    from solvers.greedy import _ScaleInstance
+    from solvers.greedy.engine import ScaleInstance
 
-    mesh = _ScaleInstance(ag(mesh2d(4, 4)), GreedyOptions())
+    mesh = ScaleInstance(ag(mesh2d(4, 4)), GreedyOptions())
     assert mesh.G == 1  # one link speed: one candidate set per destination, as before
-    het = _ScaleInstance(ag(hetero_cluster(2, 2, 4)), GreedyOptions())
+    het = ScaleInstance(ag(hetero_cluster(2, 2, 4)), GreedyOptions())
     assert het.G == 2
     fast = het.jtime[het.jgrp == 0]
     assert fast.max() < het.jtime[het.jgrp == 1].min()  # group 0 = the faster (intra-server) links
     rnd = Topology.from_edges(3, [(a, b, bw, 0.5) for (a, b), bw in zip(
         [(1, 0), (2, 0), (0, 1), (0, 2), (1, 2), (2, 1)], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0])])
-    for inst in (mesh, het, _ScaleInstance(ag(fully_connected(7)), GreedyOptions()),
-                 _ScaleInstance(ag(rnd), GreedyOptions())):
+    for inst in (mesh, het, ScaleInstance(ag(fully_connected(7)), GreedyOptions()),
+                 ScaleInstance(ag(rnd), GreedyOptions())):
         for v in range(inst.N):
             lo, hi = inst.in_ptr[v], inst.in_ptr[v + 1]
             masks = inst.vgmask[v * inst.G:(v + 1) * inst.G]
@@ -142,12 +143,12 @@ def test_in_link_groups_partition_each_destinations_links_by_speed():
 
 
 def test_groups_are_capped_and_merge_the_slowest_links():
-    from solvers._kernel_scale import SCALE_MAX_GROUPS
-    from solvers.greedy import _ScaleInstance
+    from solvers.greedy._kernel_scale import SCALE_MAX_GROUPS
+    from solvers.greedy.engine import ScaleInstance
 
     n = SCALE_MAX_GROUPS + 3
     edges = [(u, 0, float(u), 0.5) for u in range(1, n)] + [(0, u, 1.0, 0.5) for u in range(1, n)]
-    inst = _ScaleInstance(ag(Topology.from_edges(n, edges)), GreedyOptions())
+    inst = ScaleInstance(ag(Topology.from_edges(n, edges)), GreedyOptions())
     assert inst.G == SCALE_MAX_GROUPS
     j = np.arange(inst.in_ptr[0], inst.in_ptr[1])
     assert sorted(inst.jgrp[j]) == list(range(SCALE_MAX_GROUPS - 1)) + [SCALE_MAX_GROUPS - 1] * 3
@@ -224,6 +225,7 @@ def test_engine_and_output_choice():
 def test_solver_returns_compact_above_the_threshold(monkeypatch):
     monkeypatch.setattr(greedy_mod, "SCALE_MIN_PAIRS", 1)
     monkeypatch.setattr(greedy_mod, "COMPACT_MIN_ROWS", 100)
+    monkeypatch.setattr(greedy_solver_mod, "COMPACT_MIN_ROWS", 100)
     p = ag(mesh2d(6, 6))
     res = GreedySolver().solve(p, seed=0, restarts=3)
     c = res.schedule
@@ -387,10 +389,10 @@ def test_docstring_examples():
     import doctest
 
     import tacos_bench.compact
-    import tacos_bench.verify_compact
+    import tacos_bench.verify.compact
 
     assert doctest.testmod(tacos_bench.compact).failed == 0
-    assert doctest.testmod(tacos_bench.verify_compact).failed == 0
+    assert doctest.testmod(tacos_bench.verify.compact).failed == 0
 
 
 # ---------------------------------------------------------------------------- the run pipeline
@@ -400,6 +402,7 @@ def test_run_job_saves_and_verifies_a_compact_schedule(monkeypatch, tmp_path):
 
     monkeypatch.setattr(greedy_mod, "SCALE_MIN_PAIRS", 1)
     monkeypatch.setattr(greedy_mod, "COMPACT_MIN_ROWS", 100)
+    monkeypatch.setattr(greedy_solver_mod, "COMPACT_MIN_ROWS", 100)
     cfg = {"solver": {"name": "greedy"}, "topo": {"name": "mesh6x6", "kind": "mesh", "dims": [6, 6]},
            "collective": {"kind": "all_gather", "chunks_per_npu": 1, "buffer_mib": 64.0}, "seed": 0,
            "schedule_csv_max_rows": 10_000}

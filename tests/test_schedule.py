@@ -4,7 +4,7 @@ import pytest
 
 from tacos_bench import Collective, Problem, Schedule
 from tacos_bench.errors import ScheduleError
-from tacos_bench.generators import ring
+from tacos_bench.topology.generators import ring
 
 from tacos_bench.verify import check
 

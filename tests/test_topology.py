@@ -5,7 +5,7 @@ import pytest
 
 from tacos_bench import Collective, Problem, Topology
 from tacos_bench.errors import TopologyError
-from tacos_bench.generators import ring, torus2d
+from tacos_bench.topology.generators import ring, torus2d
 
 
 def test_topology_sorted_and_csr():

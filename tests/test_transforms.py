@@ -8,7 +8,7 @@ import pytest
 from tacos_bench import generators as gen
 from tacos_bench.errors import TopologyError
 from tacos_bench.topology import Topology
-from tacos_bench.transforms import remove_npus, reverse, subset
+from tacos_bench.topology.transforms import remove_npus, reverse, subset
 
 
 def links(t: Topology) -> dict[tuple[int, int], tuple[float, float]]:

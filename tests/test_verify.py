@@ -5,7 +5,7 @@ import pytest
 
 from tacos_bench import Collective, Problem, Schedule
 from tacos_bench.errors import VerificationError
-from tacos_bench.generators import ring
+from tacos_bench.topology.generators import ring
 from tacos_bench.verify import check, verify
 
 

@@ -10,11 +10,11 @@ from replay_cases import (adversarial_all_gather, ag_ring_rows, fc3_all_reduce_r
                           reference_all_gather_valid, tiny_problem, uniring3)
 from tacos_bench import Collective, Problem, Schedule
 from tacos_bench.errors import VerificationError
-from tacos_bench.generators import fully_connected, ring
+from tacos_bench.topology.generators import fully_connected, ring
 from tacos_bench.topology import Topology
 from tacos_bench.verify import check, verify
 from solvers.compose import solve_collective
-from solvers.trivial import bfs_all_gather
+from solvers.baselines.trivial import bfs_all_gather
 
 
 # ============================================================================================= BUGS
@@ -76,7 +76,7 @@ def test_fast_path_agrees_with_an_independent_replay(monkeypatch, dense_limit):
     # link-level checks pass, the vectorized path must agree with a sequential start-ordered replay.
     # DENSE_LIMIT=0 forces the sorted (sparse) variant used for huge problems, otherwise never tested.
     if dense_limit is not None:
-        monkeypatch.setattr("tacos_bench.verify.DENSE_LIMIT", dense_limit)
+        monkeypatch.setattr("tacos_bench.verify.table.DENSE_LIMIT", dense_limit)
     compared = rejected = 0
     for seed in range(40):
         rng = np.random.default_rng(seed)

@@ -146,7 +146,7 @@ def embed_network(topology, network: str = "auto") -> dict:
 
     Examples
     --------
-    >>> from tacos_bench.generators import mesh2d, ring
+    >>> from tacos_bench.topology.generators import mesh2d, ring
     >>> embed_network(ring(8))
     {'topology': 'Ring', 'npus_count': 8, 'bandwidth': 50.0, 'latency': 500.0}
     >>> embed_network(mesh2d(4, 4))["topology"]
@@ -216,7 +216,7 @@ def causal_depth(problem: Problem, schedule: Schedule) -> int:
     Examples
     --------
     >>> from tacos_bench import Collective, Problem, Schedule
-    >>> from tacos_bench.generators import ring
+    >>> from tacos_bench.topology.generators import ring
     >>> p = Problem(ring(3), Collective("all_gather", 1, 1))
     >>> t = float(p.link_time_us[0])
     >>> s = Schedule.from_rows([(0, 0, 1, 0, t, "copy"), (0, 1, 2, t, 2 * t, "copy"),
@@ -347,7 +347,7 @@ def export_astra_sim(problem: Problem, schedule: Schedule, out_dir: str | os.Pat
     --------
     >>> import tempfile, pathlib
     >>> from tacos_bench import Collective, Problem, Schedule
-    >>> from tacos_bench.generators import ring
+    >>> from tacos_bench.topology.generators import ring
     >>> p = Problem(ring(2), Collective("all_gather", 1, 1))
     >>> t = float(p.link_time_us[0])
     >>> s = Schedule.from_rows([(0, 0, 1, 0.0, t, "copy"), (1, 1, 0, 0.0, t, "copy")])

@@ -155,7 +155,7 @@ def export_chakra(problem: Problem, schedule: Schedule, prefix: str | os.PathLik
     --------
     >>> import tempfile, pathlib
     >>> from tacos_bench import Collective, Problem, Schedule
-    >>> from tacos_bench.generators import ring
+    >>> from tacos_bench.topology.generators import ring
     >>> p = Problem(ring(2), Collective("all_gather", 1, 1))
     >>> t = float(p.link_time_us[0])
     >>> s = Schedule.from_rows([(0, 0, 1, 0.0, t, "copy"), (1, 1, 0, 0.0, t, "copy")])

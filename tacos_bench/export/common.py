@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import ExportError  # noqa: F401 - re-exported for the export modules
 from ..problem import Problem
 from ..rundir import load_run  # noqa: F401 - re-exported: exporters read run directories through it
-from ..schedule import Schedule
+from ..schedule import ScheduleLike
 
 
 def msccl_index(chunk, num_npus: int, chunks_per_npu: int):
@@ -43,7 +43,7 @@ def chunk_of_index(index, num_npus: int, chunks_per_npu: int):
     return (i % chunks_per_npu) * num_npus + i // chunks_per_npu
 
 
-def verified(problem: Problem, schedule: Schedule):
+def verified(problem: Problem, schedule: ScheduleLike):
     """Replay ``schedule`` with the independent verifier; raise if it is invalid.
 
     Exporters call this first: a runtime must never receive an algorithm the
@@ -53,9 +53,9 @@ def verified(problem: Problem, schedule: Schedule):
 
     if not isinstance(problem, Problem):
         raise ExportError(f"expected a Problem, got {type(problem).__name__}")
-    if not isinstance(schedule, Schedule):
-        raise ExportError(f"expected a Schedule, got {type(schedule).__name__}")
-    return verify(problem, schedule)
+    if not isinstance(schedule, ScheduleLike):
+        raise ExportError(f"expected a schedule, got {type(schedule).__name__}")
+    return verify(problem, schedule.to_schedule())
 
 
 def safe_name(text: str, limit: int = 200) -> str:

@@ -44,7 +44,7 @@ def schedule_to_dict(problem: Problem, schedule: Schedule, *, record: Mapping[st
     Examples
     --------
     >>> from tacos_bench import Collective, Problem, Schedule
-    >>> from tacos_bench.generators import ring
+    >>> from tacos_bench.topology.generators import ring
     >>> p = Problem(ring(2), Collective("all_gather", 1, 1))
     >>> t = float(p.link_time_us[0])
     >>> d = schedule_to_dict(p, Schedule.from_rows([(0, 0, 1, 0.0, t, "copy"), (1, 1, 0, 0.0, t, "copy")]))

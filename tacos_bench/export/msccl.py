@@ -669,7 +669,7 @@ def export_msccl(problem: Problem, schedule: Schedule, *, name: str | None = Non
     Examples
     --------
     >>> from tacos_bench import Collective, Problem, Schedule
-    >>> from tacos_bench.generators import ring
+    >>> from tacos_bench.topology.generators import ring
     >>> p = Problem(ring(2), Collective("all_gather", 1, 1))
     >>> t = float(p.link_time_us[0])
     >>> s = Schedule.from_rows([(0, 0, 1, 0.0, t, "copy"), (1, 1, 0, 0.0, t, "copy")])

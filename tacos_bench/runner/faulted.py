@@ -22,8 +22,7 @@ from typing import Any, Mapping
 from ..errors import ConfigError, TacosError
 from ..faults import Fault
 from ..problem import Problem
-from ..schedule import Schedule
-from .pipeline import OPTIMAL_REL_TOL, ExportStageError, save_and_verify, solve_and_verify
+from .stages import OPTIMAL_REL_TOL, ExportStageError, save_and_verify, solve_and_verify
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +55,7 @@ def run_with_fault(problem: Problem, fault: Fault, solver: str, options: Mapping
     fault = fault.at(fields["healthy_time_us"])
     fields["fault_at_us"] = fault.at_us
     log.info("healthy schedule: %.3f µs; %s", fields["healthy_time_us"], fault.describe())
-    if not isinstance(healthy, Schedule):  # a compact schedule (very large All-Gathers) as a table
-        healthy = healthy.to_schedule()
+    healthy = healthy.to_schedule()  # a compact schedule (very large All-Gathers) as a table
     rep = repair(problem, healthy, fault, solver, options)
     fields.update(rep.fields())
     sched, ver = save_and_verify(problem, rep.schedule, out_dir, fields, csv=csv, csv_max_rows=csv_max_rows,

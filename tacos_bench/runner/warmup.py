@@ -21,7 +21,7 @@ def warm_all(verbose: bool = True) -> dict[str, float]:
     from solvers.greedy import warmup as greedy_warmup
     from tacos_bench import Collective, Problem
     from tacos_bench.bounds import lower_bounds
-    from tacos_bench.generators import hetero_cluster, ring
+    from tacos_bench.topology.generators import hetero_cluster, ring
 
     parts: dict[str, float] = {}
 
@@ -110,7 +110,7 @@ def warm_all(verbose: bool = True) -> dict[str, float]:
         check(p, greedy_all_gather(p, engine="scale"))
         check(p, greedy_all_gather(p, engine="scale", output="compact"))
         # the tier decomposition (greedy_plus, hier at scale), in memory and streamed to disk
-        from solvers._hier_compact import hier_compact_all_gather
+        from solvers.greedy.decomposition import hier_compact_all_gather
 
         p = Problem(hetero_cluster(2, 2, 4), Collective("all_gather", 1, 1))
         check(p, hier_compact_all_gather(p, in_memory=True))

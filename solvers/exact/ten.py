@@ -1,6 +1,6 @@
 """Discretized time-expanded network (TEN) shared by the exact backends.
 
-The exact solvers (:mod:`solvers.milp`, :mod:`solvers.cpsat`) do not work in
+The exact solvers (:mod:`solvers.exact.milp`, :mod:`solvers.exact.cpsat`) do not work in
 continuous time. They work on a grid of time steps of length ``tau``:
 
 * ``tau`` defaults to the chunk time of the fastest link (configurable);
@@ -57,7 +57,7 @@ path in time.
 Examples
 --------
 >>> from tacos_bench import Collective, Problem
->>> from tacos_bench.generators import torus2d
+>>> from tacos_bench.topology.generators import torus2d
 >>> ten = TimeExpandedNetwork.build(Problem(torus2d(4, 4), Collective("all_gather")))
 >>> ten.exact, int(ten.link_steps.max()), ten.lower_bound_steps()
 (True, 1, 4)
@@ -449,7 +449,7 @@ class TimeExpandedNetwork:
         keep = self.prune_plan(chunk, link, step)
         chunk, link, step = chunk[keep], link[keep], step[keep]
         # the plan's order on each link and its causality survive the replay (solvers.compose.retime)
-        from .compose import retime
+        from ..compose import retime
 
         tau = self.tau_us
         plan = Schedule(chunk, topo.src[link], topo.dst[link], step * tau, (step + self.link_steps[link]) * tau,

@@ -1,7 +1,7 @@
 """The scale kernel of the greedy (numba): the default rule for very large topologies.
 
 The default rule (random chunk order, greedy matching, no duplicates, no window) with the same decisions as
-the counted fast path of :mod:`solvers._kernel_classic` (every distinct candidate chunk of the free in-links
+the counted fast path of :mod:`solvers.greedy._kernel_classic` (every distinct candidate chunk of the free in-links
 equally likely, then the link by ``link_tiebreak``), with a layout and loop structure built for memory-level
 parallelism rather than cache hits. ``docs/scale.md`` has the measurements behind each choice.
 """

@@ -16,8 +16,8 @@ import numpy as np
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import COPY, Schedule
 
-from .base import CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_OVERLAP, CAP_REDUCE_SCATTER, Solver, SolveResult
-from .compose import solve_collective
+from ..base import CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_OVERLAP, CAP_REDUCE_SCATTER, Solver, SolveResult
+from ..compose import solve_collective
 
 
 def _bfs_tree(problem: Problem, root: int) -> list[tuple[int, int, int]]:

@@ -3,7 +3,7 @@
 Built like the classic baselines (:mod:`solvers.baselines`): an algorithm describes its logical
 messages, messages between NPUs that are not neighbours are routed over shortest paths (by link time) as
 store-and-forward hops, and the first-come first-served list scheduler of
-:mod:`solvers._baselines_engine` times them, one chunk per link at a time.
+:mod:`solvers.plan` times them, one chunk per link at a time.
 
 =============  ==========================================  =====================================================
 solver         collectives                                 algorithm
@@ -23,7 +23,7 @@ the mirrored Reduce sends each partial sum once.
 Examples
 --------
 >>> from tacos_bench import Collective, Problem
->>> from tacos_bench.generators import fully_connected
+>>> from tacos_bench.topology.generators import fully_connected
 >>> from tacos_bench.verify import verify
 >>> p = Problem(fully_connected(4), Collective("all_to_all", 1, 64))
 >>> t = float(p.link_time_us[0])
@@ -44,10 +44,12 @@ from tacos_bench.errors import SolverError
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import COPY
 
-from ._baselines_engine import NO_PRED, Holdings, Plan, Router, send_path
-from .base import CAP_ALL_TO_ALL, CAP_BROADCAST, CAP_GATHER, CAP_REDUCE, CAP_SCATTER
-from .baselines import DirectSolver, _Baseline, _compose
-from .options import SolverOptions, option
+from ..plan import NO_PRED, Plan, Router, send_path
+from ..base import CAP_ALL_TO_ALL, CAP_BROADCAST, CAP_GATHER, CAP_REDUCE, CAP_SCATTER
+from ..options import SolverOptions, option
+from .classic import DirectSolver
+from .common import BaselineSolver, compose_plans
+from .direct import direct_plan, plan_start
 
 __all__ = ["DirectSolver", "PairwiseSolver", "BruckSolver", "BinomialSolver", "ChainSolver",
            "PairwiseOptions", "BruckOptions", "BinomialOptions", "direct_plan", "pairwise_plan", "bruck_plan",
@@ -55,20 +57,6 @@ __all__ = ["DirectSolver", "PairwiseSolver", "BruckSolver", "BinomialSolver", "C
 
 
 # ============================================================================================ helpers
-def _source_holdings(problem: Problem) -> Holdings:
-    # Holdings(owners_hold=True) assumes the All-Gather owner c mod N, wrong for every other copy collective
-    have = Holdings(problem.num_npus, problem.num_chunks, owners_hold=False)
-    n, a = have.n, have.a
-    for c, s in enumerate(problem.sources.tolist()):
-        a[c * n + s] = NO_PRED
-    return have
-
-
-def _start(problem: Problem) -> tuple[Plan, Router, Holdings]:
-    return (Plan(problem.topology, problem.link_time_us, problem.num_chunks),
-            Router(problem.topology, problem.link_time_us), _source_holdings(problem))
-
-
 def _multi_hop(problem: Problem, pairs) -> int:
     """Logical messages ``(u, v)`` that are not one link."""
     if not pairs:
@@ -80,66 +68,6 @@ def _multi_hop(problem: Problem, pairs) -> int:
 def _round_barriers(plan: Plan, out: list[list[int]], inn: list[list[int]], prio: int) -> list[int]:
     """Per-NPU end of a round (MPI send-receive): its own messages and those sent to it have arrived."""
     return [plan.barrier(o + i, prio=prio) for o, i in zip(out, inn)]
-
-
-# ============================================================================================ direct
-def direct_plan(problem: Problem, mirror: bool = False) -> Plan:
-    """Direct Broadcast, Gather, Scatter or All-to-All: each chunk along its own shortest path, all at once.
-
-    Broadcast: the root sends every chunk to every other NPU separately (destinations in rotated order
-    ``root+1, root+2, ...``); relays store and forward and, without ``mirror``, may receive a chunk once per
-    message crossing them (Direct's cost off a switch). ``mirror=True`` never re-sends an NPU a chunk it
-    holds, so the paths form the root's shortest-path tree (the Broadcast whose time reversal is Reduce).
-    Gather, Scatter, All-to-All: each chunk from its source to its destination, pairs in rotated order
-    (destination offset ``1, 2, ...`` first), so the first hops of short messages are queued first.
-
-    Parameters
-    ----------
-    problem : Problem
-        A Broadcast, Gather, Scatter or All-to-All.
-    mirror : bool
-        De-duplicate (see above); only Broadcast has duplicates.
-
-    Returns
-    -------
-    Plan
-        Untimed; :meth:`~solvers._baselines_engine.Plan.run` gives the schedule.
-
-    Examples
-    --------
-    >>> from tacos_bench import Collective, Problem
-    >>> from tacos_bench.generators import ring
-    >>> p = Problem(ring(4, bidirectional=False), Collective("gather", 1, 4, root=0))
-    >>> s = direct_plan(p).run()
-    >>> len(s), round(s.makespan_us / float(p.link_time_us[0]), 9)  # 3 + 2 + 1 hops; link 3->0 carries 3
-    (6, 3.0)
-    """
-    kind = problem.kind
-    if kind == BROADCAST:
-        return _direct_broadcast(problem, mirror)
-    if kind not in (GATHER, SCATTER, ALL_TO_ALL):
-        raise SolverError(f"direct_plan builds broadcast, gather, scatter and all_to_all, not {kind}")
-    n, C = problem.num_npus, problem.num_chunks
-    plan, router, _ = _start(problem)
-    src, dst = problem.sources, problem.destinations
-    order = np.lexsort((np.arange(C), src, (dst - src) % n))
-    for c in order[src[order] != dst[order]].tolist():
-        send_path(plan, c, router.path(int(src[c]), int(dst[c])), COPY, NO_PRED)
-    return plan
-
-
-def _direct_broadcast(problem: Problem, mirror: bool) -> Plan:
-    n, K, root = problem.num_npus, problem.num_chunks, problem.collective.root
-    plan, router, have = _start(problem)
-    for j in range(1, n):
-        path = router.path(root, (root + j) % n)
-        for k in range(K):
-            send_path(plan, k, path, COPY, NO_PRED, have=have if mirror else None)
-    return plan
-
-
-# DirectSolver lives in solvers.baselines (All-Gather, Reduce-Scatter, All-Reduce too) and calls
-# direct_plan for these collectives; re-exported here so every baseline of a collective is in one place.
 
 
 # ============================================================================================ pairwise
@@ -165,7 +93,7 @@ def pairwise_plan(problem: Problem, sync: bool = True) -> Plan:
     Examples
     --------
     >>> from tacos_bench import Collective, Problem
-    >>> from tacos_bench.generators import fully_connected
+    >>> from tacos_bench.topology.generators import fully_connected
     >>> p = Problem(fully_connected(4), Collective("all_to_all", 2, 8))
     >>> t = float(p.link_time_us[0])
     >>> [round(pairwise_plan(p, s).run().makespan_us / t, 9) for s in (True, False)]  # 3 rounds of 2 chunks
@@ -173,7 +101,7 @@ def pairwise_plan(problem: Problem, sync: bool = True) -> Plan:
     """
     _need(problem, ALL_TO_ALL, "pairwise_plan")
     n, K = problem.num_npus, problem.collective.chunks_per_npu
-    plan, router, _ = _start(problem)
+    plan, router, _ = plan_start(problem)
     bar = [NO_PRED] * n
     for r in range(1, n):
         out: list[list[int]] = [[] for _ in range(n)]
@@ -217,7 +145,7 @@ def bruck_plan(problem: Problem, sync: bool = True) -> tuple[Plan, int]:
     Examples
     --------
     >>> from tacos_bench import Collective, Problem
-    >>> from tacos_bench.generators import fully_connected
+    >>> from tacos_bench.topology.generators import fully_connected
     >>> p = Problem(fully_connected(4), Collective("all_to_all", 1, 8))
     >>> t = float(p.link_time_us[0])
     >>> plan, multi_hop = bruck_plan(p)
@@ -226,7 +154,7 @@ def bruck_plan(problem: Problem, sync: bool = True) -> tuple[Plan, int]:
     """
     _need(problem, ALL_TO_ALL, "bruck_plan")
     n, C = problem.num_npus, problem.num_chunks
-    plan, router, _ = _start(problem)
+    plan, router, _ = plan_start(problem)
     at = problem.sources.tolist()
     # Not Holdings: skipping a hop into an NPU that held the chunk earlier would also skip the round's
     # barrier, so every message follows its own path (a relay may see a chunk twice; copies allow it).
@@ -291,7 +219,7 @@ def binomial_tree(problem: Problem, order: str = "distance", router: Router | No
     Examples
     --------
     >>> from tacos_bench import Collective, Problem
-    >>> from tacos_bench.generators import ring
+    >>> from tacos_bench.topology.generators import ring
     >>> binomial_tree(Problem(ring(4, bidirectional=False), Collective("broadcast", 1, 4, root=1)), "rank")
     [(1, 3), (1, 2), (3, 0)]
     """
@@ -344,7 +272,7 @@ def binomial_plan(problem: Problem, order: str = "distance") -> tuple[Plan, dict
     Examples
     --------
     >>> from tacos_bench import Collective, Problem
-    >>> from tacos_bench.generators import fully_connected
+    >>> from tacos_bench.topology.generators import fully_connected
     >>> p = Problem(fully_connected(8), Collective("broadcast", 1, 8))
     >>> plan, stats = binomial_plan(p)
     >>> round(plan.run().makespan_us / float(p.link_time_us[0]), 9), stats["binomial_depth"]
@@ -354,7 +282,7 @@ def binomial_plan(problem: Problem, order: str = "distance") -> tuple[Plan, dict
     if kind not in (BROADCAST, GATHER, SCATTER):
         raise SolverError(f"binomial_plan builds broadcast, gather and scatter, not {kind}")
     n, C, root = problem.num_npus, problem.num_chunks, problem.collective.root
-    plan, router, have = _start(problem)
+    plan, router, have = plan_start(problem)
     edges = binomial_tree(problem, order, router)
     parent = [-1] * n
     depth = [0] * n
@@ -396,7 +324,7 @@ def chain_order(router: Router, root: int) -> list[int]:
 
     Examples
     --------
-    >>> from tacos_bench.generators import mesh2d
+    >>> from tacos_bench.topology.generators import mesh2d
     >>> from tacos_bench import Collective, Problem
     >>> p = Problem(mesh2d(2, 2), Collective("broadcast", 1, 4))
     >>> chain_order(Router(p.topology, p.link_time_us), 2)
@@ -436,14 +364,14 @@ def chain_plan(problem: Problem) -> tuple[Plan, dict]:
     Examples
     --------
     >>> from tacos_bench import Collective, Problem
-    >>> from tacos_bench.generators import ring
+    >>> from tacos_bench.topology.generators import ring
     >>> p = Problem(ring(6, bidirectional=False), Collective("broadcast", 4, 8, root=3))
     >>> plan, stats = chain_plan(p)
     >>> round(plan.run().makespan_us / float(p.link_time_us[0]), 9), stats["chain_hops"]
     (8.0, 5)
     """
     _need(problem, BROADCAST, "chain_plan")
-    plan, router, have = _start(problem)
+    plan, router, have = plan_start(problem)
     order = chain_order(router, problem.collective.root)
     steps = list(zip(order[:-1], order[1:]))
     paths = [router.path(u, v) for u, v in steps]
@@ -471,11 +399,11 @@ class PairwiseOptions(SolverOptions):
                                   "(false: every round issued at once)")
 
 
-class PairwiseSolver(_Baseline):
+class PairwiseSolver(BaselineSolver):
     """Pairwise-exchange All-to-All (:func:`pairwise_plan`). Options: :class:`PairwiseOptions`.
 
     >>> from tacos_bench import Collective, Problem
-    >>> from tacos_bench.generators import ring
+    >>> from tacos_bench.topology.generators import ring
     >>> PairwiseSolver().solve(Problem(ring(4), Collective("all_to_all", 1, 4))).stats["pairwise_rounds"]
     3
     """
@@ -504,11 +432,11 @@ class BruckOptions(SolverOptions):
                                   "(false: a chunk moves on as soon as it has arrived)")
 
 
-class BruckSolver(_Baseline):
+class BruckSolver(BaselineSolver):
     """Bruck All-to-All (:func:`bruck_plan`). Options: :class:`BruckOptions`.
 
     >>> from tacos_bench import Collective, Problem
-    >>> from tacos_bench.generators import ring
+    >>> from tacos_bench.topology.generators import ring
     >>> BruckSolver().solve(Problem(ring(5), Collective("all_to_all", 1, 4))).stats["bruck_rounds"]
     3
     """
@@ -544,15 +472,15 @@ def _composed(problem: Problem, build, clock):
         stats.update(st)
         return pl
 
-    return _compose(problem, plan, clock), stats
+    return compose_plans(problem, plan, clock), stats
 
 
-class BinomialSolver(_Baseline):
+class BinomialSolver(BaselineSolver):
     """Binomial-tree Broadcast, Reduce, Gather and Scatter (:func:`binomial_plan`; Reduce is the mirrored
     Broadcast). Options: :class:`BinomialOptions`.
 
     >>> from tacos_bench import Collective, Problem
-    >>> from tacos_bench.generators import fully_connected
+    >>> from tacos_bench.topology.generators import fully_connected
     >>> p = Problem(fully_connected(8), Collective("reduce", 1, 8, root=5))
     >>> res = BinomialSolver().solve(p)
     >>> round(res.objective_us / float(p.link_time_us[0]), 9), res.stats["binomial_depth"]
@@ -567,11 +495,11 @@ class BinomialSolver(_Baseline):
         return _composed(problem, lambda p: binomial_plan(p, opts.order), clock)
 
 
-class ChainSolver(_Baseline):
+class ChainSolver(BaselineSolver):
     """Pipelined chain Broadcast and Reduce (:func:`chain_plan`; Reduce is the mirrored Broadcast).
 
     >>> from tacos_bench import Collective, Problem
-    >>> from tacos_bench.generators import ring
+    >>> from tacos_bench.topology.generators import ring
     >>> p = Problem(ring(5, bidirectional=False), Collective("reduce", 3, 8, root=2))
     >>> round(ChainSolver().solve(p).objective_us / float(p.link_time_us[0]), 9)
     6.0

@@ -1,54 +1,17 @@
-"""Independent replay checker for schedules.
-
-The verifier knows nothing about any solver. It replays a
-:class:`~tacos_bench.schedule.Schedule` against a
-:class:`~tacos_bench.problem.Problem` and rejects it, with a message naming the
-row and the reason, on:
-
-* a transfer on a link the topology does not have (or an unknown NPU/chunk id);
-* a transfer shorter than its link's chunk time;
-* two transfers overlapping on one directed link;
-* a sender that holds no part of the chunk when the transfer starts (non-causal);
-* a reduction that counts some NPU's contribution twice;
-* an unmet postcondition of the collective;
-* with a :class:`~tacos_bench.faults.Fault`: a transfer on a failed link that ends after the failure
-  (failed NPUs are then exempt from the postcondition).
-
-It returns the collective time (the last arrival). Times are compared with a
-tolerance of ``1e-9`` relative to the schedule's makespan, so CSV round trips
-do not matter.
-
-Replay semantics: a transfer reads the sender's state at ``start_us`` and applies
-it at the receiver at ``end_us``; events at the same instant apply arrivals
-before reads, because a node may forward a chunk the instant it arrives.
-"""
+"""The in-memory replay of a table schedule (:class:`~tacos_bench.schedule.Schedule`): the rules of
+:mod:`tacos_bench.verify`, vectorized."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import VerificationError
-from .problem import Problem
-from .schedule import COPY, OPS, REDUCE, Schedule
+from ..errors import VerificationError
+from ..problem import Problem
+from ..schedule import COPY, OPS, REDUCE, Schedule
+from .result import REL_TOL, TOL_LINK_FRACTION, Verification
 
-REL_TOL = 1e-9
-TOL_LINK_FRACTION = 1e-3
-# Above this many (NPU, chunk) pairs the All-Gather replay sorts instead of using dense arrays.
 DENSE_LIMIT = 200_000_000
-
-
-@dataclass(frozen=True)
-class Verification:
-    """Outcome of a replay."""
-
-    valid: bool
-    collective_time_us: float | None
-    num_transfers: int
-    link_busy_us: float = 0.0
-    link_utilization: float | None = None
-    message: str = ""
 
 
 def _row(schedule: Schedule, i: int) -> str:
@@ -63,7 +26,7 @@ def verify(problem: Problem, schedule: Schedule, fault=None) -> Verification:
 
     Examples
     --------
-    >>> from tacos_bench.generators import ring
+    >>> from tacos_bench.topology.generators import ring
     >>> from tacos_bench import Collective, Problem, Schedule
     >>> p = Problem(ring(2), Collective("all_gather", 1, 1))
     >>> t = float(p.link_time_us[0])
@@ -137,34 +100,6 @@ def verify(problem: Problem, schedule: Schedule, fault=None) -> Verification:
     busy = float(need.sum())
     util = busy / (topo.num_links * makespan) if makespan > 0 and topo.num_links else None
     return Verification(True, makespan, T, busy, util, "")
-
-
-def check(problem: Problem, schedule, *, progress: bool | None = None, fault=None) -> Verification:
-    """Replay any schedule and report instead of raising: ``valid=False`` with the message when rejected.
-
-    The one entry point for callers: a :class:`~tacos_bench.compact.CompactSchedule`
-    (very large All-Gathers) goes to the streaming
-    :func:`tacos_bench.verify_compact.verify_compact`, a :class:`Schedule` to
-    :func:`verify`; both apply the same rules.
-
-    Examples
-    --------
-    >>> from tacos_bench.generators import ring
-    >>> from tacos_bench import Collective, Problem, Schedule
-    >>> check(Problem(ring(2), Collective("all_gather", 1, 1)), Schedule.empty()).message
-    'postcondition unmet: NPU 0 never receives chunk 1 (2 (NPU, chunk) pairs missing)'
-    """
-    if isinstance(schedule, Schedule):
-        try:
-            return verify(problem, schedule, fault)
-        except VerificationError as e:
-            return Verification(False, None, len(schedule), message=str(e))
-    if fault is not None:
-        schedule = schedule.to_schedule()
-        return check(problem, schedule, fault=fault)
-    from .verify_compact import check_compact
-
-    return check_compact(problem, schedule, progress=progress)
 
 
 def _replay_copies(problem: Problem, schedule: Schedule, tol: float, alive=None) -> None:

@@ -15,7 +15,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from .errors import TopologyError
+from ..errors import TopologyError
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:

@@ -1,8 +1,8 @@
-"""Shared machinery of the exact backends (:mod:`solvers.milp`, :mod:`solvers.cpsat`).
+"""Shared machinery of the exact backends (:mod:`solvers.exact.milp`, :mod:`solvers.exact.cpsat`).
 
 Both backends solve the same model of a copy collective (all_gather, broadcast,
 gather, scatter, all_to_all) on the discretized time-expanded network of
-:mod:`solvers.ten`; this module builds the index structure of that model once
+:mod:`solvers.exact.ten`; this module builds the index structure of that model once
 (as numpy arrays), gets a warm start and a lower bound, runs the backend under
 one wall-clock deadline, maps the plan back to a continuous schedule and turns
 the reducing collectives (Reduce-Scatter, Reduce, All-Reduce) into copy
@@ -54,9 +54,9 @@ from tacos_bench.errors import SolverError, TacosError
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import Schedule
 
-from .base import Solver, SolveResult
-from .compose import solve_collective
-from .options import SolverOptions, option
+from ..base import Solver, SolveResult
+from ..compose import solve_collective
+from ..options import SolverOptions, option
 from .ten import SendVars, TimeExpandedNetwork
 
 _BOUND_EPS = 1e-6
@@ -375,7 +375,7 @@ def warm_rules(problem: Problem) -> tuple[tuple[str, dict], ...]:
 
 def greedy_schedules(problem: Problem, seed: int, time_limit_s: float | None):
     """``(label, schedule or None, note)`` for each rule of :func:`warm_rules` (``time_limit_s`` shared)."""
-    from .base import get_solver
+    from ..base import get_solver
 
     deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
     for name, opts in warm_rules(problem):
@@ -515,7 +515,7 @@ class ExactSolverBase(Solver):
     def warmup(self, problem: Problem | None = None, opts: ExactOptions | None = None) -> float:
         if opts is not None and not opts.warm_start:
             return 0.0
-        from .base import get_solver
+        from ..base import get_solver
 
         # the greedy's one-off numba compiles are not the exact solver's time
         total = 0.0

@@ -5,7 +5,7 @@ link-level schedules on the problem's own topology, so the same verifier and
 cost model time them as every synthesizer. What each does on a topology that
 does not match its assumptions is documented in ``docs/baselines.md``.
 
-Common machinery (:mod:`solvers._baselines_engine`): an algorithm describes its
+Common machinery (:mod:`solvers.plan`): an algorithm describes its
 logical messages; messages between NPUs that are not neighbours are routed over
 shortest paths (by link time) as store-and-forward hops; a first-come
 first-served list scheduler (one chunk per link at a time) times them.
@@ -27,7 +27,7 @@ Collectives:
 Examples
 --------
 >>> from tacos_bench import Collective, Problem
->>> from tacos_bench.generators import ring
+>>> from tacos_bench.topology.generators import ring
 >>> from tacos_bench.verify import verify
 >>> p = Problem(ring(8, bidirectional=False), Collective("all_gather", 1, 64))
 >>> res = RingSolver().solve(p)
@@ -40,68 +40,23 @@ True
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from tacos_bench.problem import Problem
-from tacos_bench.schedule import COPY, REDUCE, Schedule
+from tacos_bench.schedule import COPY, REDUCE
 
-from ._baselines_engine import NO_PRED, UNREACHED, Holdings, Plan, Router, send_path
-from ._baselines_hamilton import DEFAULT_MAX_EXPANSIONS, find_hamiltonian_cycle
-from .base import (CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_ALL_TO_ALL, CAP_BROADCAST, CAP_GATHER, CAP_OVERLAP,
-                   CAP_REDUCE, CAP_REDUCE_SCATTER, CAP_SCATTER, Solver, SolveResult)
-from .compose import solve_collective
-from .options import SolverOptions, option
+from ..plan import NO_PRED, UNREACHED, Holdings, Plan, Router, send_path
+from ._hamilton import DEFAULT_MAX_EXPANSIONS, find_hamiltonian_cycle
+from ..base import (CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_ALL_TO_ALL, CAP_BROADCAST, CAP_GATHER, CAP_OVERLAP,
+                   CAP_REDUCE, CAP_REDUCE_SCATTER, CAP_SCATTER)
+from ..options import SolverOptions, option
+from .common import BaselineSolver, compose_plans
+from .direct import direct_plan
 
 __all__ = ["RingSolver", "DirectSolver", "RecursiveHalvingDoublingSolver", "DoubleBinaryTreeSolver",
            "ring_layout", "RingLayout", "nccl_btree_parents", "double_binary_tree"]
-
-
-# ============================================================================================ helpers
-class _Clock:
-    """Splits wall time into building (routing, plans) and engine (list scheduling)."""
-
-    def __init__(self):
-        self.t0 = time.perf_counter()
-        self.engine_s = 0.0
-
-    def run(self, plan: Plan) -> Schedule:
-        sched = plan.run()
-        self.engine_s += plan.engine_time_s
-        return sched
-
-    def result(self, schedule: Schedule, stats: dict) -> SolveResult:
-        total = time.perf_counter() - self.t0
-        stats = dict(stats)
-        stats.setdefault("transfers", len(schedule))
-        return SolveResult("feasible", schedule, objective_us=schedule.makespan_us,
-                           build_time_s=max(0.0, total - self.engine_s), solve_time_s=self.engine_s, stats=stats)
-
-
-def _compose(problem: Problem, build_ag, clock: _Clock) -> Schedule:
-    """The collective from an All-Gather builder ``build_ag(problem, mirror)`` (a :class:`Plan`).
-
-    ``mirror=True`` asks for the de-duplicated All-Gather (no NPU is sent a chunk
-    it holds) that is time-reversed into the Reduce-Scatter.
-    """
-    return solve_collective(problem, lambda p: clock.run(build_ag(p, False)),
-                            rs_solve=lambda p: clock.run(build_ag(p, True)))
-
-
-class _Baseline(Solver):
-    """A deterministic baseline: it ignores ``seed``, ``time_limit_s`` and ``threads`` (no capability flags)."""
-
-    def _solve(self, problem: Problem, opts) -> SolveResult:
-        clock = _Clock()
-        if problem.num_npus == 1:
-            return clock.result(Schedule.empty(), {"note": "single NPU: nothing to send"})
-        schedule, stats = self._build(problem, opts, clock)
-        return clock.result(schedule, stats)
-
-    def _build(self, problem: Problem, opts, clock: _Clock):  # pragma: no cover - abstract
-        raise NotImplementedError
 
 
 # ============================================================================================ ring
@@ -149,7 +104,7 @@ def ring_layout(problem: Problem, bidirectional: bool = True,
     """Choose the logical ring for ``problem``'s topology.
 
     A directed Hamiltonian cycle when one is found (see
-    :func:`solvers._baselines_hamilton.find_hamiltonian_cycle`), else the
+    :func:`solvers.baselines._hamilton.find_hamiltonian_cycle`), else the
     nearest-neighbour tour over shortest-path times, embedded multi-hop. Both
     directions are used when ``bidirectional`` and the reverse ring exists on
     links too (Hamiltonian case) or every link has a reverse link (multi-hop).
@@ -157,7 +112,7 @@ def ring_layout(problem: Problem, bidirectional: bool = True,
     Examples
     --------
     >>> from tacos_bench import Collective, Problem
-    >>> from tacos_bench.generators import mesh2d
+    >>> from tacos_bench.topology.generators import mesh2d
     >>> lay = ring_layout(Problem(mesh2d(3, 3), Collective("all_gather")))
     >>> lay.embedding, lay.directions
     ('multi-hop', 2)
@@ -218,7 +173,7 @@ class RingOptions(SolverOptions):
                                  doc="step cap of the deterministic Hamiltonian-cycle search")
 
 
-class RingSolver(_Baseline):
+class RingSolver(BaselineSolver):
     """Ring All-Gather / Reduce-Scatter / All-Reduce (bandwidth-optimal on a ring). Options: :class:`RingOptions`."""
 
     name = "ring"
@@ -232,7 +187,7 @@ class RingSolver(_Baseline):
             # the mirrored All-Gather runs on the reversed topology, where the ring runs backwards
             return _ring_all_gather(p, layout.reversed() if mirror else layout)
 
-        sched = _compose(problem, build, clock)
+        sched = compose_plans(problem, build, clock)
         hops = _ring_hops(problem, layout)
         return sched, {"ring_embedding": layout.embedding, "ring_search": layout.method,
                        "ring_search_expansions": layout.expansions, "ring_directions": layout.directions,
@@ -274,13 +229,10 @@ def _direct_all_gather(problem: Problem, mirror: bool) -> Plan:
 def _direct_plan(problem: Problem, mirror: bool) -> Plan:
     if problem.kind == "all_gather":
         return _direct_all_gather(problem, mirror)
-    # imported on use: solvers.baselines_collectives builds on this module
-    from .baselines_collectives import direct_plan
-
     return direct_plan(problem, mirror)
 
 
-class DirectSolver(_Baseline):
+class DirectSolver(BaselineSolver):
     """Direct (all-to-all) over shortest paths with link contention.
 
     All-Gather: each chunk is sent separately to each NPU over its shortest
@@ -288,7 +240,7 @@ class DirectSolver(_Baseline):
     shortest-path in-tree, relays combining partial sums (one buffer per chunk
     leaves no other choice). All-Reduce: the two back to back. Broadcast,
     Gather, Scatter, All-to-All: each chunk along its own shortest path
-    (:func:`solvers.baselines_collectives.direct_plan`); Reduce: the
+    (:func:`solvers.baselines.collectives.direct_plan`); Reduce: the
     contributions over the root's shortest-path in-tree.
     """
 
@@ -297,7 +249,7 @@ class DirectSolver(_Baseline):
                               CAP_REDUCE, CAP_GATHER, CAP_SCATTER, CAP_ALL_TO_ALL})
 
     def _build(self, problem, opts, clock):
-        sched = _compose(problem, _direct_plan, clock)
+        sched = compose_plans(problem, _direct_plan, clock)
         topo = problem.topology
         return sched, {"direct_fully_connected": bool(topo.num_links == topo.num_npus * (topo.num_npus - 1))}
 
@@ -384,7 +336,7 @@ class RhdOptions(SolverOptions):
     phase_sync: bool = option(True, doc="pairs wait for each phase to finish (textbook); false lets phases overlap")
 
 
-class RecursiveHalvingDoublingSolver(_Baseline):
+class RecursiveHalvingDoublingSolver(BaselineSolver):
     """Recursive halving (Reduce-Scatter) and doubling (All-Gather), Rabenseifner's All-Reduce.
 
     Any NPU count: for ``N`` not a power of two the first ``N - 2**floor(log2 N)``
@@ -399,7 +351,7 @@ class RecursiveHalvingDoublingSolver(_Baseline):
 
     def _build(self, problem, opts, clock):
         sync = opts.phase_sync
-        sched = _compose(problem, lambda p, mirror: _rhd_all_gather(p, sync), clock)
+        sched = compose_plans(problem, lambda p, mirror: _rhd_all_gather(p, sync), clock)
         n = problem.num_npus
         p2, core, extras, _ = rhd_groups(n)
         topo = problem.topology
@@ -527,7 +479,7 @@ def _dbt_all_reduce(problem: Problem) -> tuple[Plan, dict]:
     return plan, stats
 
 
-class DoubleBinaryTreeSolver(_Baseline):
+class DoubleBinaryTreeSolver(BaselineSolver):
     """NCCL-style Double Binary Tree All-Reduce (All-Reduce only).
 
     Chunks alternate between two complementary binary trees; each chunk is

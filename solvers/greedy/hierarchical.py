@@ -1,6 +1,6 @@
 """The hierarchical baseline (``solver=hier``): what practitioners run on multi-tier clusters today.
 
-NCCL-style two levels, detected from the topology alone (:mod:`solvers._tiers`):
+NCCL-style two levels, detected from the topology alone (:mod:`tacos_bench.topology.tiers`):
 
 * **groups**: the finest partition into strongly connected groups of faster links (servers);
 * **rails**: the connected components of the links between groups; the structure is served when every
@@ -14,12 +14,12 @@ first-come first-served). ``rail_algorithm`` picks the rail All-Gather: ``greedy
 ``chunk_order=rarest matching=maximum``, optimal on tori and meshes) or ``ring`` (the ring baseline).
 Reduce-Scatter and All-Reduce come from :mod:`solvers.compose` like every other backend's. An All-Gather of
 more than ``COMPACT_MIN_ROWS`` transfers whose groups are complete (every NPU linked to each peer) is built by
-:mod:`solvers._hier_compact` instead and streamed to a compact schedule (40,000 NPUs: docs/scale.md).
+:mod:`solvers.greedy.decomposition` instead and streamed to a compact schedule (40,000 NPUs: docs/scale.md).
 
 Examples
 --------
 >>> from tacos_bench import Collective, Problem
->>> from tacos_bench.generators import hetero_cluster
+>>> from tacos_bench.topology.generators import hetero_cluster
 >>> from tacos_bench.verify import verify
 >>> p = Problem(hetero_cluster(2, 2, 4), Collective("all_gather", 1, 64))
 >>> r = HierarchicalSolver().solve(p)
@@ -33,18 +33,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tacos_bench.collective import ALL_GATHER, Collective
-from tacos_bench.cost import MIB
+from tacos_bench.collective import ALL_GATHER
 from tacos_bench.errors import SolverError
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import COPY, Schedule
-from tacos_bench.transforms import _induced
 
-from ._baselines_engine import NO_PRED, Holdings, Plan, Router, send_path
-from .base import CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_OVERLAP, CAP_RANDOMIZED, CAP_REDUCE_SCATTER, Solver, SolveResult
-from .compose import solve_collective
-from .greedy import COMPACT_MIN_ROWS
-from .options import SolverOptions, option
+from ..plan import NO_PRED, Holdings, Plan, Router, send_path
+from ..base import CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_OVERLAP, CAP_RANDOMIZED, CAP_REDUCE_SCATTER, Solver, SolveResult
+from ..compose import solve_collective
+from .hierarchy import detect_hierarchy, rail_problem
+from .options import COMPACT_MIN_ROWS
+from .decomposition import hier_compact_all_gather, warmup as decomposition_warmup
+from .engine import warmup as greedy_warmup
+from ..options import SolverOptions, option
 
 RAIL_ALGORITHMS = ("greedy", "ring")
 
@@ -55,95 +56,9 @@ class HierOptions(SolverOptions):
                                  doc="All-Gather on each rail: greedy (TACOS, rarest + maximum) or ring")
 
 
-@dataclass(frozen=True)
-class Hierarchy:
-    """Groups (label per NPU) and rails (member NPUs, one per group, in group order)."""
-
-    group: np.ndarray
-    rails: list[np.ndarray]
-
-    @property
-    def num_groups(self) -> int:
-        return int(self.group.max()) + 1
-
-
-def detect_hierarchy(problem: Problem) -> Hierarchy:
-    """Groups and rails of ``problem``'s topology, or a :class:`SolverError` naming why there are none.
-
-    >>> from tacos_bench.generators import torus2d, unequal_servers
-    >>> detect_hierarchy(Problem(torus2d(4, 4), Collective("all_gather")))
-    Traceback (most recent call last):
-    ...
-    tacos_bench.errors.SolverError: hier: topology 'torus4x4' has one link speed tier, so no groups of faster links to build a hierarchy on
-    >>> detect_hierarchy(Problem(unequal_servers([4, 8]), Collective("all_gather")))
-    Traceback (most recent call last):
-    ...
-    tacos_bench.errors.SolverError: hier: groups of unequal size in 'unequal4-8' (4 to 8 NPUs): no rail per NPU index
-    """
-    from ._tiers import Tiers
-
-    topo = problem.topology
-    name = topo.name
-    t = Tiers(problem)
-    if t.num_partitions == 0:
-        raise SolverError(f"hier: topology {name!r} has one link speed tier, so no groups of faster links to "
-                          "build a hierarchy on")
-    g = t.gid[0] - t.gid[0].min()
-    sizes = np.bincount(g)
-    if len(sizes) < 2:
-        raise SolverError(f"hier: the fast links of {name!r} connect all its NPUs: one group, nothing between groups")
-    if sizes.min() != sizes.max():
-        raise SolverError(f"hier: groups of unequal size in {name!r} ({sizes.min()} to {sizes.max()} NPUs): "
-                          "no rail per NPU index")
-    src, dst = np.asarray(topo.src, np.int64), np.asarray(topo.dst, np.int64)
-    cross = g[src] != g[dst]
-    parent = np.arange(topo.num_npus)
-
-    def find(x):
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for u, v in zip(src[cross].tolist(), dst[cross].tolist()):
-        ru, rv = find(u), find(v)
-        if ru != rv:
-            parent[max(ru, rv)] = min(ru, rv)
-    root = np.array([find(x) for x in range(topo.num_npus)])
-    rails = []
-    for r in np.unique(root):
-        members = np.flatnonzero(root == r)
-        if len(members) != len(sizes) or len(np.unique(g[members])) != len(sizes):
-            raise SolverError(f"hier: the links between groups of {name!r} do not form rails (a rail must hold "
-                              f"one NPU of each of the {len(sizes)} groups; NPU {int(members[0])}'s has "
-                              f"{len(members)} NPUs in {len(np.unique(g[members]))} groups)")
-        rails.append(members[np.argsort(g[members], kind="stable")])
-    return Hierarchy(g, rails)
-
-
-def rail_problem(problem: Problem, members: np.ndarray) -> tuple[Problem, np.ndarray]:
-    """The All-Gather of a rail's own chunks over the rail's own links, with the problem's chunk size, and the
-    map from its NPU ids to the problem's (the sub-topology numbers the members in increasing id order)."""
-    N, cpn = problem.num_npus, problem.collective.chunks_per_npu
-    keep = np.zeros(N, dtype=bool)
-    keep[members] = True
-    ids = np.flatnonzero(keep)
-    n = len(ids)
-    sub_topo = _induced(problem.topology, keep, f"{problem.topology.name}-rail")
-    # the same chunk size: a buffer of n * cpn chunks of chunk_bytes (exact in binary floating point)
-    sub = Problem(sub_topo, Collective(ALL_GATHER, cpn, problem.chunk_bytes * n * cpn / MIB))
-    if sub.chunk_bytes != problem.chunk_bytes:  # pragma: no cover - guarded by the exact division above
-        raise SolverError("hier: internal error: the rail problem's chunk size differs")
-    try:
-        sub_topo.check_strongly_connected()
-    except Exception as e:
-        raise SolverError(f"hier: a rail of {problem.topology.name!r} is not strongly connected: {e}") from None
-    return sub, ids
-
-
 def _rail_all_gather(problem: Problem, members: np.ndarray, algorithm: str, seed: int) -> Schedule:
     """The All-Gather of the rail's own chunks over the rail's links, in the problem's chunk ids."""
-    from .base import get_solver
+    from ..base import get_solver
 
     sub, ids = rail_problem(problem, members)
     N, n = problem.num_npus, len(ids)
@@ -204,10 +119,7 @@ class HierarchicalSolver(Solver):
     Options = HierOptions
 
     def warmup(self, problem: Problem | None = None, opts: HierOptions | None = None) -> float:
-        from . import _hier_compact
-        from .greedy import warmup as greedy_warmup
-
-        return greedy_warmup(("counted", "listed", "scale")) + _hier_compact.warmup()
+        return greedy_warmup(("counted", "listed", "scale")) + decomposition_warmup()
 
     def _solve(self, problem: Problem, opts: HierOptions) -> SolveResult:
         import time
@@ -225,8 +137,6 @@ class HierarchicalSolver(Solver):
         sched = None
         if problem.kind == ALL_GATHER and (problem.num_npus - 1) * problem.num_chunks > COMPACT_MIN_ROWS:
             # too many transfers for a table: the same construction streamed, where groups are complete
-            from ._hier_compact import hier_compact_all_gather
-
             try:
                 sched = hier_compact_all_gather(problem, seed=opts.seed, threads=opts.num_threads, hierarchy=h)
             except SolverError as e:   # an incomplete group; a rail that cannot be served fails the table path too

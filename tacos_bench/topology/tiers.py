@@ -1,6 +1,6 @@
 """Link tiers and groups of a topology, derived from the topology alone (no named topology is special).
 
-Two structures feed the topology-aware rules of the greedy (:mod:`solvers._kernel_tiered`):
+Two structures feed the topology-aware rules of the greedy (:mod:`solvers.greedy._kernel_tiered`):
 
 Near classes (``imports="near"``)
     For a link ``l = u->v`` of chunk time ``t_l``, ``near(l)`` is the set of NPUs ``w != v`` from which a
@@ -19,7 +19,7 @@ Groups (``imports="group"``, group matching, group rarity)
 Examples
 --------
 >>> from tacos_bench import Collective, Problem
->>> from tacos_bench.topologies import named_topology
+>>> from tacos_bench.topology.named import named_topology
 >>> t = Tiers(Problem(named_topology("hetero64"), Collective("all_gather", 1, 64)))
 >>> t.num_classes, int(t.near_ptr[1] - t.near_ptr[0]), t.num_partitions, t.num_groups
 (64, 7, 1, 8)
@@ -31,10 +31,48 @@ from __future__ import annotations
 
 import numpy as np
 
-from tacos_bench.graph import dijkstra_within, strong_components
-from tacos_bench.problem import Problem
+from typing import TYPE_CHECKING
+
+from ..graph import dijkstra_within, strong_components
+
+if TYPE_CHECKING:  # a Problem is built on a topology: at run time this module needs only its attributes
+    from ..problem import Problem
 
 REL = 1e-9  # link times equal up to this relative difference are one tier
+
+
+def tier_times(link_time_us: np.ndarray, rel: float = REL) -> np.ndarray:
+    """The distinct link times, those within ``rel`` of a smaller one merged into it (ascending).
+
+    >>> tier_times(np.array([2.0, 1.0, 1.0 + 1e-12, 4.0])).tolist()
+    [1.0, 2.0, 4.0]
+    """
+    times = np.unique(np.asarray(link_time_us, dtype=np.float64))
+    tiers = [times[0]] if times.size else []
+    for x in times[1:]:
+        if x > tiers[-1] * (1 + rel):
+            tiers.append(x)
+    return np.asarray(tiers, dtype=np.float64)
+
+
+def faster_link_components(num_npus: int, out_ptr, dst, link_time_us, rel: float = REL):
+    """For every tier time ``tau`` (:func:`tier_times`), ``(tau, labels)``: the strongly connected components
+    of the links faster than ``tau`` (a label per NPU). The one definition of "groups of faster links"
+    that the greedy's rules (:class:`Tiers`) and the drain bound (:mod:`tacos_bench.bounds`) share.
+
+    >>> from tacos_bench.topology.named import named_topology
+    >>> from tacos_bench import Collective, Problem
+    >>> p = Problem(named_topology("hetero2x1x2"), Collective("all_gather"))
+    >>> [(round(tau, 3), lab.tolist()) for tau, lab in faster_link_components(
+    ...     4, p.topology.out_ptr, p.topology.dst, p.link_time_us)]
+    [(1666.917, [0, 1, 2, 3]), (10002.0, [0, 0, 1, 1])]
+    """
+    lt = np.asarray(link_time_us, dtype=np.float64)
+    out_ptr = np.asarray(out_ptr, dtype=np.int64)
+    dst = np.asarray(dst, dtype=np.int64)
+    for tau in tier_times(lt, rel).tolist():
+        keep = lt < tau * (1 - rel)
+        yield tau, (strong_components(num_npus, out_ptr, dst, keep) if keep.any() else np.arange(num_npus))
 
 
 class Tiers:
@@ -115,16 +153,9 @@ class Tiers:
     # ------------------------------------------------------------------ groups
     def _partitions(self):
         N, M = self.N, self.M
-        lt = self.lt
-        times = np.unique(lt)
-        tiers = [times[0]]
-        for x in times[1:]:
-            if x > tiers[-1] * (1 + REL):
-                tiers.append(x)
+        lt, tiers = self.lt, tier_times(self.lt)
         parts, seen, tier_part = [], {}, []
-        for tau in tiers:
-            keep = lt < tau * (1 - REL)
-            lab = strong_components(N, self.out_ptr, self.ldst, keep) if keep.any() else np.arange(N)
+        for _, lab in faster_link_components(N, self.out_ptr, self.ldst, self.lt):
             if lab.max() + 1 == N:          # every group a single NPU: nothing to group
                 tier_part.append(-1)
                 continue

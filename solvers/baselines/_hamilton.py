@@ -12,7 +12,7 @@ exists, and the Ring baseline then embeds its logical ring over shortest paths.
 
 Examples
 --------
->>> from tacos_bench.generators import mesh2d
+>>> from tacos_bench.topology.generators import mesh2d
 >>> order, how, _ = find_hamiltonian_cycle(mesh2d(4, 3))
 >>> how, len(order)
 ('grid-snake', 12)

@@ -1,6 +1,6 @@
 """Time-indexed MILP on the discretized time-expanded network (PuLP; HiGHS or CBC).
 
-The model is the one described in :mod:`solvers._exact_common` (binary send
+The model is the one described in :mod:`solvers.exact.common` (binary send
 variables ``x[c, link, step]``, continuous hold variables ``h[c, npu, step]``
 -- monotone holds for multicast chunks, relay inventories with flow
 conservation for unicast ones --, exactly-once receipt where a chunk is needed,
@@ -16,7 +16,7 @@ comes from HiGHS's ``mip_dual_bound`` or CBC's log.
 Examples
 --------
 >>> from tacos_bench import Collective, Problem
->>> from tacos_bench.generators import ring
+>>> from tacos_bench.topology.generators import ring
 >>> r = MilpSolver().solve(Problem(ring(4), Collective("all_gather")), time_limit_s=30)
 >>> r.status, r.objective_us == 2 * float(Problem(ring(4), Collective("all_gather")).link_time_us[0])
 ('optimal', True)
@@ -39,17 +39,17 @@ import numpy as np
 
 from dataclasses import dataclass
 
-from ._exact_common import (AgModel, ExactOptions, ExactSolverBase, ModelOutcome, hold_values, shared_status,
+from .common import (AgModel, ExactOptions, ExactSolverBase, ModelOutcome, hold_values, shared_status,
                             solver_time_limit)
-from .base import (CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_ALL_TO_ALL, CAP_BROADCAST, CAP_EXACT, CAP_GATHER, CAP_OVERLAP,
+from ..base import (CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_ALL_TO_ALL, CAP_BROADCAST, CAP_EXACT, CAP_GATHER, CAP_OVERLAP,
                    CAP_RANDOMIZED, CAP_REDUCE, CAP_REDUCE_SCATTER, CAP_SCATTER, CAP_THREADS, CAP_TIME_LIMIT,
                    CAP_WARM_START)
-from .options import option
+from ..options import option
 
 BACKENDS = ("highs", "cbc")
 
 # HiGHS model status (HighsModelStatus member names) -> shared status, when an incumbent exists;
-# without one, "feasible" becomes "no_solution" (solvers._exact_common.shared_status).
+# without one, "feasible" becomes "no_solution" (solvers.exact.common.shared_status).
 HIGHS_STATUS = {
     "kOptimal": "optimal", "kInfeasible": "infeasible", "kUnboundedOrInfeasible": "infeasible",
     "kTimeLimit": "feasible", "kInterrupt": "feasible", "kIterationLimit": "feasible",

@@ -6,7 +6,7 @@ receiving; transfers start at the event, so schedules are causal by construction
 rules on top (:class:`solvers.greedy.GreedyOptions`, ``docs/greedy.md``):
 
 ``imports``
-    ``near``: a link does not carry a chunk that an NPU of its near class (:mod:`solvers._tiers`) holds
+    ``near``: a link does not carry a chunk that an NPU of its near class (:mod:`tacos_bench.topology.tiers`) holds
     or is receiving, *import once per near set*; ``group``: the same with the strongly connected group
     of the faster links (import once per group); ``all``: the TACOS rule.
 ``import_gate`` (gamma)

@@ -1,4 +1,4 @@
-"""Pieces both greedy kernels share (:mod:`solvers._kernel_classic`, :mod:`solvers._kernel_scale`).
+"""Pieces both greedy kernels share (:mod:`solvers.greedy._kernel_classic`, :mod:`solvers.greedy._kernel_scale`).
 
 * bit intrinsics (``popcount``, ``ctz``, the r-th set bit) and bitset membership;
 * the random stream: splitmix64, fully determined by its seed, and two ways to

@@ -2,7 +2,7 @@
 
 A 40,000-NPU All-Gather has 1.6 billion transfers; neither a :class:`~tacos_bench.schedule.Schedule` table
 (``hier``'s plan) nor the tiered kernel of ``greedy_plus`` (per-receiver counters over every chunk) fits in
-memory. This builds the same two-level schedule as :func:`solvers.hierarchical.hierarchical_all_gather` for
+memory. This builds the same two-level schedule as :func:`solvers.greedy.hierarchical.hierarchical_all_gather` for
 the common case where every group is a complete digraph of fast links (every NPU has a direct link to each
 peer of its group, as inside a server):
 
@@ -19,7 +19,7 @@ memory holds the rails' transfers (one group size less than the whole) and one w
 Examples
 --------
 >>> from tacos_bench import Collective, Problem
->>> from tacos_bench.generators import hetero_cluster
+>>> from tacos_bench.topology.generators import hetero_cluster
 >>> from tacos_bench.verify import check
 >>> p = Problem(hetero_cluster(3, 2, 4), Collective("all_gather", 2, 64))
 >>> cs = hier_compact_all_gather(p, window_rows=100)
@@ -40,6 +40,10 @@ from tacos_bench.compact import CompactSchedule, CompactWriter, spool_dir
 from tacos_bench.errors import SolverError
 from tacos_bench.problem import Problem
 
+from .engine import ScaleInstance, TableSink, greedy_all_gather
+from .hierarchy import detect_hierarchy, rail_problem
+from .options import SCALE_MIN_PAIRS, GreedyOptions, restart_seeds
+
 # rows per written window (a window's rows are sorted by end time in memory: ~24 bytes each)
 WINDOW_ROWS = 1 << 25
 # a window's rows are counting-sorted by end time up to this many distinct end times (6,263 in all on hetero40000)
@@ -51,7 +55,7 @@ def complete_group_links(problem: Problem, group: np.ndarray) -> tuple[np.ndarra
     :class:`SolverError` naming a missing one.
 
     >>> from tacos_bench import Collective
-    >>> from tacos_bench.generators import hetero_cluster
+    >>> from tacos_bench.topology.generators import hetero_cluster
     >>> p = Problem(hetero_cluster(2, 1, 3), Collective("all_gather"))
     >>> u, lk = complete_group_links(p, np.repeat([0, 1], 3))
     >>> len(lk), bool(np.all(p.topology.src[lk] == u))
@@ -80,10 +84,6 @@ def complete_group_links(problem: Problem, group: np.ndarray) -> tuple[np.ndarra
 
 def _rail_rows(problem: Problem, members: np.ndarray, seed: int, threads: int):
     """The rail's All-Gather as rows in the problem's ids, sorted by end time: chunk, link, start, end, receiver."""
-    from .greedy import (SCALE_MIN_PAIRS, GreedyOptions, _ScaleInstance, _TableSink, greedy_all_gather,
-                         restart_seeds)
-    from .hierarchical import rail_problem
-
     topo = problem.topology
     N, cpn = problem.num_npus, problem.collective.chunks_per_npu
     sub, ids = rail_problem(problem, members)
@@ -93,8 +93,8 @@ def _rail_rows(problem: Problem, members: np.ndarray, seed: int, threads: int):
         # large rails: the TACOS rule on the scale engine, its rows taken as they stream (in end order)
         opts = GreedyOptions(seed=seed)
         sub_src, sub_dst_of = (np.asarray(a, dtype=np.int64) for a in (sub_topo.src, sub_topo.dst))
-        sink = _TableSink(sub_src, sub_dst_of)
-        _ScaleInstance(sub, opts).run(restart_seeds(seed, 1)[0], None, sink, threads)
+        sink = TableSink(sub_src, sub_dst_of)
+        ScaleInstance(sub, opts).run(restart_seeds(seed, 1)[0], None, sink, threads)
         c, sub_link, start, end = sink.columns()
         sub_dst = sub_dst_of[sub_link]
     else:
@@ -272,7 +272,7 @@ def warmup() -> float:
     import time
 
     from tacos_bench.collective import Collective
-    from tacos_bench.generators import hetero_cluster
+    from tacos_bench.topology.generators import hetero_cluster
 
     t0 = time.perf_counter()
     hier_compact_all_gather(Problem(hetero_cluster(2, 1, 2), Collective("all_gather", 1, 1)), in_memory=True)
@@ -287,11 +287,9 @@ def hier_compact_all_gather(problem: Problem, *, seed: int = 0, threads: int = 1
     ``spool``: the directory to write (default: a temporary one, removed with the object unless saved);
     ``in_memory``: keep the segments in memory instead (schedules small enough for a table);
     ``window_rows``: about how many rows each written window holds; ``hierarchy``: the problem's
-    :func:`~solvers.hierarchical.detect_hierarchy`, if the caller has it. Raises :class:`SolverError` when the
+    :func:`~solvers.greedy.hierarchical.detect_hierarchy`, if the caller has it. Raises :class:`SolverError` when the
     topology has no rails or a group is not a complete digraph of links.
     """
-    from .hierarchical import detect_hierarchy
-
     h = hierarchy if hierarchy is not None else detect_hierarchy(problem)
     topo = problem.topology
     N, cpn, C = problem.num_npus, problem.collective.chunks_per_npu, problem.num_chunks

@@ -1,205 +1,28 @@
-"""The greedy TACOS matcher: utilization-maximizing link-chunk matching on the time-expanded network.
-
-All-Gather is synthesized by an event-driven greedy (Won et al., TACOS,
-arXiv 2304.05301): at every event time each idle directed link ``u->v`` may
-start one chunk that ``u`` holds (arrived by now) and ``v`` neither holds nor is
-already receiving; a node may forward a chunk the instant it arrives. Per
-destination, (chunk, destination) pairs are taken in the ``chunk_order`` and
-each goes to one of the idle in-links that can carry it, chosen by
-``link_tiebreak``. Transfers start at an event time, when the sender already
-holds the chunk, so every schedule is causal by construction, also on
-heterogeneous links (the C++ reference v1.3.0 relabels an in-flight copy as a
-chunk the sender obtains only later, and its heterogeneous schedules fail replay).
-
-Reduce-Scatter and All-Reduce come from :func:`solvers.compose.solve_collective`:
-Reduce-Scatter is the All-Gather on the reversed topology with time reversed;
-All-Reduce is Reduce-Scatter then All-Gather, overlapped per link and chunk or with a barrier
-(``collective.overlap``).
-
-The options are documented in ``docs/greedy.md``; the hot loops live in
-:mod:`solvers._kernel_classic` and :mod:`solvers._kernel_scale` (shared pieces in :mod:`solvers._kernel_common`).
-
-Examples
---------
->>> from tacos_bench import Collective, Problem
->>> from tacos_bench.generators import torus2d
->>> from solvers.greedy import GreedySolver
->>> p = Problem(torus2d(3, 3), Collective("all_gather"))
->>> res = GreedySolver().solve(p, seed=1)
->>> res.status, len(res.schedule)
-('feasible', 72)
-"""
+"""One greedy run of a copy collective on a kernel (classic, scale, tiered, unicast/routed): instances,
+sinks, the engine choice and :func:`greedy_all_gather`."""
 
 from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from tacos_bench._memory import huge_zeros
-from tacos_bench.collective import ALL_GATHER, GATHER, SCATTER
+from tacos_bench.collective import ALL_GATHER
 from tacos_bench.errors import SolverError
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import COPY, Schedule
 from tacos_bench.topology import Topology
 
-from .base import (CAP_FROM_STATE, CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_ALL_TO_ALL, CAP_BROADCAST, CAP_GATHER, CAP_OVERLAP,
-                   CAP_RANDOMIZED, CAP_REDUCE, CAP_REDUCE_SCATTER, CAP_SCATTER, CAP_THREADS, CAP_TIME_LIMIT, Solver,
-                   SolveResult, StartState)
-from .compose import solve_collective
-from .options import SolverOptions, option
+from ..base import (StartState)
 
-CHUNK_ORDERS = ("random", "rarest", "farthest", "oldest", "local_rarest")
-LINK_TIEBREAKS = ("earliest_finish", "random", "lowest_id")
-MATCHINGS = ("greedy", "maximum")
-IMPORTS = ("all", "near", "group")
-LINK_ORDERS = ("chunk_first", "fewest_first")
-
-# tqdm shows the bar only once a run has lasted this long (seconds)
-PROGRESS_DELAY_S = 2.0
-# aim for kernel slices of about this long, so progress and Ctrl-C stay responsive
-SLICE_TARGET_S = 0.25
-# finished transfers are drained from the kernel in batches of at most this many rows
-OUT_BUFFER_ROWS = 1 << 22
-# the default rule runs on the scale kernel (see docs/scale.md) from this many (NPU, chunk) pairs on
-ENGINES = ("auto", "classic", "scale", "tiered", "unicast")
-ROUTINGS = ("balanced", "adaptive")
-RESUME_STRETCH = 1.0
-# balanced routing tries several chunk orders while the routes have at most this many hops in all (1 try beyond)
-ROUTE_WORK = 1 << 20
-ROUTE_TRIES_MAX = 8
-RESUME_TRIES, RESUME_PASSES = 2, 1
-# initial holdings are deduplicated through a dense (NPU, chunk) table up to this size, else by sorting
-DENSE_PAIRS_MAX = 1 << 26
-PLUS_STRETCH = 0.5
-SCALE_MIN_PAIRS = 1 << 22
-# All-Gather schedules with more transfers than this come back as a CompactSchedule (tacos_bench.compact)
-OUTPUTS = ("auto", "table", "compact")
-COMPACT_MIN_ROWS = 20_000_000
-# event times are drained in blocks of this many
-EVENT_BUFFER = 1 << 16
-# the scale engine splits the NPUs into partitions with their own random streams, one thread each at most;
-# the schedule depends on the number of partitions, never on the number of threads. Changing it changes the
-# schedules (docs/scale.md).
-SCALE_PARTITIONS = 2
-# restart_work never asks for more runs than this
-AUTO_RESTARTS_MAX = 4
-# the tiered kernel keeps per-receiver counters over every chunk: from this many (NPU, chunk) pairs on, the
-# topology-aware rules run as the tier decomposition only (or, without one, as the TACOS rule on the scale engine)
-TIERED_MAX_PAIRS = 1 << 25
-
-
-# ---------------------------------------------------------------------------- options
-@dataclass(frozen=True)
-class GreedyOptions(SolverOptions):
-    """Options of the greedy (``docs/greedy.md`` has their exact meaning and measured effect)."""
-
-    chunk_order: str = option("random", choices=CHUNK_ORDERS,
-                              doc="order in which a destination's candidate chunks are matched (random = TACOS)")
-    link_tiebreak: str = option("earliest_finish", choices=LINK_TIEBREAKS,
-                                doc="which free in-link carries a chosen chunk (earliest_finish = TACOS)")
-    restarts: int = option(1, minimum=1, doc="best of this many runs, seeds derived from `seed`")
-    restart_work: int = option(0, minimum=0,
-                               doc="small problems get more restarts: up to 4 while NPUs x chunks x restarts <= "
-                                   "restart_work (0: only `restarts`)")
-    duplicates: bool = option(False, doc="a faster link may re-deliver a chunk in flight on a slower one")
-    preempt: bool = option(False, doc="with duplicates, withdraw the slower in-flight copy")
-    matching: str = option("greedy", choices=MATCHINGS,
-                           doc="greedy (maximal, TACOS) or maximum (augmenting paths) matching per destination")
-    window: int = option(0, minimum=0, doc="each link offers only its `window` earliest arrivals (0 = all)")
-    progress: bool | None = option(None, doc="tqdm progress bar (null: only when stderr is a terminal)")
-    imports: str = option("all", choices=IMPORTS,
-                          doc="near: a link does not carry a chunk an NPU nearer its receiver holds or receives "
-                              "(import once per near set); group: the same per group of faster links; all: TACOS")
-    import_gate: float = option(0.0, minimum=0.0,
-                                doc="the near rule applies only while the near in-links can drain their backlog: "
-                                    "t_near + gate * backlog / rate < t_link (0: always)")
-    link_order: str = option("chunk_first", choices=LINK_ORDERS,
-                             doc="chunk_first (TACOS: a chunk, then a link) or fewest_first (the link with the "
-                                 "fewest candidates picks first)")
-    group_matching: bool = option(False, doc="cross-group links into one group are matched together (maximum "
-                                             "matching per group)")
-    decompose: bool = option(False, doc="All-Gather: also build the tier decomposition (each rail's All-Gather by "
-                                        "the greedy, then one hop to every group peer; groups must be complete) "
-                                        "and keep the faster schedule; the only candidate of the topology-aware "
-                                        "rules beyond TIERED_MAX_PAIRS (NPUs x chunks)")
-    tacos_candidate: bool = option(False, doc="All-Gather with topology-aware rules: also run the TACOS rule once "
-                                              "and keep the faster schedule")
-
-    routing: str = option("balanced", choices=ROUTINGS,
-                          doc="unicast data (gather, scatter, all_to_all): balanced = one shortest path per chunk "
-                              "chosen to balance link load, then longest-remaining-route first on every link; "
-                              "adaptive = any shortest path, each link takes its queue first in, first out")
-    route_passes: int = option(2, minimum=0, doc="routing=balanced: rounds of rip-up and re-route after the first")
-    route_stretch: float | None = option(None, minimum=0.0,
-                                         doc="routing=balanced: a route may start with a detour off the shortest "
-                                             "paths, up to (1 + stretch) x the shortest time, when that lowers "
-                                             "its most loaded link (null: 0; greedy_plus: 0 and 0.5, the faster "
-                                             "schedule kept; 1 when resuming after a fault)")
-
-    def check(self) -> None:
-        if self.preempt and not self.duplicates:
-            raise SolverError("greedy option preempt=true needs duplicates=true (only a duplicate can preempt)")
-        if self.tiered:
-            clash = [f"{k}={v}" for k, v, d in (("duplicates", self.duplicates, False), ("window", self.window, 0),
-                                                ("matching", self.matching, "greedy")) if v != d]
-            clash += [f"chunk_order={self.chunk_order}"] if self.chunk_order in ("farthest", "oldest") else []
-            if clash:
-                raise SolverError(f"greedy options {', '.join(clash)} do not combine with the topology-aware rules "
-                                  "(imports, link_order, group_matching, chunk_order=local_rarest)")
-        if self.import_gate > 0 and self.imports != "near":
-            raise SolverError("greedy option import_gate needs imports=near")
-
-    @property
-    def tiered(self) -> bool:
-        """Whether a topology-aware rule is on (the run then uses :mod:`solvers._kernel_tiered`)."""
-        return (self.imports != "all" or self.link_order != "chunk_first" or self.group_matching
-                or self.chunk_order == "local_rarest")
-
-
-@dataclass(frozen=True)
-class GreedyPlusOptions(GreedyOptions):
-    """``greedy_plus``: the greedy with the best general topology-aware rules found (docs/greedy.md)."""
-
-    chunk_order: str = option("local_rarest", choices=CHUNK_ORDERS,
-                              doc="order in which candidate chunks are matched (local_rarest: rare at the receiver)")
-    imports: str = option("near", choices=IMPORTS, doc="import once per near set (see greedy)")
-    import_gate: float = option(0.5, minimum=0.0, doc="gate of the near rule (see greedy)")
-    link_order: str = option("fewest_first", choices=LINK_ORDERS, doc="the link with the fewest candidates first")
-    group_matching: bool = option(True, doc="maximum matching of the cross-group links into each group")
-    # a pipelined broadcast's result depends on the seed (torus8x8, 8 chunks: 1.111x the bound for half the seeds,
-    # 1.000x for the others, as CP-SAT proves); on problems this small, 4 seeds cost milliseconds
-    restart_work: int = option(1 << 12, minimum=0, doc="more restarts on small problems (see greedy)")
-    decompose: bool = option(True, doc="also build the tier decomposition, the faster kept (see greedy)")
-    tacos_candidate: bool = option(True, doc="also run the TACOS rule once, the faster kept (see greedy)")
-
-
-def restart_seeds(seed: int, restarts: int) -> np.ndarray:
-    """The kernel seed of each restart, derived from ``seed`` (prefix-stable in ``restarts``).
-
-    >>> restart_seeds(0, 3)[:2].tolist() == restart_seeds(0, 2).tolist()
-    True
-    """
-    return np.random.SeedSequence(int(seed)).generate_state(restarts, dtype=np.uint64)
-
-
-def restart_count(problem: Problem, opts: GreedyOptions) -> int:
-    """How many runs: ``opts.restarts``, or more on a small problem with ``restart_work``.
-
-    >>> from tacos_bench import Collective, Problem
-    >>> from tacos_bench.generators import torus2d
-    >>> p = Problem(torus2d(8, 8), Collective("broadcast", 8))
-    >>> restart_count(p, GreedyOptions()), restart_count(p, GreedyPlusOptions())
-    (1, 4)
-    """
-    auto = opts.restart_work // max(problem.num_npus * problem.num_chunks, 1)
-    return max(opts.restarts, min(AUTO_RESTARTS_MAX, auto))
-
+from .options import (CHUNK_ORDERS, COMPACT_MIN_ROWS, DENSE_PAIRS_MAX, ENGINES, EVENT_BUFFER, GreedyOptions,
+                      GreedyPlusOptions, IMPORTS, LINK_ORDERS, LINK_TIEBREAKS, MATCHINGS, OUTPUTS, OUT_BUFFER_ROWS,
+                      PLUS_STRETCH, PROGRESS_DELAY_S, RESUME_PASSES, RESUME_STRETCH, RESUME_TRIES, ROUTE_TRIES_MAX,
+                      ROUTE_WORK, SCALE_MIN_PAIRS, SCALE_PARTITIONS, SLICE_TARGET_S, restart_count, restart_seeds)
 
 # ---------------------------------------------------------------------------- one All-Gather run
 class _Slices:
@@ -440,7 +263,7 @@ class _Instance(_Static):
         return arrays, counters
 
 
-class _ScaleInstance(_Static):
+class ScaleInstance(_Static):
     """Static arrays of one All-Gather problem for the scale kernel (the default rule only)."""
 
     def __init__(self, problem: Problem, opts: GreedyOptions):
@@ -609,12 +432,12 @@ class _ScaleInstance(_Static):
 
 
 class _TieredInstance(_Static):
-    """Static arrays of one All-Gather problem for the topology-aware kernel (:mod:`solvers._kernel_tiered`)."""
+    """Static arrays of one All-Gather problem for the topology-aware kernel (:mod:`solvers.greedy._kernel_tiered`)."""
 
     def __init__(self, problem: Problem, opts: GreedyOptions, start: StartState | None = None):
         super().__init__(problem, opts, start)
         from . import _kernel_tiered as K
-        from ._tiers import Tiers
+        from tacos_bench.topology.tiers import Tiers
 
         self.K = K
         sub, lt = _links_of(problem, start)
@@ -647,7 +470,7 @@ class _TieredInstance(_Static):
 
 
 class _UnicastInstance:
-    """One unicast problem (gather, scatter, all-to-all) for :mod:`solvers._kernel_unicast`."""
+    """One unicast problem (gather, scatter, all-to-all) for :mod:`solvers.greedy._kernel_unicast`."""
 
     def __init__(self, problem: Problem, opts: GreedyOptions, start: StartState | None = None):
         from . import _kernel_unicast as K
@@ -798,7 +621,7 @@ class _UnicastInstance:
                  "route_passes": passes, "route_tries": tries})
 
 
-class _TableSink:
+class TableSink:
     """Collects streamed transfers as schedule columns (for schedules that fit in memory)."""
 
     def __init__(self, lsrc, ldst):
@@ -845,7 +668,7 @@ def warmup(kernels=KERNELS) -> float:
     if not todo:
         return 0.0
     from tacos_bench.collective import Collective
-    from tacos_bench.generators import ring
+    from tacos_bench.topology.generators import ring
 
     t0 = time.perf_counter()
     p = Problem(ring(3), Collective(ALL_GATHER, 1, 1))
@@ -856,15 +679,15 @@ def warmup(kernels=KERNELS) -> float:
         _Instance(p, GreedyOptions(chunk_order="oldest", matching="maximum", duplicates=True,
                                    preempt=True)).run(np.uint64(1))
     if "scale" in todo:
-        inst = _ScaleInstance(p, GreedyOptions())
-        inst.run(np.uint64(1), sink=_TableSink(inst.ldst, inst.ldst))
+        inst = ScaleInstance(p, GreedyOptions())
+        inst.run(np.uint64(1), sink=TableSink(inst.ldst, inst.ldst))
     if "unicast" in todo:
         _UnicastInstance(Problem(ring(3), Collective("all_to_all", 1, 1)),
                          GreedyOptions(routing="adaptive")).run(np.uint64(1))
     if "routed" in todo:
         _UnicastInstance(Problem(ring(3), Collective("all_to_all", 1, 1)), GreedyOptions()).run(np.uint64(1))
     if "tiered" in todo:
-        from tacos_bench.generators import hetero_cluster
+        from tacos_bench.topology.generators import hetero_cluster
 
         hp = Problem(hetero_cluster(2, 1, 2), Collective(ALL_GATHER, 1, 1))
         for o in (GreedyPlusOptions(), GreedyOptions(imports="group", link_order="chunk_first",
@@ -911,7 +734,7 @@ def pick_engine(problem: Problem, opts: GreedyOptions, engine: str = "auto", res
         if not opts.tiered:
             raise SolverError("the tiered engine runs the topology-aware rules only")
         return "tiered"
-    ok = _ScaleInstance.supports(problem, opts) and not resume
+    ok = ScaleInstance.supports(problem, opts) and not resume
     if engine == "scale" and not ok:
         raise SolverError("the scale engine runs the default rule only (chunk_order=random, matching=greedy, "
                           "no duplicates, no window, in-degree <= 62)")
@@ -957,7 +780,7 @@ def greedy_all_gather(problem: Problem, *, seed: int = 0, deadline: float | None
     Examples
     --------
     >>> from tacos_bench import Collective, Problem
-    >>> from tacos_bench.generators import mesh2d
+    >>> from tacos_bench.topology.generators import mesh2d
     >>> s = greedy_all_gather(Problem(mesh2d(3, 3), Collective("all_gather")), seed=3)
     >>> len(s)
     72
@@ -976,7 +799,7 @@ def greedy_all_gather(problem: Problem, *, seed: int = 0, deadline: float | None
         output = "compact" if engine == "scale" and total > COMPACT_MIN_ROWS else "table"
     if output == "compact" and engine != "scale":
         raise SolverError("compact output needs the scale engine (the default rule)")
-    kernels = {"classic": _Instance, "scale": _ScaleInstance, "tiered": _TieredInstance, "unicast": _UnicastInstance}
+    kernels = {"classic": _Instance, "scale": ScaleInstance, "tiered": _TieredInstance, "unicast": _UnicastInstance}
     inst = kernels[engine](problem, opts) if start is None else kernels[engine](problem, opts, start)
     seeds = restart_seeds(seed, restart_count(problem, opts))
     best = None
@@ -1023,11 +846,11 @@ def greedy_all_gather(problem: Problem, *, seed: int = 0, deadline: float | None
     return result
 
 
-def _run_scale(inst: _ScaleInstance, kseed, bar, output: str, spool, threads: int = 1):
+def _run_scale(inst: ScaleInstance, kseed, bar, output: str, spool, threads: int = 1):
     """One scale-kernel run into a table or a compact schedule."""
     topo = inst.problem.topology
     if output == "table":
-        sink = _TableSink(np.asarray(topo.src, dtype=np.int64), inst.ldst)
+        sink = TableSink(np.asarray(topo.src, dtype=np.int64), inst.ldst)
         counters = inst.run(kseed, bar, sink, threads)
         return sink.schedule(), counters
     from tacos_bench.compact import CompactWriter, spool_dir
@@ -1045,179 +868,3 @@ def _run_scale(inst: _ScaleInstance, kseed, bar, output: str, spool, threads: in
     return compact, counters
 
 
-# ---------------------------------------------------------------------------- the solver
-class GreedySolver(Solver):
-    """TACOS greedy link-chunk matching (All-Gather; RS/AR by composition, :mod:`solvers.compose`).
-
-    Options: :class:`GreedyOptions`. ``time_limit_s`` stops starting new restarts once exceeded (the
-    first always completes); ``threads`` (0 = one per usable core) drives the scale engine's partitions
-    and changes the speed, never the schedule.
-    """
-
-    name = "greedy"
-    capabilities = frozenset({CAP_ALL_GATHER, CAP_REDUCE_SCATTER, CAP_ALL_REDUCE, CAP_BROADCAST, CAP_REDUCE,
-                              CAP_GATHER, CAP_SCATTER, CAP_ALL_TO_ALL, CAP_RANDOMIZED, CAP_TIME_LIMIT, CAP_THREADS,
-                              CAP_OVERLAP, CAP_FROM_STATE})
-    Options = GreedyOptions
-    STATUS_MAP = {"schedule built": "feasible"}
-
-    def warmup(self, problem: Problem | None = None, opts: GreedyOptions | None = None) -> float:
-        from . import _hier_compact
-
-        opts = opts or self.Options()
-        if problem is None:
-            return warmup() + _hier_compact.warmup()
-        jit = warmup(tuple(sorted({kernel_for(p, opts) for p in _phases(problem)})))
-        return jit + (_hier_compact.warmup() if opts.decompose else 0.0)
-
-    def _solve(self, problem: Problem, opts: GreedyOptions) -> SolveResult:
-        jit_s = self.warmup(problem, opts)
-        threads = opts.num_threads
-        t0 = time.perf_counter()
-        deadline = None if opts.time_limit_s is None else t0 + float(opts.time_limit_s)
-        phases: list[dict] = []
-
-        # an All-Gather on its own may come back compact (tacos_bench.compact) when it is very large;
-        # Reduce-Scatter and All-Reduce are composed from tables
-        output = "auto" if problem.kind == ALL_GATHER else "table"
-
-        def ag_solve(ag_problem: Problem) -> Schedule:
-            st: dict = {}
-            if ag_problem.kind == GATHER and opts.routing == "balanced":
-                # a gather is the time-reversed scatter on the reversed links (as a reduce is a broadcast's):
-                # its root sends the farthest chunks first, which a sink cannot arrange
-                rev = Problem(ag_problem.topology.reversed(), replace(ag_problem.collective, kind=SCATTER))
-                sched = greedy_all_gather(rev, seed=opts.seed, deadline=deadline, opts=opts, stats=st,
-                                          output="table", threads=threads).time_reversed()
-                st["by_reversal"] = True
-            else:
-                sched = _all_gather_candidates(ag_problem, opts, deadline, st, output, threads)
-            phases.append(st)
-            return sched
-
-        sched = solve_collective(problem, ag_solve)
-        dt = time.perf_counter() - t0
-        stats: dict[str, Any] = {"jit_warmup_s": jit_s}
-        if len(phases) == 1:
-            stats.update(phases[0])
-        else:
-            for name, st in zip(("rs", "ag"), phases):
-                stats.update({f"{name}_{k}": v for k, v in st.items()})
-            stats["transfers"] = len(sched)
-        timed_out = deadline is not None and any(st["restarts_run"] < st["restarts"] for st in phases)
-        msg = "time limit reached: fewer restarts than asked" if timed_out else ""
-        return SolveResult("feasible", sched, objective_us=sched.makespan_us, solve_time_s=dt, stats=stats,
-                           message=msg, stop_reason="time_limit" if timed_out else "finished")
-
-    def _solve_from(self, problem: Problem, start: StartState, opts: GreedyOptions) -> SolveResult:
-        """The copy collective of ``problem`` completed from ``start`` (times from 0; solvers.repair places them)."""
-        jit_s = warmup((kernel_for(problem, opts, resume=True),))
-        t0 = time.perf_counter()
-        deadline = None if opts.time_limit_s is None else t0 + float(opts.time_limit_s)
-        st: dict = {}
-        sched = greedy_all_gather(problem, seed=opts.seed, deadline=deadline, opts=opts, stats=st, start=start)
-        return SolveResult("feasible", sched, objective_us=sched.makespan_us, solve_time_s=time.perf_counter() - t0,
-                           stats={"jit_warmup_s": jit_s, **st}, stop_reason="finished")
-
-
-# the options that select the topology-aware rules, at their TACOS values (GreedyOptions' defaults)
-_TACOS_RULES = {k: getattr(GreedyOptions(), k) for k in ("imports", "import_gate", "chunk_order", "link_order",
-                                                         "group_matching")}
-
-
-def _all_gather_candidates(problem: Problem, opts: GreedyOptions, deadline, stats: dict, output: str,
-                           threads: int):
-    """The greedy's schedule of a copy collective; on an All-Gather with ``decompose`` or ``tacos_candidate``,
-    the fastest of several candidates (the rules' on a tie), cheapest first, stopping at the first that meets
-    :func:`tacos_bench.bounds.cheap_bound_us` (ingress and group drain bounds: it is then optimal):
-
-    1. the tier decomposition (``decompose``, :mod:`solvers._hier_compact`), where the topology has one;
-    2. the TACOS rule, one run (``tacos_candidate``, with topology-aware rules): at the bound on meshes in a
-       fraction of the rules' time;
-    3. the run of ``opts`` itself (the topology-aware rules on the tiered kernel, or the TACOS rule).
-
-    Beyond ``TIERED_MAX_PAIRS`` the tiered kernel does not run: the decomposition is the only candidate, or,
-    where the topology has none, the TACOS rule on the scale engine. ``stats`` gets the chosen candidate's
-    run statistics, every candidate's time (``candidates_us``) and the reasons a candidate did not run."""
-    N, C = problem.num_npus, problem.num_chunks
-    big = opts.tiered and N * C >= TIERED_MAX_PAIRS
-    try_tacos = opts.tiered and opts.tacos_candidate
-    if problem.kind != ALL_GATHER or N < 2 or not (opts.decompose or try_tacos or big):
-        return greedy_all_gather(problem, seed=opts.seed, deadline=deadline, opts=opts, stats=stats,
-                                 output=output, threads=threads)
-    from tacos_bench.bounds import cheap_bound_us
-
-    compact = output != "table" and (N - 1) * C > COMPACT_MIN_ROWS
-    found: dict[str, tuple] = {}      # name -> (schedule, its run statistics)
-    notes: dict[str, str] = {}
-    floor: list[float] = []           # the cheap bound, computed when first needed
-
-    def at_bound() -> bool:
-        if not found:
-            return False
-        if not floor:
-            floor.append(cheap_bound_us(problem))
-        return any(sc.makespan_us <= floor[0] * (1 + 1e-9) for sc, _ in found.values())
-
-    if opts.decompose and np.ptp(np.asarray(problem.link_time_us)) == 0:
-        notes["decomposition_skipped"] = "one link speed tier: no groups of faster links"
-    elif opts.decompose:
-        from ._hier_compact import hier_compact_all_gather
-
-        t0 = time.perf_counter()
-        try:
-            dec = hier_compact_all_gather(problem, seed=opts.seed, threads=threads, in_memory=not compact)
-            found["decomposition"] = (dec, {
-                "engine": "tiers", "output": "compact" if dec.path is not None else "table", "restarts": 1,
-                "restarts_run": 1, "best_restart": 0, "best_seed": opts.seed, "makespans_us": [dec.makespan_us],
-                "transfers": len(dec)})
-        except SolverError as e:
-            notes["decomposition_skipped"] = str(e)
-        stats["decomposition_s"] = time.perf_counter() - t0
-    runs = []
-    if (try_tacos or big) and not (big and found):
-        runs.append(("tacos", replace(opts, **_TACOS_RULES, restarts=1, restart_work=0)))
-    if not big:
-        runs.append(("rules" if opts.tiered else "tacos", opts))
-    elif not found:
-        notes["rules_off"] = (f"{N} NPUs x {C} chunks >= TIERED_MAX_PAIRS ({TIERED_MAX_PAIRS}) and no tier "
-                              f"decomposition ({notes.get('decomposition_skipped', 'decompose=false')}): the "
-                              "TACOS rule")
-    for name, run_opts in runs:
-        if at_bound():
-            notes[f"{name}_skipped"] = "an earlier candidate meets the lower bound (optimal)"
-            continue
-        st: dict = {}
-        found[name] = (greedy_all_gather(problem, seed=opts.seed, deadline=deadline, opts=run_opts, stats=st,
-                                         output=output, threads=threads), st)
-    # the fastest; on a tie the rules', then the TACOS rule's (the greedy's own schedules first)
-    pref = {"rules": 0, "tacos": 1, "decomposition": 2}
-    chosen = min(found, key=lambda k: (found[k][0].makespan_us, pref[k]))
-    for name, (sc, _) in found.items():
-        if name != chosen and getattr(sc, "is_compact", False):
-            sc.delete()
-    sched, st = found[chosen]
-    stats.update(st)
-    stats.update(notes)
-    stats.update({"chosen": chosen, "stop_bound_us": floor[0] if floor else None,
-                  "candidates_us": {k: sc.makespan_us for k, (sc, _) in found.items()}})
-    if chosen == "decomposition" and sched.path is None:
-        return sched.to_schedule()
-    return sched
-
-
-def _phases(problem: Problem) -> list[Problem]:
-    """The copy problems a collective is composed of (solvers.compose)."""
-    if problem.collective.copies:
-        return [problem]
-    if problem.kind != "all_reduce":
-        return [problem.mirror()]
-    return [problem.reversed_all_gather(), problem.with_collective(ALL_GATHER)]
-
-
-class GreedyPlusSolver(GreedySolver):
-    """The greedy with the best general topology-aware rules (near imports with a gate, local-rarest keys,
-    fewest-first links, group matching); ``greedy`` stays the paper's TACOS rule."""
-
-    name = "greedy_plus"
-    Options = GreedyPlusOptions

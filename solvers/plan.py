@@ -18,7 +18,7 @@ Dijkstra per source that is actually used, cached.
 
 Examples
 --------
->>> from tacos_bench.generators import ring
+>>> from tacos_bench.topology.generators import ring
 >>> from tacos_bench import Collective, Problem
 >>> p = Problem(ring(4, bidirectional=False), Collective("all_gather", 1, 1))
 >>> plan = Plan(p.topology, p.link_time_us, p.num_chunks)

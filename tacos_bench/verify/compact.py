@@ -31,7 +31,7 @@ a single pass finds, whatever the number of parts.
 Examples
 --------
 >>> from tacos_bench import Collective, Problem
->>> from tacos_bench.generators import ring
+>>> from tacos_bench.topology.generators import ring
 >>> from tacos_bench.schedule import Schedule
 >>> from tacos_bench.compact import CompactSchedule
 >>> p = Problem(ring(2), Collective("all_gather", 1, 1))
@@ -50,12 +50,12 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from numba import njit
 
-from ._native import prefetch as _prefetch
-from .collective import ALL_GATHER
-from .errors import ScheduleError, VerificationError
-from .problem import Problem
-from ._memory import huge_empty
-from .verify import REL_TOL, TOL_LINK_FRACTION, Verification
+from .._native import prefetch as _prefetch
+from ..collective import ALL_GATHER
+from ..errors import ScheduleError, VerificationError
+from ..problem import Problem
+from .._memory import huge_empty
+from .result import REL_TOL, TOL_LINK_FRACTION, Verification
 
 # error codes of the kernel
 (E_OK, E_CHUNK, E_LINK_ID, E_UNKNOWN_LINK, E_EVENT, E_ORDER, E_SHORT, E_NONPOSITIVE, E_OVERLAP,

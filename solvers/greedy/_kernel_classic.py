@@ -19,7 +19,7 @@ Data layout
   chunks ``u`` holds in arrival order; link ``l`` keeps a pointer ``lptr[l]``
   past the prefix its receiver no longer needs and offers the first ``window``
   entries still needed.
-* Event queue: :mod:`solvers._kernel_common` (one FIFO ring per link-time class).
+* Event queue: :mod:`solvers.greedy._kernel_common` (one FIFO ring per link-time class).
   Ring entries are ``(link, generation, end)``; a preempted transfer leaves a
   stale entry that the generation check skips.
 * Finished transfers are appended to the ``out_*`` buffers at their arrival,

@@ -1,7 +1,7 @@
 """CP-SAT (OR-Tools) on the discretized time-expanded network.
 
 Two formulations of the same copy-collective problem on the same TEN
-(:mod:`solvers.ten`, model notes in :mod:`solvers._exact_common`; reducing
+(:mod:`solvers.exact.ten`, model notes in :mod:`solvers.exact.common`; reducing
 collectives by reversal):
 
 ``model="time_indexed"`` (what ``auto``, the default, uses for all_gather and broadcast)
@@ -31,7 +31,7 @@ override.
 Examples
 --------
 >>> from tacos_bench import Collective, Problem
->>> from tacos_bench.generators import ring
+>>> from tacos_bench.topology.generators import ring
 >>> p = Problem(ring(4), Collective("all_gather"))
 >>> r = CpSatSolver().solve(p, time_limit_s=30, warm_start=False)
 >>> r.status, round(r.objective_us / float(p.link_time_us[0]))
@@ -46,12 +46,12 @@ import numpy as np
 
 from dataclasses import dataclass
 
-from ._exact_common import (AgModel, ExactOptions, ExactSolverBase, ModelOutcome, _groups, hold_values, shared_status,
+from .common import (AgModel, ExactOptions, ExactSolverBase, ModelOutcome, _groups, hold_values, shared_status,
                             solver_time_limit)
-from .base import (CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_ALL_TO_ALL, CAP_BROADCAST, CAP_EXACT, CAP_GATHER, CAP_OVERLAP,
+from ..base import (CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_ALL_TO_ALL, CAP_BROADCAST, CAP_EXACT, CAP_GATHER, CAP_OVERLAP,
                    CAP_RANDOMIZED, CAP_REDUCE, CAP_REDUCE_SCATTER, CAP_SCATTER, CAP_THREADS, CAP_TIME_LIMIT,
                    CAP_WARM_START)
-from .options import option
+from ..options import option
 
 MODELS = ("auto", "time_indexed", "interval")
 DEFAULT_WORKERS = 8
@@ -191,7 +191,7 @@ def _build_interval(model: AgModel, hint):
             m.add_exactly_one([p[g] for g in gs])
         else:
             m.add_at_most_one([p[g] for g in gs])
-    if model.unicast:  # one path per chunk (solvers._exact_common)
+    if model.unicast:  # one path per chunk (solvers.exact.common)
         for c, u in sorted(set(by_send) | {cv for cv in by_recv if not required[cv]}):
             m.add(sum(p[g] for g in by_send.get((c, u), [])) - sum(p[g] for g in by_recv.get((c, u), []))
                   == int(u == source[c]))

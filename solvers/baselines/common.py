@@ -1,0 +1,57 @@
+"""What every baseline backend shares: the wall-clock split, the composition of a collective from an
+All-Gather plan, and the deterministic backend class."""
+
+from __future__ import annotations
+
+import time
+
+from tacos_bench.problem import Problem
+from tacos_bench.schedule import Schedule
+
+from ..base import Solver, SolveResult
+from ..compose import solve_collective
+from ..plan import Plan
+
+
+class Clock:
+    """Splits wall time into building (routing, plans) and engine (list scheduling)."""
+
+    def __init__(self):
+        self.t0 = time.perf_counter()
+        self.engine_s = 0.0
+
+    def run(self, plan: Plan) -> Schedule:
+        sched = plan.run()
+        self.engine_s += plan.engine_time_s
+        return sched
+
+    def result(self, schedule: Schedule, stats: dict) -> SolveResult:
+        total = time.perf_counter() - self.t0
+        stats = dict(stats)
+        stats.setdefault("transfers", len(schedule))
+        return SolveResult("feasible", schedule, objective_us=schedule.makespan_us,
+                           build_time_s=max(0.0, total - self.engine_s), solve_time_s=self.engine_s, stats=stats)
+
+
+def compose_plans(problem: Problem, build_ag, clock: Clock) -> Schedule:
+    """The collective from an All-Gather builder ``build_ag(problem, mirror)`` (a :class:`Plan`).
+
+    ``mirror=True`` asks for the de-duplicated All-Gather (no NPU is sent a chunk
+    it holds) that is time-reversed into the Reduce-Scatter.
+    """
+    return solve_collective(problem, lambda p: clock.run(build_ag(p, False)),
+                            rs_solve=lambda p: clock.run(build_ag(p, True)))
+
+
+class BaselineSolver(Solver):
+    """A deterministic baseline: it ignores ``seed``, ``time_limit_s`` and ``threads`` (no capability flags)."""
+
+    def _solve(self, problem: Problem, opts) -> SolveResult:
+        clock = Clock()
+        if problem.num_npus == 1:
+            return clock.result(Schedule.empty(), {"note": "single NPU: nothing to send"})
+        schedule, stats = self._build(problem, opts, clock)
+        return clock.result(schedule, stats)
+
+    def _build(self, problem: Problem, opts, clock: Clock):  # pragma: no cover - abstract
+        raise NotImplementedError

@@ -1,0 +1,161 @@
+"""The greedy's options and constants (``docs/greedy.md`` has their measured effect)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tacos_bench.errors import SolverError
+from tacos_bench.problem import Problem
+
+from ..options import SolverOptions, option
+
+
+CHUNK_ORDERS = ("random", "rarest", "farthest", "oldest", "local_rarest")
+LINK_TIEBREAKS = ("earliest_finish", "random", "lowest_id")
+MATCHINGS = ("greedy", "maximum")
+IMPORTS = ("all", "near", "group")
+LINK_ORDERS = ("chunk_first", "fewest_first")
+
+# tqdm shows the bar only once a run has lasted this long (seconds)
+PROGRESS_DELAY_S = 2.0
+# aim for kernel slices of about this long, so progress and Ctrl-C stay responsive
+SLICE_TARGET_S = 0.25
+# finished transfers are drained from the kernel in batches of at most this many rows
+OUT_BUFFER_ROWS = 1 << 22
+# the default rule runs on the scale kernel (see docs/scale.md) from this many (NPU, chunk) pairs on
+ENGINES = ("auto", "classic", "scale", "tiered", "unicast")
+ROUTINGS = ("balanced", "adaptive")
+RESUME_STRETCH = 1.0
+# balanced routing tries several chunk orders while the routes have at most this many hops in all (1 try beyond)
+ROUTE_WORK = 1 << 20
+ROUTE_TRIES_MAX = 8
+RESUME_TRIES, RESUME_PASSES = 2, 1
+# initial holdings are deduplicated through a dense (NPU, chunk) table up to this size, else by sorting
+DENSE_PAIRS_MAX = 1 << 26
+PLUS_STRETCH = 0.5
+SCALE_MIN_PAIRS = 1 << 22
+# All-Gather schedules with more transfers than this come back as a CompactSchedule (tacos_bench.compact)
+OUTPUTS = ("auto", "table", "compact")
+COMPACT_MIN_ROWS = 20_000_000
+# event times are drained in blocks of this many
+EVENT_BUFFER = 1 << 16
+# the scale engine splits the NPUs into partitions with their own random streams, one thread each at most;
+# the schedule depends on the number of partitions, never on the number of threads. Changing it changes the
+# schedules (docs/scale.md).
+SCALE_PARTITIONS = 2
+# restart_work never asks for more runs than this
+AUTO_RESTARTS_MAX = 4
+# the tiered kernel keeps per-receiver counters over every chunk: from this many (NPU, chunk) pairs on, the
+# topology-aware rules run as the tier decomposition only (or, without one, as the TACOS rule on the scale engine)
+TIERED_MAX_PAIRS = 1 << 25
+
+
+# ---------------------------------------------------------------------------- options
+@dataclass(frozen=True)
+class GreedyOptions(SolverOptions):
+    """Options of the greedy (``docs/greedy.md`` has their exact meaning and measured effect)."""
+
+    chunk_order: str = option("random", choices=CHUNK_ORDERS,
+                              doc="order in which a destination's candidate chunks are matched (random = TACOS)")
+    link_tiebreak: str = option("earliest_finish", choices=LINK_TIEBREAKS,
+                                doc="which free in-link carries a chosen chunk (earliest_finish = TACOS)")
+    restarts: int = option(1, minimum=1, doc="best of this many runs, seeds derived from `seed`")
+    restart_work: int = option(0, minimum=0,
+                               doc="small problems get more restarts: up to 4 while NPUs x chunks x restarts <= "
+                                   "restart_work (0: only `restarts`)")
+    duplicates: bool = option(False, doc="a faster link may re-deliver a chunk in flight on a slower one")
+    preempt: bool = option(False, doc="with duplicates, withdraw the slower in-flight copy")
+    matching: str = option("greedy", choices=MATCHINGS,
+                           doc="greedy (maximal, TACOS) or maximum (augmenting paths) matching per destination")
+    window: int = option(0, minimum=0, doc="each link offers only its `window` earliest arrivals (0 = all)")
+    progress: bool | None = option(None, doc="tqdm progress bar (null: only when stderr is a terminal)")
+    imports: str = option("all", choices=IMPORTS,
+                          doc="near: a link does not carry a chunk an NPU nearer its receiver holds or receives "
+                              "(import once per near set); group: the same per group of faster links; all: TACOS")
+    import_gate: float = option(0.0, minimum=0.0,
+                                doc="the near rule applies only while the near in-links can drain their backlog: "
+                                    "t_near + gate * backlog / rate < t_link (0: always)")
+    link_order: str = option("chunk_first", choices=LINK_ORDERS,
+                             doc="chunk_first (TACOS: a chunk, then a link) or fewest_first (the link with the "
+                                 "fewest candidates picks first)")
+    group_matching: bool = option(False, doc="cross-group links into one group are matched together (maximum "
+                                             "matching per group)")
+    decompose: bool = option(False, doc="All-Gather: also build the tier decomposition (each rail's All-Gather by "
+                                        "the greedy, then one hop to every group peer; groups must be complete) "
+                                        "and keep the faster schedule; the only candidate of the topology-aware "
+                                        "rules beyond TIERED_MAX_PAIRS (NPUs x chunks)")
+    tacos_candidate: bool = option(False, doc="All-Gather with topology-aware rules: also run the TACOS rule once "
+                                              "and keep the faster schedule")
+
+    routing: str = option("balanced", choices=ROUTINGS,
+                          doc="unicast data (gather, scatter, all_to_all): balanced = one shortest path per chunk "
+                              "chosen to balance link load, then longest-remaining-route first on every link; "
+                              "adaptive = any shortest path, each link takes its queue first in, first out")
+    route_passes: int = option(2, minimum=0, doc="routing=balanced: rounds of rip-up and re-route after the first")
+    route_stretch: float | None = option(None, minimum=0.0,
+                                         doc="routing=balanced: a route may start with a detour off the shortest "
+                                             "paths, up to (1 + stretch) x the shortest time, when that lowers "
+                                             "its most loaded link (null: 0; greedy_plus: 0 and 0.5, the faster "
+                                             "schedule kept; 1 when resuming after a fault)")
+
+    def check(self) -> None:
+        if self.preempt and not self.duplicates:
+            raise SolverError("greedy option preempt=true needs duplicates=true (only a duplicate can preempt)")
+        if self.tiered:
+            clash = [f"{k}={v}" for k, v, d in (("duplicates", self.duplicates, False), ("window", self.window, 0),
+                                                ("matching", self.matching, "greedy")) if v != d]
+            clash += [f"chunk_order={self.chunk_order}"] if self.chunk_order in ("farthest", "oldest") else []
+            if clash:
+                raise SolverError(f"greedy options {', '.join(clash)} do not combine with the topology-aware rules "
+                                  "(imports, link_order, group_matching, chunk_order=local_rarest)")
+        if self.import_gate > 0 and self.imports != "near":
+            raise SolverError("greedy option import_gate needs imports=near")
+
+    @property
+    def tiered(self) -> bool:
+        """Whether a topology-aware rule is on (the run then uses :mod:`solvers.greedy._kernel_tiered`)."""
+        return (self.imports != "all" or self.link_order != "chunk_first" or self.group_matching
+                or self.chunk_order == "local_rarest")
+
+
+@dataclass(frozen=True)
+class GreedyPlusOptions(GreedyOptions):
+    """``greedy_plus``: the greedy with the best general topology-aware rules found (docs/greedy.md)."""
+
+    chunk_order: str = option("local_rarest", choices=CHUNK_ORDERS,
+                              doc="order in which candidate chunks are matched (local_rarest: rare at the receiver)")
+    imports: str = option("near", choices=IMPORTS, doc="import once per near set (see greedy)")
+    import_gate: float = option(0.5, minimum=0.0, doc="gate of the near rule (see greedy)")
+    link_order: str = option("fewest_first", choices=LINK_ORDERS, doc="the link with the fewest candidates first")
+    group_matching: bool = option(True, doc="maximum matching of the cross-group links into each group")
+    # a pipelined broadcast's result depends on the seed (torus8x8, 8 chunks: 1.111x the bound for half the seeds,
+    # 1.000x for the others, as CP-SAT proves); on problems this small, 4 seeds cost milliseconds
+    restart_work: int = option(1 << 12, minimum=0, doc="more restarts on small problems (see greedy)")
+    decompose: bool = option(True, doc="also build the tier decomposition, the faster kept (see greedy)")
+    tacos_candidate: bool = option(True, doc="also run the TACOS rule once, the faster kept (see greedy)")
+
+
+def restart_seeds(seed: int, restarts: int) -> np.ndarray:
+    """The kernel seed of each restart, derived from ``seed`` (prefix-stable in ``restarts``).
+
+    >>> restart_seeds(0, 3)[:2].tolist() == restart_seeds(0, 2).tolist()
+    True
+    """
+    return np.random.SeedSequence(int(seed)).generate_state(restarts, dtype=np.uint64)
+
+
+def restart_count(problem: Problem, opts: GreedyOptions) -> int:
+    """How many runs: ``opts.restarts``, or more on a small problem with ``restart_work``.
+
+    >>> from tacos_bench import Collective, Problem
+    >>> from tacos_bench.topology.generators import torus2d
+    >>> p = Problem(torus2d(8, 8), Collective("broadcast", 8))
+    >>> restart_count(p, GreedyOptions()), restart_count(p, GreedyPlusOptions())
+    (1, 4)
+    """
+    auto = opts.restart_work // max(problem.num_npus * problem.num_chunks, 1)
+    return max(opts.restarts, min(AUTO_RESTARTS_MAX, auto))
+
+

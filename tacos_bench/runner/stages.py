@@ -1,0 +1,252 @@
+"""The stages of a run: build the problem, bound it, solve, verify, save (no configuration handling).
+
+The solver only solves. :func:`solve_and_verify` is the one path from a
+problem to a verified result that every caller takes (``run.py``, the
+benchmarks and the studies): it warms the backend up outside the clock, times
+``solve()``, replays the schedule with the independent verifier, folds the
+solver's proven bound into the lower bound and sets the status that the
+evidence supports. :func:`~tacos_bench.runner.pipeline.run_job` wraps it for a configuration mapping
+(Hydra's or a plain dict) and a run directory (:mod:`tacos_bench.rundir`);
+every failure becomes a record with ``status="error"`` and the message, so a
+sweep goes on and nothing already computed is lost.
+
+Examples
+--------
+>>> from tacos_bench import Collective, Problem
+>>> from tacos_bench.topology.generators import mesh2d
+>>> rec, sched = solve_and_verify(Problem(mesh2d(4, 4), Collective("all_gather")), "greedy", {"seed": 1})
+>>> rec["valid"], rec["status"], rec["optimality_proof"], rec["gap"]
+(True, 'optimal', 'lower_bound', 0.0)
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from .. import rundir
+from ..collective import Collective
+from ..errors import CollectiveError, ConfigError, TacosError
+from ..problem import Problem
+from .records import flatten
+
+log = logging.getLogger(__name__)
+
+
+class ExportStageError(TacosError):
+    """The export of a verified, saved schedule failed (the message names the stage)."""
+
+
+GB = 1e9  # algorithmic bandwidth is reported in GB/s (10^9 bytes), as nccl-tests does
+OPTIMAL_REL_TOL = 1e-9  # a verified time within this of the lower bound meets it
+
+
+def build_problem(topo_cfg: Mapping[str, Any], coll_cfg: Mapping[str, Any]) -> Problem:
+    """The problem of a ``topo`` and a ``collective`` config mapping.
+
+    ``collective.root`` is an NPU id as configured, like ``topo.failed_npus``: it is mapped to the id it has
+    after failed NPUs are removed or a subset is kept.
+    """
+    from ..topology.named import build_topology
+
+    valid = ("kind", "chunks_per_npu", "buffer_mib", "overlap", "root")
+    unknown = sorted(set(coll_cfg) - set(valid))
+    if unknown:
+        raise ConfigError(f"unknown collective setting(s) {', '.join(unknown)}; valid: {', '.join(valid)}")
+    coll = Collective(kind=coll_cfg.get("kind", "all_gather"), chunks_per_npu=coll_cfg.get("chunks_per_npu", 1),
+                      buffer_mib=coll_cfg.get("buffer_mib", 1024.0), overlap=coll_cfg.get("overlap", True),
+                      root=coll_cfg.get("root", 0) if coll_cfg.get("root") is not None else 0)
+    topo = build_topology(dict(topo_cfg))
+    if coll.rooted:
+        coll = replace(coll, root=_configured_root(topo, coll.root, topo_cfg))
+    return Problem(topo, coll)
+
+
+def _configured_root(topo, root: int, topo_cfg: Mapping[str, Any]) -> int:
+    """The id NPU ``root`` (as configured) has in ``topo``; an error if it is not one of its NPUs."""
+    orig = topo.meta.get("original_ids")
+    if orig is None:
+        if root >= topo.num_npus:
+            raise CollectiveError(f"collective.root={root} is not an NPU of {topo.name} (NPUs 0..{topo.num_npus - 1})")
+        return root
+    hit = np.flatnonzero(np.asarray(orig) == root)
+    if hit.size:
+        return int(hit[0])
+    if root in set(int(v) for v in (topo_cfg.get("failed_npus") or [])):
+        raise CollectiveError(f"collective.root={root} is a failed NPU (topo.failed_npus)")
+    if topo_cfg.get("subset") is not None and root <= max(orig):
+        raise CollectiveError(f"collective.root={root} is not in topo.subset")
+    raise CollectiveError(f"collective.root={root} is not an NPU of {topo.meta.get('parent', topo.name)}")
+
+
+def problem_fields(problem: Problem) -> dict[str, Any]:
+    topo = problem.topology
+    return {
+        "topology": topo.name,
+        "topology_header_name": topo.meta.get("header_name"),
+        "topology_kind": topo.meta.get("kind", "custom"),
+        "num_npus": problem.num_npus,
+        "num_links": problem.num_links,
+        "homogeneous": topo.is_homogeneous,
+        "symmetric": topo.is_symmetric,
+        "collective": problem.kind,
+        "chunks_per_npu": problem.collective.chunks_per_npu,
+        "buffer_mib": problem.collective.buffer_mib,
+        "overlap": problem.collective.overlap if problem.kind == "all_reduce" else None,
+        "root": _root_as_configured(problem),
+        "failed_links": len(topo.meta.get("failed_links", [])) or None,
+        "num_chunks": problem.num_chunks,
+        "chunk_bytes": problem.chunk_bytes,
+        "min_link_time_us": float(problem.link_time_us.min()) if problem.num_links else None,
+    }
+
+
+def _root_as_configured(problem: Problem) -> int | None:
+    if not problem.collective.rooted:
+        return None
+    orig = problem.topology.meta.get("original_ids")
+    return int(orig[problem.collective.root]) if orig is not None else problem.collective.root
+
+
+def bound_fields(problem: Problem) -> dict[str, Any]:
+    """Lower bounds as record fields; a failure here is recorded but does not fail the run."""
+    try:
+        from ..bounds import lower_bounds
+
+        t0 = time.perf_counter()
+        lb = lower_bounds(problem)
+        dt = time.perf_counter() - t0
+    except Exception as e:  # noqa: BLE001 - the schedule is still worth having
+        msg = f"{type(e).__name__}: {e}"
+        log.warning("lower bounds failed: %s", msg)
+        return {"bounds_error": msg, "lower_bound_us": None}
+    out = {"lower_bound_us": lb.get("best_us"), "lower_bound_source": lb.get("best_source"), "bounds_time_s": dt}
+    out.update({f"lb_{k}": v for k, v in lb.items() if k not in ("best_us", "best_source")})
+    return out
+
+
+def _scalar_stats(stats: Mapping[str, Any]) -> dict[str, Any]:
+    keep = (int, float, str, bool, type(None), list, tuple, dict, np.generic)
+    return flatten("s_", {k: v for k, v in dict(stats).items() if isinstance(v, keep)})
+
+
+def solve_and_verify(problem: Problem, solver: str, options: Mapping[str, Any] | None = None, *,
+                     bounds: bool = True, out_dir=None, csv: str = "auto", csv_max_rows: int = 20_000_000,
+                     topology_max_links: int = 2_000_000, export: str = "none",
+                     fields: dict[str, Any] | None = None) -> tuple[dict[str, Any], Any]:
+    """Solve ``problem`` with backend ``solver`` and verify the schedule; returns ``(fields, schedule)``.
+
+    Parameters
+    ----------
+    problem : Problem
+    solver : str
+        A registered backend name.
+    options : mapping, optional
+        Backend options including ``seed``, ``time_limit_s``, ``threads``.
+    bounds : bool
+        Compute the lower bounds first (``lower_bound_us`` may already be in ``fields``).
+    out_dir : path, optional
+        Also save the schedule and topology there (:func:`tacos_bench.rundir.save_schedule`)
+        and the export, if any.
+    fields : dict, optional
+        Filled in place as the run goes, so an exception keeps what was computed before it.
+
+    Raises
+    ------
+    TacosError
+        Bad options, an unsupported collective, a failing export: the caller records it.
+        A schedule the verifier rejects is *not* raised: ``valid`` is False and ``error`` says why.
+    """
+    import solvers
+
+    fields = {} if fields is None else fields
+    if bounds:
+        fields.update(bound_fields(problem))
+    backend = solvers.get_solver(solver)
+    opts = backend.options(options)
+    caps = backend.capabilities
+    fields.update(time_limit_s=opts.time_limit_s, threads=opts.threads, uses_seed="randomized" in caps,
+                  honours_time_limit="time_limit" in caps, uses_threads="threads" in caps)
+    fields.update(flatten("p_solver_", opts.specific()))
+    if opts.time_limit_s is not None and "time_limit" not in caps:
+        log.warning("solver %s runs to completion: it does not honour time_limit_s", solver)
+    backend.check_supported(problem)
+
+    fields["jit_warmup_s"] = backend.warmup(problem, opts)
+    t0 = time.perf_counter()
+    result = backend.solve(problem, opts)
+    fields["synthesis_time_s"] = time.perf_counter() - t0
+    fields.update(status=result.status, objective_us=result.objective_us, best_bound_us=result.best_bound_us,
+                  build_time_s=result.build_time_s, solve_time_s=result.solve_time_s,
+                  stop_reason=result.stop_reason, solution_source=result.solution_source,
+                  optimality_proof=result.proof if result.status == "optimal" else None)
+    stats = dict(result.stats)
+    fields["jit_warmup_s"] += float(stats.pop("jit_warmup_s", 0.0) or 0.0)
+    fields.update(_scalar_stats(stats))
+    if result.message:
+        fields["solver_message"] = result.message
+    fields["error"] = None if result.status != "error" else (result.message or "solver reported an error")
+    lb = fields.get("lower_bound_us")
+    if result.best_bound_us is not None and (lb is None or result.best_bound_us > lb):
+        fields.update(lower_bound_us=result.best_bound_us, lower_bound_source="solver")
+
+    sched = result.schedule
+    fields["valid"] = False
+    if sched is None:
+        if fields["error"] is None and result.status not in ("infeasible", "no_solution"):
+            fields["error"] = f"solver returned no schedule (status {result.status})"
+        elif fields["error"] is None:
+            fields["error"] = f"no schedule: {result.status}" + (f" ({result.message})" if result.message else "")
+        return fields, None
+    sched, ver = save_and_verify(problem, sched, out_dir, fields, csv=csv, csv_max_rows=csv_max_rows,
+                                 topology_max_links=topology_max_links)
+    if not ver.valid:
+        fields["error"] = f"verification failed: {ver.message}"
+        log.error("schedule REJECTED by the verifier: %s", ver.message)
+        return fields, sched
+    T = ver.collective_time_us
+    fields.update(collective_time_us=T, link_utilization=ver.link_utilization)
+    lb = fields.get("lower_bound_us")
+    if lb:
+        fields.update(ratio_to_bound=T / lb, gap=T / lb - 1.0, gap_to_bound=T / lb - 1.0)
+        if fields["status"] in ("feasible", "optimal") and T <= lb * (1 + OPTIMAL_REL_TOL):
+            # the verified time meets a valid lower bound: optimal, whoever found it
+            fields["optimality_proof"] = fields.get("optimality_proof") or "lower_bound"
+            fields["status"] = "optimal"
+    fields["algbw_GBps"] = (problem.chunk_bytes * problem.num_chunks) / GB / (T * 1e-6) if T > 0 else None
+    if export != "none":
+        if out_dir is None:
+            raise ConfigError("an export needs a run directory")
+        from .. import export as exporters
+
+        sched = sched.to_schedule(max_rows=csv_max_rows)
+        try:
+            path = exporters.export_to_file(export, problem, sched, out_dir)
+        except TacosError as e:  # the schedule is verified and saved; say which stage failed
+            raise ExportStageError(f"exporting ({export}): {e}") from None
+        fields["export_file"] = Path(path).name
+    return fields, sched
+
+
+def save_and_verify(problem: Problem, sched, out_dir, fields: dict[str, Any], *, csv: str, csv_max_rows: int,
+                    topology_max_links: int, fault=None):
+    """Save ``sched`` into the run directory (if any) and replay it with the verifier (``fault``: as executed
+    through it); fills ``num_transfers``, the saved-file fields, ``verify_time_s`` and ``valid``. Returns the
+    schedule as saved and the :class:`~tacos_bench.verify.Verification`."""
+    from ..verify import check
+
+    fields["num_transfers"] = len(sched)
+    if out_dir is not None:
+        sched, saved = rundir.save_schedule(out_dir, problem, sched, csv=csv, csv_max_rows=csv_max_rows,
+                                            topology_max_links=topology_max_links)
+        fields.update(saved)
+    t0 = time.perf_counter()
+    ver = check(problem, sched, fault=fault)
+    fields["verify_time_s"] = time.perf_counter() - t0
+    fields["valid"] = ver.valid
+    return sched, ver
