@@ -31,7 +31,6 @@ sys.path.insert(0, str(ROOT))
 
 EXPERIMENT = "allreduce_vs_baselines"
 NAME = "astra_sim"
-DEFAULT_BINARY = ROOT.parent / "shared" / "tools" / "astra-sim" / "bin" / "AstraSim_Analytical_Congestion_Aware"
 QUICK_TOPOS = ["mesh4x4", "torus4x4"]
 QUICK_SOLVERS = ["greedy", "ring", "direct"]
 
@@ -187,8 +186,9 @@ def main():
     ap.add_argument("--out", default=str(ROOT / "results" / NAME), help="sweep, bundles, table")
     ap.add_argument("--docs", default=None,
                     help="also write the markdown and CSV here (default: docs/studies for a full run)")
-    ap.add_argument("--astra-sim", default=os.environ.get("ASTRA_SIM") or str(DEFAULT_BINARY),
-                    help="ASTRA-sim's AstraSim_Analytical_Congestion_Aware binary")
+    ap.add_argument("--astra-sim", default=None,
+                    help="ASTRA-sim's AstraSim_Analytical_Congestion_Aware binary (default: $ASTRA_SIM, else the "
+                         "workspace's prebuilt one in ../shared/tools/astra-sim/bin)")
     ap.add_argument("--max-npus", type=int, default=None, help="leave out topologies with more NPUs")
     ap.add_argument("--jobs", type=int, default=1, help="parallel run.py jobs (joblib launcher when > 1)")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per ASTRA-sim run")
@@ -203,9 +203,12 @@ def main():
         write(df, meta, out, docs)
         return
 
-    binary = Path(args.astra_sim)
-    if not binary.is_file():
-        raise SystemExit(f"no ASTRA-sim binary at {binary} (pass --astra-sim PATH or set ASTRA_SIM)")
+    from tacos_bench.export.astra_sim import binary_problem, resolve_binary
+
+    why = binary_problem(args.astra_sim)
+    if why is not None:
+        raise SystemExit(f"{why} (or pass --astra-sim PATH)")
+    binary = resolve_binary(args.astra_sim)
     solvers, topos = study_grid()
     if args.quick:
         solvers = [s for s in solvers if s in QUICK_SOLVERS]

@@ -1,69 +1,55 @@
 """ASTRA-sim round trip: run.py -> ``python -m tacos_bench.export astra-sim`` -> ``run.sh`` -> the same time.
 
 The cross-check runs small verified schedules (All-Gather, Reduce-Scatter, All-Reduce on ring8, torus4x4 and
-mesh4x4; 1 and 2 chunks per NPU; the greedy and CP-SAT) through the prebuilt ASTRA-sim in
-``../shared/tools/astra-sim`` and asserts that its collective time equals the record's ``collective_time_us``
-up to ASTRA-sim's rounding: it truncates every hop to whole ns (< 1 ns lost per transfer) and charges 1 ns per
-reduction ``COMP_NODE``. A dependency chain has at most ``T / min_link_time`` transfers (each one takes at least
-the fastest link's time and they do not overlap), and behind each transfer at most in-degree (<= 4 here)
-reductions of one chunk run back to back, so 10 ns per such step bounds the difference.
+mesh4x4; 1 and 2 chunks per NPU; the greedy and CP-SAT) through the ASTRA-sim binary named by ``$ASTRA_SIM``
+(default: the prebuilt one in ``../shared/tools/astra-sim``) and asserts that its collective time equals the
+record's ``collective_time_us`` up to ASTRA-sim's rounding: it truncates every hop to whole ns (< 1 ns lost per
+transfer) and charges 1 ns per reduction ``COMP_NODE``. A dependency chain has at most ``T / min_link_time``
+transfers (each one takes at least the fastest link's time and they do not overlap), and behind each transfer at
+most in-degree (<= 4 here) reductions of one chunk run back to back, so 10 ns per such step bounds the difference.
 
-Nothing is installed here: the cross-check skips when ``../shared`` is absent, when the binary is missing, when
-its runtime library ``libprotobuf.so.32`` is missing (Debian 12: ``apt-get install -y libprotobuf32``) or when the
-Chakra schema (``mlc-chakra``) is not importable. The rejection tests need none of these.
+Nothing is installed here: the cross-check skips when the binary is missing or not executable, when its runtime
+library ``libprotobuf.so.32`` is missing (Debian 12: ``apt-get install -y libprotobuf32``) or when the Chakra
+schema (``mlc-chakra``) is not importable; the skip reason names the binary's path and ``ASTRA_SIM``. The
+rejection tests need none of these.
 """
 
 from __future__ import annotations
 
-import ctypes
 import importlib.util
 import json
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from cli import run_in_process, run_module, run_py
 from tacos_bench import Collective, Problem, Schedule
 from tacos_bench.errors import ExportError
 from tacos_bench.export import load_run
+from tacos_bench.export.astra_sim import ENV_VAR, binary_problem, resolve_binary
 from tacos_bench.topology.generators import ring
 from tacos_bench.topology.named import named_topology
 
-ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared"
-ASTRA_DIR = SHARED / "tools" / "astra-sim"
-BINARY = ASTRA_DIR / "bin" / "AstraSim_Analytical_Congestion_Aware"
+BINARY = resolve_binary()
 BUFFER_MIB = 16
 NS_PER_STEP = 10.0
 
 
-def _missing() -> str | None:
-    """Why the ASTRA-sim cross-check cannot run here, or None."""
-    if not SHARED.is_dir():
-        return f"{SHARED} is absent (the prebuilt ASTRA-sim lives in ../shared/tools/astra-sim)"
-    if not BINARY.is_file():
-        return f"ASTRA-sim binary missing: {BINARY}"
-    if shutil.which("ldd"):
-        out = subprocess.run(["ldd", str(BINARY)], capture_output=True, text=True).stdout
-        missing = [ln.split()[0] for ln in out.splitlines() if "not found" in ln]
-        if missing:
-            return (f"ASTRA-sim needs {', '.join(missing)} (Debian 12: apt-get install -y libprotobuf32)")
-    else:
-        try:
-            ctypes.CDLL("libprotobuf.so.32")
-        except OSError:
-            return "ASTRA-sim needs libprotobuf.so.32 (Debian 12: apt-get install -y libprotobuf32)"
-    if importlib.util.find_spec("chakra") is None:
-        return "the Chakra schema is not installed (pip install --no-deps mlc-chakra==1.0.0)"
-    return None
+def astra_sim_missing() -> str | None:
+    """Why the ASTRA-sim cross-check cannot run here, or None; the reason names the binary and ASTRA_SIM, so the
+    test summary says what to point where."""
+    why = binary_problem()
+    if why is None and importlib.util.find_spec("chakra") is None:
+        why = (f"the Chakra schema is not installed (pip install --no-deps mlc-chakra==1.0.0); the ASTRA-sim binary "
+               f"{BINARY} (from {ENV_VAR} or the default location) is fine")
+    return why
 
 
-MISSING = _missing()
-needs_astra_sim = pytest.mark.skipif(MISSING is not None, reason=str(MISSING))
+MISSING = astra_sim_missing()
+needs_astra_sim = pytest.mark.skipif(MISSING is not None, reason=f"ASTRA-sim cross-check skipped: {MISSING}")
 
 TOPOS = ("ring8", "torus4x4", "mesh4x4")
 KINDS = ("all_gather", "reduce_scatter", "all_reduce")
@@ -77,10 +63,9 @@ CPSAT_LIMIT_S = 20
 
 def _sweep(out: Path, solver: str, topos, kinds, cpns, *extra: str) -> dict:
     """One ``run.py -m`` sweep; returns {(solver, topo, kind, cpn): run dir}."""
-    cmd = [sys.executable, str(ROOT / "run.py"), "-m", f"solver={solver}", f"topo={','.join(topos)}",
-           f"collective={','.join(kinds)}", f"collective.chunks_per_npu={','.join(map(str, cpns))}",
-           f"collective.buffer_mib={BUFFER_MIB}", f"hydra.sweep.dir={out}", *extra]
-    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    r = run_py("-m", f"solver={solver}", f"topo={','.join(topos)}", f"collective={','.join(kinds)}",
+               f"collective.chunks_per_npu={','.join(map(str, cpns))}", f"collective.buffer_mib={BUFFER_MIB}",
+               f"hydra.sweep.dir={out}", *extra, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     runs = {}
     for rec_path in out.glob("*/result.json"):
@@ -160,7 +145,8 @@ def test_run_sh_relative_binary_and_unfinished_runs(run_dirs, tmp_path, capsys):
     (bundle / "system.json").write_text(json.dumps(sysj))
     r = _run_sh(bundle)
     assert r.returncode == 3 and "NPUs finished" in r.stderr.splitlines()[-1]
-    r = subprocess.run([str(bundle / "run.sh")], capture_output=True, text=True, timeout=60)
+    no_env = {k: v for k, v in os.environ.items() if k != ENV_VAR}   # else run.sh takes the binary from it
+    r = subprocess.run([str(bundle / "run.sh")], capture_output=True, text=True, timeout=60, env=no_env)
     assert r.returncode == 2 and r.stderr.startswith("usage:")
 
 
@@ -168,12 +154,10 @@ def test_run_sh_relative_binary_and_unfinished_runs(run_dirs, tmp_path, capsys):
 
 def test_cli_rejects_a_mixed_speed_topology_with_exit_2(tmp_path):
     run_dir = tmp_path / "run"
-    r = subprocess.run([sys.executable, str(ROOT / "run.py"), "solver=greedy", "topo=hetero_mesh4x4",
-                        "collective.buffer_mib=1", f"hydra.run.dir={run_dir}"], cwd=ROOT, capture_output=True,
-                       text=True, timeout=240)
-    assert r.returncode == 0, r.stderr[-2000:]
-    e = subprocess.run([sys.executable, "-m", "tacos_bench.export", "astra-sim", str(run_dir), "-o",
-                        str(tmp_path / "b")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    # the export CLI is what is checked; the run only provides its input, so it runs in-process
+    rec = run_in_process(run_dir, solver="greedy", topo="hetero_mesh4x4", buffer_mib=1)
+    assert rec["error"] is None and rec["valid"], rec["error"]
+    e = run_module("tacos_bench.export", "astra-sim", run_dir, "-o", tmp_path / "b", timeout=120)
     assert e.returncode == 2
     assert e.stderr.count("\n") == 1 and e.stderr.startswith("error:") and "mix speeds" in e.stderr
     assert not (tmp_path / "b").exists()
@@ -222,3 +206,68 @@ def test_module_doctests():
     if importlib.util.find_spec("chakra") is None:
         pytest.skip("the Chakra schema is not installed (pip install --no-deps mlc-chakra==1.0.0)")
     assert doctest.testmod(mod).failed == 0
+
+
+# ---------------------------------------------------------------- finding the binary (no simulator needed)
+
+def test_binary_comes_from_astra_sim_env_else_the_workspace(tmp_path, monkeypatch):
+    from tacos_bench.export.astra_sim import default_binary
+
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    assert resolve_binary() == default_binary()
+    assert default_binary().parts[-5:-1] == ("shared", "tools", "astra-sim", "bin")
+    fake = tmp_path / "sim"
+    monkeypatch.setenv(ENV_VAR, str(fake))
+    assert resolve_binary() == fake
+    monkeypatch.chdir(tmp_path)
+    assert resolve_binary("sub/sim") == tmp_path / "sub" / "sim"       # relative to the working directory
+    assert resolve_binary(fake) == fake                               # an explicit path wins over ASTRA_SIM
+
+
+def test_a_missing_binary_names_the_path_it_resolved(tmp_path, monkeypatch):
+    fake = tmp_path / "nowhere" / "AstraSim_Analytical_Congestion_Aware"
+    monkeypatch.setenv(ENV_VAR, str(fake))
+    why = binary_problem()
+    assert str(fake) in why and f"{ENV_VAR}=" in why
+    # the skip reason of the cross-check says the same
+    assert str(fake) in astra_sim_missing() and ENV_VAR in astra_sim_missing()
+    monkeypatch.chdir(tmp_path)
+    why = binary_problem("../elsewhere/sim")
+    assert str(tmp_path.parent / "elsewhere" / "sim") in why and "'../elsewhere/sim'" in why and ENV_VAR in why
+
+    (tmp_path / "notexec").write_text("")
+    assert "is not executable" in binary_problem(tmp_path / "notexec")
+
+
+def test_run_bundle_refuses_a_missing_binary_naming_it(tmp_path, monkeypatch):
+    from tacos_bench.export.astra_sim import run_bundle, run_script
+
+    (tmp_path / "run.sh").write_text(run_script(4))
+    monkeypatch.setenv(ENV_VAR, str(tmp_path / "none"))
+    with pytest.raises(ExportError, match=f"no ASTRA-sim binary at {tmp_path / 'none'}") as e:
+        run_bundle(tmp_path)
+    assert ENV_VAR in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("how", ["argument", "env"])
+def test_run_sh_names_the_path_it_resolved(tmp_path, how):
+    from tacos_bench.export.astra_sim import run_script
+
+    bundle = tmp_path / "b"
+    bundle.mkdir()
+    (bundle / "run.sh").write_text(run_script(4))
+    given = "../shared/tools/astra-sim/bin/AstraSim_Analytical_Congestion_Aware"   # the README's, from elsewhere
+    cwd = tmp_path / "clone"
+    cwd.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != ENV_VAR}
+    args = ["bash", str(bundle / "run.sh")]
+    if how == "argument":
+        args.append(given)
+    else:
+        env[ENV_VAR] = given
+    r = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: not an executable ASTRA-sim binary: ")
+    assert f"{cwd}/{given}" in lines[0] and f"'{given}'" in lines[0] and f"{ENV_VAR}=" in lines[0]
+    assert ("the argument" if how == "argument" else f"({ENV_VAR} was") in lines[0]

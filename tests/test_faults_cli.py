@@ -4,23 +4,17 @@ topo.failed_npus, and one-line errors for every bad fault/collective input (13 s
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
+from cli import run_py
 from tacos_bench import Collective, Problem, Schedule
 from tacos_bench.faults import Fault
 from tacos_bench.topology.generators import mesh2d
 from tacos_bench.topology.io import load_topology
 from tacos_bench.topology.transforms import remove_links
 from tacos_bench.verify import verify
-
-
-def run(root, *args, timeout=240):
-    return subprocess.run([sys.executable, str(root / "run.py"), *args], cwd=root, capture_output=True,
-                          text=True, timeout=timeout)
 
 
 def record(out) -> dict:
@@ -33,10 +27,10 @@ def mesh4x4():
     return topo
 
 
-def test_fault_run_records_healthy_repaired_and_scratch(root, tmp_path):
+def test_fault_run_records_healthy_repaired_and_scratch(tmp_path):
     out = tmp_path / "run"
     at = 3000.0   # healthy time on mesh4x4 is 8 link times of 1250.5 µs (K=2: 16 of 625.5 µs)
-    r = run(root, "solver=greedy", "topo=mesh4x4", "collective.chunks_per_npu=2", "seed=1", f"fault.at_us={at}",
+    r = run_py("solver=greedy", "topo=mesh4x4", "collective.chunks_per_npu=2", "seed=1", f"fault.at_us={at}",
             "fault.links=[[5,6,both]]", f"hydra.run.dir={out}")
     assert r.returncode == 0, r.stderr
     rec = record(out)
@@ -65,9 +59,9 @@ def test_fault_run_records_healthy_repaired_and_scratch(root, tmp_path):
     assert np.sum(s.start_us < at) == counts["kept"]   # new transfers all start at or after the fault
 
 
-def test_failed_links_run_on_the_degraded_topology(root, tmp_path):
+def test_failed_links_run_on_the_degraded_topology(tmp_path):
     out = tmp_path / "run"
-    r = run(root, "solver=greedy", "topo=mesh4x4", "topo.failed_links=[[0,1],[2,3,both]]",
+    r = run_py("solver=greedy", "topo=mesh4x4", "topo.failed_links=[[0,1],[2,3,both]]",
             f"hydra.run.dir={out}")
     assert r.returncode == 0, r.stderr
     rec = record(out)
@@ -84,12 +78,12 @@ def test_failed_links_run_on_the_degraded_topology(root, tmp_path):
     assert saved.num_links == 45 and not any(saved.has_link(u, v) for u, v in gone)
 
 
-def test_root_is_mapped_through_failed_npus(root, tmp_path):
+def test_root_is_mapped_through_failed_npus(tmp_path):
     """mesh4x4 without NPU 2: configured NPU 5 becomes id 4. The broadcast starts from it: its out-neighbours
     in the saved topology are the originals 1, 4, 6, 9 (ids 1, 3, 5, 8); id 5 (original 6) has a different
     neighbourhood, so a root left unmapped would show."""
     out = tmp_path / "run"
-    r = run(root, "solver=greedy", "topo=mesh4x4", "topo.failed_npus=[2]", "collective=broadcast",
+    r = run_py("solver=greedy", "topo=mesh4x4", "topo.failed_npus=[2]", "collective=broadcast",
             "collective.root=5", "collective.chunks_per_npu=2", f"hydra.run.dir={out}")
     assert r.returncode == 0, r.stderr
     rec = record(out)
@@ -126,9 +120,9 @@ BAD = [
 @pytest.mark.parametrize("args,needle", BAD, ids=[
     "collective-group", "collective-kind", "root-out-of-range", "root-failed", "no-such-link", "disconnected",
     "negative-fault-time", "links-without-time", "reducing-fault", "milp-fault"])
-def test_bad_input_one_line_error_and_record(root, tmp_path, args, needle):
+def test_bad_input_one_line_error_and_record(tmp_path, args, needle):
     out = tmp_path / "out"
-    r = run(root, "solver=greedy", "topo=mesh4x4", *args, f"hydra.run.dir={out}")
+    r = run_py("solver=greedy", "topo=mesh4x4", *args, f"hydra.run.dir={out}")
     assert r.returncode == 2, r.stderr
     assert "Traceback" not in r.stderr + r.stdout
     lines = [line for line in r.stderr.splitlines() if line.strip()]

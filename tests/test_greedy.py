@@ -1,4 +1,4 @@
-"""Tests of the greedy TACOS matcher (solvers/greedy.py and its kernels solvers/_kernel_*.py).
+"""Tests of the greedy TACOS matcher (solvers/greedy/ and its kernels solvers/_kernel_*.py).
 
 Every schedule produced here is replayed by the independent verifier.
 """
@@ -278,7 +278,7 @@ def random_problems(draw):
                     link_tiebreak=draw(st.sampled_from(LINK_TIEBREAKS)), matching=draw(st.sampled_from(MATCHINGS)),
                     duplicates=dup[0], preempt=dup[1], restarts=draw(st.integers(1, 2)),
                     window=draw(st.sampled_from([0, 0, 1, 3])))
-    else:  # the topology-aware rules (solvers/_kernel_tiered.py)
+    else:  # the topology-aware rules (solvers/greedy/_kernel_tiered.py)
         imports = draw(st.sampled_from(["all", "near", "group"]))
         opts = dict(chunk_order=draw(st.sampled_from(["random", "rarest", "local_rarest"])),
                     link_tiebreak=draw(st.sampled_from(LINK_TIEBREAKS)), imports=imports,

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import hashlib
 
+from cli import run_py
+
 
 import json
 
@@ -283,11 +285,6 @@ def test_huge_buffer_is_a_collective_error():
 
 
 # ============================================================================================= CLI
-def _cli(root, *args):
-    return subprocess.run([sys.executable, str(root / "run.py"), *args], cwd=root, capture_output=True, text=True,
-                          timeout=240)
-
-
 @pytest.mark.parametrize("kind", ["graphml", "failed_npus"])
 def test_cli_one_line_error(root, tmp_path, kind):
     if kind == "graphml":
@@ -296,7 +293,7 @@ def test_cli_one_line_error(root, tmp_path, kind):
         args, needle = ["topo=file", f"topo.path={bad}"], "duplicate link 0->1"
     else:
         args, needle = ["topo=mesh4x4", "topo.failed_npus=[3,99]"], "failed_npus: unknown NPU id 99"
-    r = _cli(root, "solver=bfs", *args, f"hydra.run.dir={tmp_path / 'out'}")
+    r = run_py("solver=bfs", *args, f"hydra.run.dir={tmp_path / 'out'}")
     assert r.returncode == 2
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("tacos-bench: error: ") and needle in lines[0], r.stderr

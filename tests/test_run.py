@@ -1,25 +1,19 @@
 """run.py end to end: output files, one-line errors without tracebacks, sweeps with error rows."""
 
 import json
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
 
+from cli import run_module, run_py
 from tacos_bench import Collective, Problem, Schedule
 from tacos_bench.topology.named import build_topology
 from tacos_bench.verify import verify
 
 
-def run(root, *args, timeout=240):
-    return subprocess.run([sys.executable, str(root / "run.py"), *args], cwd=root, capture_output=True,
-                          text=True, timeout=timeout)
-
-
-def test_default_run_writes_verified_schedule(root, tmp_path):
+def test_default_run_writes_verified_schedule(tmp_path):
     out = tmp_path / "run"
-    r = run(root, "solver=bfs", "topo=mesh4x4", f"hydra.run.dir={out}")
+    r = run_py("solver=bfs", "topo=mesh4x4", f"hydra.run.dir={out}")
     assert r.returncode == 0, r.stderr
     rec = json.loads((out / "result.json").read_text())
     for key in ("solver", "topology", "collective", "num_npus", "num_links", "chunks_per_npu", "chunk_bytes",
@@ -35,11 +29,11 @@ def test_default_run_writes_verified_schedule(root, tmp_path):
     assert verify(p, Schedule.from_csv(out / "schedule.csv")).collective_time_us == rec["collective_time_us"]
 
 
-def test_file_topology_and_overrides(root, tmp_path):
+def test_file_topology_and_overrides(tmp_path):
     topo = tmp_path / "tri.txt"
     topo.write_text("# a directed triangle\n3\n0 1 50 0.5\n1 2 50 0.5\n2 0 25 1.0  # slow link\n")
     out = tmp_path / "run"
-    r = run(root, "solver=bfs", "topo=file", f"topo.path={topo}", "collective=all_reduce",
+    r = run_py("solver=bfs", "topo=file", f"topo.path={topo}", "collective=all_reduce",
             "collective.chunks_per_npu=2", "collective.buffer_mib=3", "seed=7", f"hydra.run.dir={out}")
     assert r.returncode == 0, r.stderr
     rec = json.loads((out / "result.json").read_text())
@@ -54,12 +48,12 @@ def test_file_topology_and_overrides(root, tmp_path):
     (["collective.buffer_mib=-1"], "collective.buffer_mib must be a positive number"),
     (["collective.chunks_per_npu=0"], "chunks_per_npu must be a positive integer"),
 ])
-def test_bad_input_one_line_error(root, tmp_path, args, needle):
+def test_bad_input_one_line_error(tmp_path, args, needle):
     (tmp_path / "bad.txt").write_text("3\n0 1 50 0.5\n1 2 0 0.5\n2 0 50 0.5\n")
     (tmp_path / "cut.txt").write_text("3\n0 1 50 0.5\n1 0 50 0.5\n2 0 50 0.5\n")
     args = [a.replace("MISSING", str(tmp_path / "none.txt")).replace("BAD", str(tmp_path / "bad.txt"))
             .replace("CUT", str(tmp_path / "cut.txt")) for a in args]
-    r = run(root, "solver=bfs", *args, f"hydra.run.dir={tmp_path / 'out'}")
+    r = run_py("solver=bfs", *args, f"hydra.run.dir={tmp_path / 'out'}")
     assert r.returncode != 0
     assert "Traceback" not in r.stderr + r.stdout
     err_lines = [line for line in r.stderr.splitlines() if line.strip()]
@@ -76,8 +70,8 @@ def test_bad_input_one_line_error(root, tmp_path, args, needle):
     (["solver.nosuchkey=1"], "Key 'nosuchkey' not in"),
     (["seed=abc"], "seed"),
 ])
-def test_bad_config_clear_message(root, tmp_path, args, needle):
-    r = run(root, *args, f"hydra.run.dir={tmp_path / 'out'}")
+def test_bad_config_clear_message(tmp_path, args, needle):
+    r = run_py(*args, f"hydra.run.dir={tmp_path / 'out'}")
     assert r.returncode == 2
     assert "Traceback" not in r.stderr
     err_lines = [line for line in r.stderr.splitlines() if line.strip()]
@@ -85,12 +79,11 @@ def test_bad_config_clear_message(root, tmp_path, args, needle):
     assert "base_" not in r.stderr  # the schemas behind the YAML files are not options to pick
 
 
-def test_hydra_full_error_keeps_the_trace(root, tmp_path):
+def test_hydra_full_error_keeps_the_trace(tmp_path):
     import os
 
     env = dict(os.environ, HYDRA_FULL_ERROR="1")
-    r = subprocess.run([sys.executable, "run.py", "solver=nosuch", f"hydra.run.dir={tmp_path / 'out'}"],
-                       cwd=root, capture_output=True, text=True, env=env)
+    r = run_py("solver=nosuch", f"hydra.run.dir={tmp_path / 'out'}", env=env)
     assert r.returncode != 0 and "Traceback" in r.stderr
 
 
@@ -104,9 +97,9 @@ def test_config_error_line_doctest():
     assert doctest.testmod(tacos_bench._memory).failed == 0
 
 
-def test_multirun_error_rows_and_aggregation(root, tmp_path):
+def test_multirun_error_rows_and_aggregation(tmp_path):
     sweep = tmp_path / "sweep"
-    r = run(root, "-m", "solver=bfs", "topo=mesh4x4,torus4x4", "collective.buffer_mib=64,-1",
+    r = run_py("-m", "solver=bfs", "topo=mesh4x4,torus4x4", "collective.buffer_mib=64,-1",
             f"hydra.sweep.dir={sweep}")
     assert r.returncode == 0, r.stderr
     df = pd.read_parquet(sweep / "results.parquet")
@@ -116,24 +109,23 @@ def test_multirun_error_rows_and_aggregation(root, tmp_path):
     assert df.loc[df["status"] != "error", "valid"].all()
     # on-demand aggregation gives the same table
     out = tmp_path / "again.parquet"
-    c = subprocess.run([sys.executable, "-m", "tacos_bench.collect", str(sweep), "-o", str(out)], cwd=root,
-                       capture_output=True, text=True, timeout=120)
+    c = run_module("tacos_bench.collect", sweep, "-o", out, timeout=120)
     assert c.returncode == 0, c.stderr
     assert len(pd.read_parquet(out)) == 4
 
 
-def test_help_lists_groups(root):
-    r = run(root, "--help")
+def test_help_lists_groups():
+    r = run_py("--help")
     assert r.returncode == 0
     for group in ("solver:", "topo:", "collective:"):
         assert group in r.stdout
 
 
-def test_highs_banner_stays_off_stdout_unless_logging(root, tmp_path):
+def test_highs_banner_stays_off_stdout_unless_logging(tmp_path):
     # without a warm start HiGHS always runs (a warm start that meets the lower bound needs no model)
-    quiet = run(root, "solver=milp", "topo=torus4x4", "solver.warm_start=false", f"hydra.run.dir={tmp_path / 'q'}")
+    quiet = run_py("solver=milp", "topo=torus4x4", "solver.warm_start=false", f"hydra.run.dir={tmp_path / 'q'}")
     assert quiet.returncode == 0, quiet.stderr
     assert "Running HiGHS" not in quiet.stdout and "milp all_gather on torus4x4" in quiet.stdout
-    loud = run(root, "solver=milp", "topo=torus4x4", "solver.warm_start=false", "solver.log=true",
+    loud = run_py("solver=milp", "topo=torus4x4", "solver.warm_start=false", "solver.log=true",
                f"hydra.run.dir={tmp_path / 'l'}")
     assert loud.returncode == 0 and "Running HiGHS" in loud.stdout

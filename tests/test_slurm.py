@@ -10,11 +10,12 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 import uuid
 
 import pandas as pd
 import pytest
+
+from cli import run_py
 
 PARTITION = "debug"
 TOPOLOGIES = ["mesh4x4", "torus4x4", "nosuchtopo"]  # the last one is rejected inside its job
@@ -54,15 +55,15 @@ def _accounting_on() -> bool:
     return subprocess.run(["sacct", "-n", "-X", "-S", "now"], capture_output=True, timeout=20).returncode == 0
 
 
-def test_sweep_through_slurm_with_a_failing_job(root, tmp_path):
+def test_sweep_through_slurm_with_a_failing_job(tmp_path):
     sweep = tmp_path / "sweep"
     name = f"tacos-test-{uuid.uuid4().hex[:8]}"
-    cmd = [sys.executable, str(root / "run.py"), "-m", "hydra/launcher=slurm",
-           f"hydra.launcher.partition={PARTITION}", "hydra.launcher.mem_gb=1", "hydra.launcher.cpus_per_task=1",
-           "hydra.launcher.timeout_min=5", f"hydra.launcher.name={name}", f"hydra.sweep.dir={sweep}",
-           "solver=greedy", "topo=named", f"topo.name={','.join(TOPOLOGIES)}"]
+    args = ["-m", "hydra/launcher=slurm",
+            f"hydra.launcher.partition={PARTITION}", "hydra.launcher.mem_gb=1", "hydra.launcher.cpus_per_task=1",
+            "hydra.launcher.timeout_min=5", f"hydra.launcher.name={name}", f"hydra.sweep.dir={sweep}",
+            "solver=greedy", "topo=named", f"topo.name={','.join(TOPOLOGIES)}"]
     try:
-        r = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=300)
+        r = run_py(*args, timeout=300)
     except subprocess.TimeoutExpired:
         subprocess.run(["scancel", f"--name={name}"], timeout=20)
         raise

@@ -1,4 +1,5 @@
-"""Pieces both greedy kernels share (:mod:`solvers.greedy._kernel_classic`, :mod:`solvers.greedy._kernel_scale`).
+"""Pieces the greedy kernels share (:mod:`~solvers.greedy._kernel_classic`, :mod:`~solvers.greedy._kernel_scale`,
+:mod:`~solvers.greedy._kernel_tiered`, :mod:`~solvers.greedy._kernel_unicast`, :mod:`~solvers.greedy._kernel_routed`).
 
 * bit intrinsics (``popcount``, ``ctz``, the r-th set bit) and bitset membership;
 * the random stream: splitmix64, fully determined by its seed, and two ways to
@@ -7,7 +8,7 @@
   each time class is a FIFO ring of transfers and a small index heap
   (:mod:`tacos_bench.graph`) orders the class heads; a homogeneous topology has
   one class and no heap work at all;
-* the status codes a kernel returns between slices.
+* the status codes a kernel returns between slices, and the time tolerances of the event loops.
 """
 
 from __future__ import annotations
@@ -19,7 +20,14 @@ from numba.extending import intrinsic
 
 from tacos_bench.graph import index_push, index_remove, sift_down
 
+# One set of codes for every kernel, so a caller never reads one kernel's code with another's meaning.
 ST_DONE, ST_SLICE, ST_FLUSH, ST_STUCK, ST_EVFULL, ST_GROW = 0, 1, 2, 3, 4, 5
+
+# Arrivals within this (relative) distance of the first one are handled as one event: link times are sums of
+# floats, so equal times computed along different paths differ in the last bits.
+EVENT_REL = 1e-12
+# A link counts as on a shortest path when it is within this (relative) distance of one, for the same reason.
+FORWARD_REL = 1e-9
 
 TIE_EARLIEST, TIE_RANDOM, TIE_LOWEST = 0, 1, 2
 

@@ -23,9 +23,8 @@ from numba import njit
 
 from tacos_bench.graph import pair_pop, pair_push
 
-from ._kernel_common import below, shuffle
+from ._kernel_common import EVENT_REL, FORWARD_REL, below, shuffle
 
-FORWARD_REL = 1e-9
 # a route looks for a detour only when its worst link is within this fraction of the most loaded link
 DETOUR_HOT = 0.9
 
@@ -326,7 +325,7 @@ def run_routed(C, lsrc, ldst, lt, path_ptr, path_len, paths, rng, out, stats):
                     nt += 1
             else:
                 done += 1
-            if esize == 0 or ek[0] > t0 + 1e-12 * max(1.0, t0):
+            if esize == 0 or ek[0] > t0 + EVENT_REL * max(1.0, t0):
                 break
             t1, l, esize = pair_pop(ek, ev, esize)
             if t1 > now:

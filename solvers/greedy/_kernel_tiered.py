@@ -39,7 +39,7 @@ from numba import njit
 
 from tacos_bench.graph import pair_pop, pair_push
 
-from ._kernel_common import TIE_EARLIEST, TIE_LOWEST, U0, U1, below, ctz, popcount
+from ._kernel_common import EVENT_REL, TIE_EARLIEST, TIE_LOWEST, U0, U1, below, ctz, popcount
 
 IMPORT_ALL, IMPORT_NEAR, IMPORT_GROUP = 0, 1, 2
 KEY_RANDOM, KEY_RAREST, KEY_LOCAL = 0, 1, 2
@@ -47,7 +47,6 @@ LINKS_CHUNK_FIRST, LINKS_FEWEST_FIRST = 0, 1
 (T_EVENTS, T_MATCHINGS, T_GATE_CHECKS, T_GATE_CLOSED, T_DEFERRED, T_AUGMENTED, T_FALLBACKS,
  T_CANDIDATES) = range(8)
 NUM_STATS = 8
-EVENT_REL = 1e-12  # arrivals this close (relative) form one event
 
 
 @njit(cache=True, inline="always")

@@ -21,11 +21,8 @@ from numba import njit
 
 from tacos_bench.graph import dijkstra, pair_pop, pair_push
 
+from ._kernel_common import EVENT_REL, FORWARD_REL, ST_DONE, ST_GROW, ST_STUCK
 from ._kernel_common import shuffle as shuffle_in_place
-
-ST_OK, ST_GROW, ST_STUCK = 0, 1, 2
-EVENT_REL = 1e-12
-FORWARD_REL = 1e-9
 
 
 @njit(cache=True)
@@ -169,4 +166,4 @@ def run_unicast(N, C, lsrc, ldst, lt, out_ptr, D, src_of, dst_of, shuffle, farth
             t1, l, hsize = pair_pop(hk, hv, hsize)
             if t1 > now:
                 now = t1
-    return ST_OK, nout
+    return ST_DONE, nout

@@ -24,7 +24,6 @@ PROGRESS_DELAY_S = 2.0
 SLICE_TARGET_S = 0.25
 # finished transfers are drained from the kernel in batches of at most this many rows
 OUT_BUFFER_ROWS = 1 << 22
-# the default rule runs on the scale kernel (see docs/scale.md) from this many (NPU, chunk) pairs on
 ENGINES = ("auto", "classic", "scale", "tiered", "unicast")
 ROUTINGS = ("balanced", "adaptive")
 RESUME_STRETCH = 1.0
@@ -35,9 +34,10 @@ RESUME_TRIES, RESUME_PASSES = 2, 1
 # initial holdings are deduplicated through a dense (NPU, chunk) table up to this size, else by sorting
 DENSE_PAIRS_MAX = 1 << 26
 PLUS_STRETCH = 0.5
+# the default rule runs on the scale kernel (see docs/scale.md) from this many (NPU, chunk) pairs on
 SCALE_MIN_PAIRS = 1 << 22
-# All-Gather schedules with more transfers than this come back as a CompactSchedule (tacos_bench.compact)
 OUTPUTS = ("auto", "table", "compact")
+# All-Gather schedules with more transfers than this come back as a CompactSchedule (tacos_bench.compact)
 COMPACT_MIN_ROWS = 20_000_000
 # event times are drained in blocks of this many
 EVENT_BUFFER = 1 << 16

@@ -7,7 +7,7 @@ per NPU (:mod:`tacos_bench.export.chakra`), whose sends and receives ASTRA-sim
 replays as a dataflow graph on its simulated network. :func:`export_astra_sim`
 writes everything that takes::
 
-    DIR/run.sh                 DIR/run.sh PATH/TO/AstraSim_Analytical_Congestion_Aware
+    DIR/run.sh                 DIR/run.sh PATH/TO/AstraSim_Analytical_Congestion_Aware  (or set ASTRA_SIM)
     DIR/workload.<rank>.et     one COMM_COLL_NODE (ALL_GATHER / REDUCE_SCATTER / ALL_REDUCE / ALL_TO_ALL)
     DIR/chakra/algo.<rank>.et  the synthesized schedule (sends, receives, reductions)
     DIR/system.json            "preferred-dataset-splits": 1, "<coll>-implementation-custom"
@@ -21,6 +21,11 @@ anywhere; ASTRA-sim's log goes to stderr and the last line on stdout is the
 collective time in µs: the largest ``sys[r] finished, T cycles`` over NPUs
 (``T`` in ns). It exits non-zero when the simulator fails or when not every
 NPU finished (ASTRA-sim itself exits 0 then).
+
+**The binary.** ``run.sh`` and :func:`run_bundle` take the simulator's path, or read it from the environment
+variable ``ASTRA_SIM``; :func:`run_bundle`, the tests and the ASTRA-sim study fall back on the prebuilt binary
+of this project's workspace, ``shared/tools/astra-sim/bin/`` next to the clone (:func:`resolve_binary`). When it
+cannot run, the message names the path that was resolved (:func:`binary_problem`).
 
 **Network embedding.** This analytical backend has no arbitrary-graph
 topology, and its congestion-aware binary takes one dimension of ``Ring``,
@@ -52,6 +57,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -283,16 +289,22 @@ def run_script(num_npus: int, comment: str = "") -> str:
 # the simulator's own status if it fails, 3 if not every NPU finished (ASTRA-sim exits 0 then).
 set -u
 NPUS={int(num_npus)}
-bin="${{1:-${{ASTRA_SIM:-}}}}"
-if [ -z "$bin" ]; then
-  echo "usage: $0 PATH/TO/AstraSim_Analytical_Congestion_Aware" >&2; exit 2
+given="${{1:-${{ASTRA_SIM:-}}}}"
+if [ -n "${{1:-}}" ]; then from="the argument"; else from="ASTRA_SIM"; fi
+if [ -z "$given" ]; then
+  echo "usage: $0 PATH/TO/AstraSim_Analytical_Congestion_Aware  (or set ASTRA_SIM to it)" >&2; exit 2
 fi
-case "$bin" in
-  */*) bin="$(cd "$(dirname -- "$bin")" 2>/dev/null && pwd)/$(basename -- "$bin")" ;;
-  *) bin="$(command -v -- "$bin" || true)" ;;
+# A relative path is relative to the caller's directory; the error names the absolute path it came to,
+# so a path that only works next to some other checkout says where it looked.
+case "$given" in
+  */*) dir="$(cd "$(dirname -- "$given")" 2>/dev/null && pwd)"
+       if [ -n "$dir" ]; then bin="$dir/$(basename -- "$given")"
+       else case "$given" in /*) bin="$given" ;; *) bin="$PWD/$given" ;; esac; fi ;;
+  *) bin="$(command -v -- "$given" || echo "$given (not found on PATH)")" ;;
 esac
 if [ ! -f "$bin" ] || [ ! -x "$bin" ]; then
-  echo "error: not an executable ASTRA-sim binary: ${{1:-${{ASTRA_SIM:-}}}}" >&2; exit 2
+  echo "error: not an executable ASTRA-sim binary: $bin ($from was '$given'); pass the binary's path or set" \
+       "ASTRA_SIM=/path/to/AstraSim_Analytical_Congestion_Aware" >&2; exit 2
 fi
 here="$(cd "$(dirname -- "${{BASH_SOURCE[0]}}")" && pwd)"
 tmp="$(mktemp -d "${{TMPDIR:-/tmp}}/tacos-astra-sim.XXXXXX")" || exit 2
@@ -451,20 +463,93 @@ def parse_finish_ns(log: str) -> dict:
     return {int(r): int(t) for r, t in _FINISHED.findall(log)}
 
 
-def run_bundle(bundle_dir: str | os.PathLike, binary: str | os.PathLike, *, timeout: float | None = None
-               ) -> AstraSimRun:
+ENV_VAR = "ASTRA_SIM"
+BINARY_NAME = "AstraSim_Analytical_Congestion_Aware"
+
+
+def default_binary() -> Path:
+    """Where this project's workspace keeps the prebuilt simulator: ``shared/tools/astra-sim/bin/`` next to the
+    clone (it exists only in such a workspace; elsewhere point ``ASTRA_SIM`` at a binary)."""
+    return Path(__file__).resolve().parents[3] / "shared" / "tools" / "astra-sim" / "bin" / BINARY_NAME
+
+
+def resolve_binary(binary: str | os.PathLike | None = None) -> Path:
+    """The ASTRA-sim binary to run, as an absolute path (it may not exist: :func:`binary_problem`).
+
+    ``binary`` if given, else ``$ASTRA_SIM``, else :func:`default_binary`; a bare name is looked up on ``PATH``
+    and a relative path is relative to the working directory, as in ``run.sh``.
+
+    >>> str(resolve_binary("/opt/astra-sim/bin/../bin/AstraSim_Analytical_Congestion_Aware"))
+    '/opt/astra-sim/bin/AstraSim_Analytical_Congestion_Aware'
+    """
+    raw = os.fspath(binary) if binary is not None else os.environ.get(ENV_VAR) or os.fspath(default_binary())
+    raw = os.path.expanduser(raw)
+    if os.sep not in raw:
+        raw = shutil.which(raw) or raw
+    return Path(os.path.abspath(raw))
+
+
+def _missing_libraries(path: Path) -> list[str]:
+    if shutil.which("ldd"):
+        out = subprocess.run(["ldd", str(path)], capture_output=True, text=True, check=False).stdout
+        return [ln.split()[0] for ln in out.splitlines() if "not found" in ln]
+    import ctypes
+
+    try:  # the one library the prebuilt binary needs beyond the base system
+        ctypes.CDLL("libprotobuf.so.32")
+    except OSError:
+        return ["libprotobuf.so.32"]
+    return []
+
+
+def binary_problem(binary: str | os.PathLike | None = None) -> str | None:
+    """Why the ASTRA-sim binary (resolved by :func:`resolve_binary`) cannot run here, or None.
+
+    The message names the path that was resolved, where it came from, and ``ASTRA_SIM``.
+    """
+    path = resolve_binary(binary)
+    if binary is not None:
+        origin = f"given as {os.fspath(binary)!r}"
+    elif os.environ.get(ENV_VAR):
+        origin = f"from {ENV_VAR}={os.environ[ENV_VAR]}"
+    else:
+        origin = f"{ENV_VAR} not set: the default location"
+    raw = os.fspath(binary) if binary is not None else os.environ.get(ENV_VAR) or os.sep
+    if os.sep not in raw and shutil.which(raw) is None:
+        origin += ", not found on PATH either"
+    if not path.is_file():
+        why = f"no ASTRA-sim binary at {path} ({origin})"
+    elif not os.access(path, os.X_OK):
+        why = f"the ASTRA-sim binary at {path} ({origin}) is not executable"
+    else:
+        libs = _missing_libraries(path)
+        if not libs:
+            return None
+        why = (f"the ASTRA-sim binary at {path} ({origin}) needs {', '.join(libs)}; Debian 12: apt-get install -y "
+               "libprotobuf32")
+    return f"{why}; set {ENV_VAR}=/path/to/{BINARY_NAME} to use another"
+
+
+def run_bundle(bundle_dir: str | os.PathLike, binary: str | os.PathLike | None = None, *,
+               timeout: float | None = None) -> AstraSimRun:
     """Run ``bundle_dir/run.sh binary`` and return the collective time it prints.
+
+    ``binary`` defaults to ``$ASTRA_SIM``, then to the workspace's prebuilt simulator (:func:`resolve_binary`).
 
     Raises
     ------
     ExportError
-        The script failed (simulator error, not every NPU finished) or timed out; the message
-        carries the script's last error line.
+        The binary cannot run (the message names the path resolved), the script failed (simulator error, not
+        every NPU finished) or timed out; the message carries the script's last error line.
     """
     d = Path(bundle_dir)
     script = d / "run.sh"
     if not script.is_file():
         raise ExportError(f"{d}: no run.sh; is this an ASTRA-sim bundle?")
+    why = binary_problem(binary)
+    if why is not None:
+        raise ExportError(why)
+    binary = resolve_binary(binary)
     try:
         p = subprocess.run(["bash", str(script), str(binary)], capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -7,7 +7,9 @@ backends' options dataclasses (:mod:`solvers.options`), so every default is
 written once, next to the backend that uses it. :func:`register_configs` hands
 the schemas to Hydra's ConfigStore; the YAML files under ``conf/`` extend them
 and an unknown key or a value of the wrong type is rejected before any work
-starts.
+starts. ``python run.py --help`` shows the composed config of one backend only,
+so :func:`backend_defaults_help` adds every backend's own defaults to it
+(:data:`HELP_TEMPLATE`).
 
 The classes are created at import time and live in this module, so the joblib
 and submitit workers can unpickle configs that reference them.
@@ -67,7 +69,8 @@ class CollectiveConf:
 
 @dataclass
 class FaultConf:
-    """Links or NPUs failing at ``at_us`` during the collective; the rest is repaired (tacos_bench.repair)."""
+    """Links or NPUs failing at ``at_us`` during the collective; the rest is repaired (:mod:`solvers.repair`,
+    run by :mod:`tacos_bench.runner.faulted`)."""
 
     at_us: Optional[float] = None
     # or: at this fraction of the healthy schedule's time (0.5 = mid-collective)
@@ -124,11 +127,120 @@ for _name in _REGISTRY:
     globals()[SOLVER_SCHEMAS[_name].__name__] = SOLVER_SCHEMAS[_name]  # importable by name (pickling)
 
 
-def register_configs() -> None:
-    """Store the schemas in Hydra's ConfigStore (``base_config`` and ``solver/base_<name>``)."""
-    from hydra.core.config_store import ConfigStore
+def _defaults(options_cls) -> dict[str, Any]:
+    """``{option: default}`` of an options dataclass."""
+    return {f.name: f.default for f in dataclasses.fields(options_cls)}
 
+
+def backend_defaults_help(width: int = 110) -> str:
+    """Every backend's own defaults, one entry per backend, for ``python run.py --help``.
+
+    The help's Config section is the config composed for one backend (``solver=greedy`` unless given), so
+    on its own it says ``time_limit_s: null`` and never that milp and cpsat stop at 600 s. Each entry gives
+    the backend's time limit and whether it honours one, the shared options whose default differs from
+    :class:`~solvers.options.SolverOptions`, and its own options; a backend whose options extend another
+    backend's (greedy_plus: greedy's) lists only what it changes, which is what tells the two apart.
+
+    Parameters
+    ----------
+    width : int
+        Wrap the entries at this many characters.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> text = backend_defaults_help()
+    >>> [ln for ln in text.splitlines() if ln.startswith("  milp")]
+    ['  milp         time_limit_s: 600.0 (honoured); time_step_us: null, horizon_steps: null, warm_start: true,']
+    >>> [ln for ln in text.splitlines() if ln.startswith("  bfs")]
+    ['  bfs          time_limit_s: null (not honoured: runs to completion)']
+    >>> "greedy_plus  time_limit_s: null (none; honoured when set); as greedy except chunk_order:" in text
+    True
+    """
+    from solvers.base import CAP_TIME_LIMIT
+    from solvers.describe import format_default
+    from solvers.options import COMMON, SolverOptions
+
+    generic = _defaults(SolverOptions)
+    # The generic class is no backend's own (bfs, direct, ... use it as is), so it never counts as a parent.
+    owner = {solver_class(n).Options: n for n in _REGISTRY if solver_class(n).Options is not SolverOptions}
+    pad = max(len(n) for n in _REGISTRY) + 2
+    lines = []
+    for name in _REGISTRY:
+        cls = solver_class(name)
+        mine = _defaults(cls.Options)
+        if CAP_TIME_LIMIT not in cls.capabilities:
+            honoured = "not honoured: runs to completion"
+        else:
+            honoured = "none; honoured when set" if mine["time_limit_s"] is None else "honoured"
+        items = [f"time_limit_s: {format_default(mine['time_limit_s'])} ({honoured});"]
+        items += [f"{k}: {format_default(mine[k])}," for k in COMMON
+                  if k not in ("seed", "time_limit_s") and mine[k] != generic[k]]
+        parent = next((owner[b] for b in cls.Options.__mro__[1:] if b in owner and owner[b] != name), None)
+        base = _defaults(solver_class(parent).Options) if parent else {}
+        own = [f"{k}: {format_default(v)}," for k, v in mine.items()
+               if k not in COMMON and (k not in base or base[k] != v)]
+        if parent:
+            items.append(f"as {parent} except" if own else f"as {parent}")
+        items = items + own
+        items[-1] = items[-1].rstrip(",;")
+        lines += _wrap_items(items, f"  {name:<{pad}}", " " * (pad + 4), width)
+    return "\n".join(lines)
+
+
+def _wrap_items(items: list[str], first: str, indent: str, width: int) -> list[str]:
+    """Lines of at most ``width`` characters (unless one item is longer), breaking only between items, so
+    an option's name and its default stay on one line."""
+    lines, cur = [], first
+    for item in items:
+        if cur.strip() and len(cur) + 1 + len(item) > width:
+            lines.append(cur.rstrip())
+            cur = indent
+        cur += ("" if cur.isspace() or cur == first else " ") + item
+    return lines + [cur.rstrip()]
+
+
+# Hydra's default help with a section on the backends before the composed config. No "$" or "${" may appear
+# in the inserted text except Hydra's own placeholders: Hydra substitutes them and OmegaConf interpolates.
+HELP_TEMPLATE = """${hydra.help.header}
+== Configuration groups ==
+Compose your configuration from those groups (group=option)
+(solver: base_<name> are the schemas the YAML files extend; pick a name without base_)
+
+$APP_CONFIG_GROUPS
+
+== Solver backends: their own defaults ==
+Every backend takes seed (top level), solver.time_limit_s and solver.threads; the Config below shows the chosen
+backend only. Each option with its meaning: python -m solvers.describe NAME
+
+{backends}
+
+== Config ==
+Override anything in the config (foo.bar=value)
+
+$CONFIG
+
+${hydra.help.footer}
+"""
+
+
+def register_configs() -> None:
+    """Store the schemas in Hydra's ConfigStore (``base_config`` and ``solver/base_<name>``).
+
+    ``base_config`` also carries the help template (``hydra.help.template``): it is the one node of the
+    primary config's defaults list that this module owns, and a ``hydra`` key there is merged into Hydra's
+    own config (and dropped from the job's) like the one in ``conf/config.yaml``.
+    """
+    from hydra.core.config_store import ConfigStore
+    from omegaconf import OmegaConf, open_dict
+
+    base = OmegaConf.structured(RunSettings)
+    with open_dict(base):
+        base.hydra = {"help": {"template": HELP_TEMPLATE.replace("{backends}", backend_defaults_help())}}
     cs = ConfigStore.instance()
-    cs.store(name="base_config", node=RunSettings)
+    cs.store(name="base_config", node=base)
     for name, schema in SOLVER_SCHEMAS.items():
         cs.store(group="solver", name=f"base_{name}", node=schema)

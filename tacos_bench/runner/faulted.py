@@ -22,7 +22,8 @@ from typing import Any, Mapping
 from ..errors import ConfigError, TacosError
 from ..faults import Fault
 from ..problem import Problem
-from .stages import OPTIMAL_REL_TOL, ExportStageError, save_and_verify, solve_and_verify
+from .stages import OPTIMAL_REL_TOL, ExportStageError, gap_fields, save_and_verify, solve_and_verify
+from .summary import repair_note
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,7 @@ def run_with_fault(problem: Problem, fault: Fault, solver: str, options: Mapping
     fields.update(collective_time_us=T, repaired_time_us=T, link_utilization=ver.link_utilization)
     _rebound(problem, fault, fields, T)
     _scratch(problem, fault, solver, options, fields)
+    fields["repair_note"] = repair_note(fields)
     if export != "none":
         from .. import export as exporters
 
@@ -88,7 +90,7 @@ def _rebound(problem: Problem, fault: Fault, fields: dict[str, Any], T: float) -
         fields.update(lower_bound_us=None, lower_bound_source=None)
         return
     if lb:
-        fields.update(ratio_to_bound=T / lb, gap=T / lb - 1.0, gap_to_bound=T / lb - 1.0)
+        fields.update(gap_fields(T, lb))
         if T <= lb * (1 + OPTIMAL_REL_TOL):
             fields.update(status="optimal", optimality_proof="lower_bound")
 

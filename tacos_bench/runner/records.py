@@ -31,7 +31,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-STAGES = ("run", "config", "problem", "bounds", "solve", "save", "verify", "export", "env")
+# what fills a field, in run order (Field.stage names one); "fault" is a run with fault.at_us or at_fraction
+STAGES = ("run", "config", "problem", "bounds", "solve", "save", "verify", "fault", "export", "env")
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,14 @@ FIELDS: tuple[Field, ...] = (
     Field("lower_bound_source", "", "bounds", "which bound gave lower_bound_us (ingress, distance, cut, solver)"),
     Field("bounds_time_s", "s", "bounds", "time to compute the bounds"),
     Field("bounds_error", "", "bounds", "why the bounds failed (the run goes on)"),
+    Field("rs_lower_bound_us", "µs", "bounds", "All-Reduce only: best lower bound of its Reduce-Scatter phase alone "
+                                               "(the All-Gather bounds on the reversed topology)"),
+    Field("rs_lower_bound_source", "", "bounds", "which bound gave rs_lower_bound_us"),
+    Field("ag_lower_bound_us", "µs", "bounds", "All-Reduce only: best lower bound of its All-Gather phase alone"),
+    Field("ag_lower_bound_source", "", "bounds", "which bound gave ag_lower_bound_us"),
+    Field("phases_bound_sum_us", "µs", "bounds", "rs_lower_bound_us + ag_lower_bound_us: NOT a lower bound on the "
+                                                 "All-Reduce (its phases may overlap; docs/bounds.md), but no "
+                                                 "Reduce-Scatter then All-Gather after a barrier beats it"),
     # solve
     Field("status", "", "solve", "optimal | feasible | infeasible | no_solution | error; optimal whenever the "
                                  "verified time meets lower_bound_us"),
@@ -142,6 +151,7 @@ FIELDS: tuple[Field, ...] = (
     Field("scratch_error", "", "fault", "why there is no from-scratch comparison"),
     Field("repair_loss", "", "fault", "repaired_time_us / scratch_time_us - 1 (negative: the repair is faster)"),
     Field("repair_speedup", "", "fault", "scratch_synthesis_time_s / repair_synthesis_time_s"),
+    Field("repair_note", "", "fault", "why the repaired run beat the healthy schedule (null when it did not)"),
     # export
     Field("export_file", "", "export", "what the export wrote, in the run directory"),
     # outcome

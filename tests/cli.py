@@ -1,0 +1,50 @@
+"""How the tests run the command line: ``python run.py ...`` and ``python -m MODULE ...`` in a subprocess, as a
+user does, and, for a test that needs only a run's record and files, the same run in-process.
+
+The subprocess runs from the repository root with the test's own interpreter, output captured as text, and a
+timeout, so a hung run fails its test instead of the whole suite.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+TIMEOUT_S = 240
+
+
+def run_python(*argv, timeout: float | None = TIMEOUT_S, env: dict | None = None,
+               cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    """``python ARGV...`` from ``cwd`` (default: the repository root)."""
+    return subprocess.run([sys.executable, *map(str, argv)], check=False, cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def run_py(*args, **kw) -> subprocess.CompletedProcess:
+    """``python run.py ARGS...`` (Hydra overrides and flags), keywords as for :func:`run_python`."""
+    return run_python(ROOT / "run.py", *args, **kw)
+
+
+def run_module(module: str, *args, **kw) -> subprocess.CompletedProcess:
+    """``python -m MODULE ARGS...``, keywords as for :func:`run_python`."""
+    return run_python("-m", module, *args, **kw)
+
+
+def run_in_process(out_dir, *, solver: str = "greedy", topo: str = "mesh4x4", collective: str = "all_gather",
+                   seed: int = 0, **collective_overrides: Any) -> dict:
+    """What ``run.py solver=S topo=T collective=C collective.K=V seed=N hydra.run.dir=OUT`` records, without the
+    interpreter start and Hydra: the topology and collective come from their ``conf/`` files, the solver runs
+    with its own defaults. Returns the record; ``out_dir`` holds the run's files."""
+    import yaml
+
+    from tacos_bench.runner.pipeline import run_job
+
+    def conf(group: str, name: str) -> dict:
+        return yaml.safe_load((ROOT / "conf" / group / f"{name}.yaml").read_text())
+
+    cfg = {"solver": {"name": solver}, "topo": conf("topo", topo),
+           "collective": {**conf("collective", collective), **collective_overrides}, "seed": seed}
+    return run_job(cfg, out_dir)
