@@ -47,9 +47,12 @@ Status = Literal["optimal", "feasible", "infeasible", "no_solution", "error"]
 STATUSES: tuple[str, ...] = ("optimal", "feasible", "infeasible", "no_solution", "error")
 
 # Why a run stopped (SolveResult.stop_reason).
-STOP_REASONS = ("finished", "proved", "time_limit", "gap_limit", "error")
+# bound_met: no search ran because the warm start already met the lower bound (not a proof by search)
+STOP_REASONS = ("finished", "proved", "bound_met", "time_limit", "gap_limit", "error")
 # What produced the returned schedule (SolveResult.solution_source).
-SOURCES = ("heuristic", "model", "warm_start", "trivial")
+# list_schedule: an exact backend's own constructive start (no other backend's schedule), which its search
+# could not improve
+SOURCES = ("heuristic", "model", "list_schedule", "warm_start", "trivial")
 
 # Capability flags: what a backend can do, so callers never special-case names.
 CAP_ALL_GATHER = "all_gather"
@@ -79,7 +82,11 @@ class SolveResult:
     (not for a rounded model of it), or ``None``. ``stop_reason`` says why the
     run ended (:data:`STOP_REASONS`), ``solution_source`` what produced the
     schedule (:data:`SOURCES`), ``proof`` how optimality was established when
-    ``status == "optimal"`` (e.g. ``"solver"``, ``"lower_bound"``).
+    ``status == "optimal"`` (e.g. ``"solver"``, ``"lower_bound"``). Exact backends also say what their
+    optimum holds for (``optimality_scope``: ``"continuous"``, the problem the verifier checks, or ``"ten"``,
+    link times rounded up to the time-expanded network's steps), their model's ``time_resolution_us``, the
+    ``search_time_s`` and ``search_branches`` of the search alone, and an anytime ``trace`` of incumbent and
+    bound over time.
     """
 
     status: Status
@@ -93,6 +100,14 @@ class SolveResult:
     stop_reason: str = "finished"
     solution_source: str | None = "heuristic"
     proof: str | None = None
+    # exact backends: what "optimal" and best_bound_us hold for ("continuous" or "ten"), the model's time grid,
+    # how long the search itself ran and how far it went (branches or nodes)
+    optimality_scope: str | None = None
+    time_resolution_us: float | None = None
+    search_time_s: float | None = None
+    search_branches: int | None = None
+    # anytime trace: (seconds since solve() started, incumbent µs or None, bound µs or None), in time order
+    trace: tuple = ()
 
     def __post_init__(self):
         if self.status not in STATUSES:
@@ -101,6 +116,8 @@ class SolveResult:
             raise ValueError(f"stop_reason must be one of {STOP_REASONS}, got {self.stop_reason!r}")
         if self.solution_source is not None and self.solution_source not in SOURCES:
             raise ValueError(f"solution_source must be one of {SOURCES}, got {self.solution_source!r}")
+        if self.optimality_scope not in (None, "continuous", "ten"):
+            raise ValueError(f"optimality_scope must be continuous, ten or None, got {self.optimality_scope!r}")
 
 
 @dataclass(frozen=True)

@@ -643,6 +643,114 @@ def _sweep_main(argv) -> int:
     return 0
 
 
+# ------------------------------------------------------------------------------------------ anytime
+ANYTIME_CASE = ("topology", "collective", "chunks_per_npu", "buffer_mib", "root")
+
+
+def anytime_table(df, base: Path | None = None):
+    """Every run's anytime trace as one long table: the run's case and solver columns, then ``time_s``,
+    ``incumbent_us``, ``bound_us`` (:mod:`tacos_bench.anytime`); runs without a trace are left out.
+
+    ``base``: where relative ``output_dir`` values are resolved (the sweep directory).
+    """
+    import pandas as pd
+
+    parts = []
+    for _, row in df.iterrows():
+        name = row.get("anytime_file")
+        out_dir = row.get("output_dir")
+        if not isinstance(name, str) or not isinstance(out_dir, str):
+            continue
+        path = Path(out_dir) / name
+        if not path.is_file() and base is not None:
+            path = base / Path(out_dir).name / name
+        if not path.is_file():
+            continue
+        tr = pd.read_csv(path)
+        for k in ("solver", "options_not_applied", "p_solver_warm_start", "p_solver_model", "seed",
+                  *ANYTIME_CASE):
+            tr[k] = row.get(k)
+        parts.append(tr)
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def plot_anytime(df, path, *, logx: bool = False) -> Path:
+    """Incumbent (solid steps) and bound (dashed steps) against time, one panel per case, one colour per
+    backend (and warm/cold, model where the runs differ in them); the drawn points are written beside the
+    figure as ``<name>.csv``."""
+    plt = _plt()
+    path = Path(path)
+    case_cols = [c for c in ANYTIME_CASE if c in df.columns and df[c].nunique(dropna=False) > 1] or ["topology"]
+    series_cols = ["solver"] + [c for c in ("p_solver_warm_start", "p_solver_model", "seed")
+                                if c in df.columns and df[c].nunique(dropna=True) > 1]
+    cases = list(df.groupby(case_cols, dropna=False, sort=True))
+    ncol = min(3, len(cases))
+    nrow = -(-len(cases) // ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(5.2 * ncol, 3.6 * nrow), squeeze=False)
+    cmap = plt.get_cmap("tab10")
+    keys = sorted({tuple(str(v) for v in k) for k, _ in df.groupby(series_cols, dropna=False)})
+    colour = {k: cmap(i % 10) for i, k in enumerate(keys)}
+    for ax, (case, g) in zip(axes.flat, cases):
+        case = case if isinstance(case, tuple) else (case,)
+        for key, s in g.groupby(series_cols, dropna=False):
+            key = tuple(str(v) for v in (key if isinstance(key, tuple) else (key,)))
+            label = ", ".join(f"{c.replace('p_solver_', '')}={v}" if c != "solver" else v
+                              for c, v in zip(series_cols, key) if v not in ("nan", "None"))
+            s = s.sort_values("time_s")
+            inc = s.dropna(subset=["incumbent_us"])
+            bnd = s.dropna(subset=["bound_us"])
+            if len(inc):
+                ax.step(inc["time_s"], inc["incumbent_us"], where="post", color=colour[key], marker="o", ms=3,
+                        label=f"{label}: incumbent")
+            if len(bnd):
+                ax.step(bnd["time_s"], bnd["bound_us"], where="post", color=colour[key], ls="--", alpha=0.8,
+                        label=f"{label}: bound")
+        ax.set_title(", ".join(f"{c}={v}" for c, v in zip(case_cols, case)), fontsize=9)
+        ax.set_xlabel("time since solve() started (s)")
+        ax.set_ylabel("collective time (µs)")
+        if logx:
+            ax.set_xscale("log")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(cases):]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    cols = case_cols + series_cols + ["time_s", "incumbent_us", "bound_us"]
+    df[[c for c in cols if c in df.columns]].to_csv(path.with_suffix(".csv"), index=False)
+    return path
+
+
+def _anytime_main(argv) -> int:
+    """``python -m tacos_bench.plots anytime SWEEP_DIR [-o anytime.png] [--logx]``"""
+    import argparse
+    import sys
+
+    from .errors import TacosError
+
+    ap = argparse.ArgumentParser(prog="python -m tacos_bench.plots anytime", description=_anytime_main.__doc__)
+    ap.add_argument("sweep_dir", help="a sweep directory (results.parquet / results.csv and the runs' anytime.csv)")
+    ap.add_argument("-o", "--output", default=None, help="PNG to write (default: SWEEP_DIR/anytime.png)")
+    ap.add_argument("--logx", action="store_true")
+    a = ap.parse_args(argv)
+    try:
+        src = Path(a.sweep_dir)
+        _, df = _read_table(src)
+        long = anytime_table(df, src if src.is_dir() else src.parent)
+        if long.empty:
+            print(f"plots: error: no run in {src} has an anytime trace (exact backends and greedy restarts "
+                  "write anytime.csv)", file=sys.stderr)
+            return 2
+        out = plot_anytime(long, a.output or (src if src.is_dir() else src.parent) / "anytime.png", logx=a.logx)
+    except TacosError as e:
+        print(f"plots: error: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {out} and {out.with_suffix('.csv')}")
+    return 0
+
+
 def main(argv=None) -> int:
     """``python -m tacos_bench.plots RESULT_DIR [-o gantt.png]``: Gantt chart + utilization of a run;
     ``python -m tacos_bench.plots sweep SWEEP_DIR --x ... --y ... --hue ...``: a sweep's figure."""
@@ -654,6 +762,8 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] == "sweep":
         return _sweep_main(argv[1:])
+    if argv and argv[0] == "anytime":
+        return _anytime_main(argv[1:])
     if argv and argv[0] == "gantt":
         argv = argv[1:]
     ap = argparse.ArgumentParser(prog="python -m tacos_bench.plots", description=main.__doc__)

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -407,8 +407,10 @@ class WarmStart:
 
 
 def best_warm_start(ten: TimeExpandedNetwork, seed: int, use_greedy: bool,
-                    greedy_time_s: float | None) -> tuple[WarmStart, dict[str, Any]]:
-    """Best of the TEN list schedule and (if wanted) the greedy's rules (:func:`warm_rules`), snapped to the TEN."""
+                    greedy_time_s: float | None, greedy: list | None = None) -> tuple[WarmStart, dict[str, Any]]:
+    """Best of the TEN list schedule and (if wanted) the greedy's rules (:func:`warm_rules`), snapped to the TEN.
+
+    ``greedy``: the ``(label, schedule, note)`` of :func:`greedy_schedules` when the caller already has them."""
     info: dict[str, Any] = {}
     plan = ten.list_schedule()
     best = WarmStart(plan, ten.plan_makespan_steps(plan[1], plan[2]), "ten_list")
@@ -416,7 +418,8 @@ def best_warm_start(ten: TimeExpandedNetwork, seed: int, use_greedy: bool,
     if use_greedy:
         t0 = time.perf_counter()
         notes = []
-        for label, sched, note in greedy_schedules(ten.problem, seed, greedy_time_s):
+        found = greedy if greedy is not None else greedy_schedules(ten.problem, seed, greedy_time_s)
+        for label, sched, note in found:
             notes.append(f"{label}: {note}")
             if sched is None:
                 continue
@@ -460,6 +463,10 @@ class ModelOutcome:
     stats: dict[str, Any] = field(default_factory=dict)
     native: str = ""
     limit: str | None = None        # "time_limit" | "gap_limit" | None
+    # (perf_counter time, incumbent steps or None, bound steps or None) as the search went, where the solver
+    # reports it (CP-SAT's solution callback); branches or nodes explored, where it reports them
+    trace: list = field(default_factory=list)
+    branches: int | None = None
 
 
 def shared_status(status_map, native: str, has_solution: bool) -> str:
@@ -487,6 +494,11 @@ class AgResult:
     proof: str | None = None        # solver | lower_bound
     stop_reason: str = "proved"
     ten_exact: bool = True
+    # (perf_counter time, incumbent µs or None, bound µs or None); the grid and the search's own effort
+    trace: list = field(default_factory=list)
+    resolution_us: float | None = None
+    branches: int | None = None
+    scope: str | None = None        # continuous | ten; None: decided from ten_exact
 
 
 class _NoSchedule(Exception):
@@ -567,7 +579,24 @@ class ExactSolverBase(Solver):
         else:
             res = self._combine(problem, schedule, parts)
         res.stats["jit_warmup_s"] = jit_s
-        return res
+        return self._with_search_facts(res, parts, t_start)
+
+    @staticmethod
+    def _with_search_facts(res: SolveResult, parts: list[AgResult], t_start: float) -> SolveResult:
+        """The result with what every exact record says: scope, resolution, search time and effort, trace."""
+        uniq = list({id(p): p for p in parts}.values())
+        scopes = {p.scope or ("continuous" if p.ten_exact else "ten") for p in uniq}
+        scope = "ten" if "ten" in scopes else ("continuous" if scopes else None)
+        res_us = [p.resolution_us for p in uniq if p.resolution_us is not None]
+        branches = [p.branches for p in uniq if p.branches is not None]
+        # a phase's incumbents are not the collective's: a composed All-Reduce keeps only its final point
+        trace = [] if len(uniq) > 1 else [(max(0.0, t - t_start), inc, b) for t, inc, b in uniq[0].trace] if uniq \
+            else []
+        if res.schedule is not None:
+            trace.append((time.perf_counter() - t_start, res.schedule.makespan_us, res.best_bound_us))
+        return replace(res, optimality_scope=scope, time_resolution_us=min(res_us) if res_us else None,
+                       search_time_s=sum(p.solve_time_s for p in uniq), search_branches=sum(branches) if branches
+                       else None, trace=tuple(trace))
 
     def _merge_stats(self, parts: list[AgResult], problem: Problem) -> dict[str, Any]:
         stats: dict[str, Any] = {"backend_name": self.name, "subproblems": len(parts)}
@@ -632,19 +661,45 @@ class ExactSolverBase(Solver):
             stats.update(model_vars=0, model_constraints=0, objective_steps=0, bound_steps=0, source="trivial")
             return AgResult("optimal", Schedule.empty(), 0.0, 0.0, time.perf_counter() - t0, 0.0, stats,
                             source="trivial", proof="lower_bound")
+        lb_us, lb_src = continuous_lower_bound_us(problem)
+        greedy = None
+        if opts.warm_start and opts.horizon_steps is None:
+            # the warm start first, against the continuous bound: when it meets it, no model is built (a fixed
+            # horizon asks for the model itself)
+            remaining = None if deadline is None else max(0.0, deadline - time.perf_counter())
+            tg = time.perf_counter()
+            greedy = list(greedy_schedules(problem, opts.seed, None if remaining is None else 0.2 * remaining))
+            done_at = time.perf_counter()
+            stats["warm_greedy_time_s"] = done_at - tg
+            met = [(s.makespan_us, label, s) for label, s, _ in greedy
+                   if s is not None and lb_us is not None and s.makespan_us <= lb_us * (1 + 1e-9)]
+            stats["warm_greedy_note"] = "; ".join(f"{label}: {note}" for label, _, note in greedy)
+            if met:
+                T, label, sched = min(met, key=lambda m: m[0])
+                # the TEN this run would have built: its step, and the warm plan's length on it
+                step = float(opts.time_step_us or np.min(problem.link_time_us))
+                stats.update(model_vars=0, model_constraints=0, warm_source=label, lb_continuous_us=lb_us,
+                             lb_continuous_source=lb_src, source="warm_start", tau_us=step,
+                             warm_steps=int(math.ceil(T / step - 1e-9)),
+                             proof="the warm start meets the continuous lower bound: no search ran")
+                return AgResult("optimal", sched, T, lb_us, time.perf_counter() - t0, 0.0, stats,
+                                source="warm_start", proof="lower_bound", stop_reason="bound_met",
+                                trace=[(done_at, T, lb_us)], scope="continuous")
+        if getattr(opts, "model", None) == "continuous":
+            hint = min((s for _, s, _ in greedy or () if s is not None), key=lambda s: s.makespan_us, default=None)
+            return self._solve_copy_continuous(problem, deadline, opts, t0, stats, hint)
         ten = TimeExpandedNetwork.build(problem, opts.time_step_us, horizon_steps=1)
         tau = ten.tau_us
         stats.update(tau_us=tau, ten_exact=ten.exact, link_steps_max=int(ten.link_steps.max()))
         # --- lower bound (steps) -------------------------------------------------
         lb_ten = ten.lower_bound_steps()
-        lb_us, lb_src = continuous_lower_bound_us(problem)
         lb_cont = 0 if lb_us is None else int(math.ceil(lb_us / tau - 1e-9))
         lb = max(lb_ten, lb_cont)
         stats.update(lb_ten_steps=lb_ten, lb_continuous_us=lb_us, lb_continuous_source=lb_src, lb_steps=lb)
         # --- warm start / horizon ------------------------------------------------
         remaining = None if deadline is None else max(0.0, deadline - time.perf_counter())
         greedy_budget = None if remaining is None else 0.2 * remaining
-        warm, winfo = best_warm_start(ten, opts.seed, opts.warm_start, greedy_budget)
+        warm, winfo = best_warm_start(ten, opts.seed, opts.warm_start, greedy_budget, greedy)
         stats.update(winfo)
         U = warm.steps
         if opts.horizon_steps is not None:
@@ -672,7 +727,8 @@ class ExactSolverBase(Solver):
             build = time.perf_counter() - t0
             if use_warm:
                 return AgResult("optimal", warm_sched, U * tau, U * tau, build, 0.0, stats, source="warm_start",
-                                proof="lower_bound", **done)
+                                proof="lower_bound", stop_reason="bound_met", resolution_us=tau,
+                                trace=[(time.perf_counter(), U * tau, U * tau)], **done)
             return AgResult("infeasible", None, None, lb * tau, build, 0.0, stats,
                             f"horizon_steps={H} is below the lower bound of {lb} steps", **done)
         ten_h = ten.with_horizon(H)
@@ -697,7 +753,51 @@ class ExactSolverBase(Solver):
                      native_status=out.native)
         stats.update(out.stats)
         build = (time.perf_counter() - t0) - out.solve_time_s
-        return self._finish(model, out, warm_sched, U if use_warm else None, lb, stats, build)
+        r = self._finish(model, out, warm_sched, U if use_warm else None, lb, stats, build)
+        warm_point = [(t0 + stats.get("index_time_s", 0.0), U * tau, None)] if use_warm else []
+        return replace(r, resolution_us=tau, branches=out.branches,
+                       trace=warm_point + [(t, None if inc is None else inc * tau, None if b is None else b * tau)
+                                           for t, inc, b in out.trace])
+
+    def _solve_copy_continuous(self, problem: Problem, deadline: float | None, opts, t0: float,
+                               stats: dict[str, Any], hint: Schedule | None) -> AgResult:
+        """One copy collective with the continuous-time model (:mod:`solvers.exact.continuous`): warm from
+        ``hint`` (the best greedy schedule) or cold (the model's own list schedule, nothing from elsewhere)."""
+        from .continuous import solve_continuous
+
+        left = None if deadline is None else max(0.01, deadline - time.perf_counter())
+        workers = opts.num_workers or max(8, opts.num_threads)
+        call = time.perf_counter()
+        out = solve_continuous(problem, time_limit_s=left, num_workers=workers, seed=opts.seed, hint=hint,
+                               log=opts.log)
+        native = out.native_status
+        stats.update({f"continuous_{k}": v for k, v in out.stats.items() if isinstance(v, (int, float, str, bool))})
+        stats.update(model_status=native, native_status=native, time_unit_us=out.time_unit_us,
+                     exact_time=out.exact_time, source=out.solution_source, hinted=hint is not None)
+        exact = out.exact_time
+        proved = out.proved_optimal
+        if out.schedule is None:
+            status = {"INFEASIBLE": "infeasible", "MODEL_INVALID": "error"}.get(native, "no_solution")
+        else:
+            status = "optimal" if proved else "feasible"
+            if native in ("OPTIMAL", "BOUND_MET") and not exact:
+                stats["continuous_note"] = (f"optimal only for link times rounded up to {out.time_unit_us:g} µs; "
+                                            "not reported as the problem's optimum")
+        stop = {"OPTIMAL": "proved", "BOUND_MET": "bound_met", "TRIVIAL": "bound_met", "INFEASIBLE": "proved",
+                "MODEL_INVALID": "error"}.get(native, "time_limit")
+        if native == "OPTIMAL" and not proved:
+            stop = "proved"   # proved for the rounded grid: scope says which
+        source = {"model": "model", "list_schedule": "list_schedule", "hint": "warm_start"}.get(
+            out.solution_source or "", None if out.schedule is None else "model")
+        proof = None
+        if status == "optimal":
+            proof = "solver" if native == "OPTIMAL" else "lower_bound"
+        trace = [(call + t, inc, b) for t, inc, b in out.trace]
+        return AgResult(status, out.schedule, out.objective_us, out.best_bound_us if exact else None,
+                        time.perf_counter() - t0 - out.search_time_s, out.search_time_s, stats,
+                        source=source, proof=proof, stop_reason=stop, ten_exact=exact, trace=trace,
+                        resolution_us=out.time_unit_us, branches=out.stats.get("branches"),
+                        scope="continuous" if exact else "ten")
 
     def _finish(self, model: AgModel, out: ModelOutcome, warm_sched, warm_steps, lb, stats, build) -> AgResult:
         ten = model.ten

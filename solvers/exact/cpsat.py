@@ -53,7 +53,7 @@ from ..base import (CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_ALL_TO_ALL, CAP_BROADCAS
                    CAP_WARM_START)
 from ..options import option
 
-MODELS = ("auto", "time_indexed", "interval")
+MODELS = ("auto", "time_indexed", "interval", "continuous")
 DEFAULT_WORKERS = 8
 # CP-SAT status name -> shared status (with a solution; without one "feasible" becomes "no_solution")
 CPSAT_STATUS = {"OPTIMAL": "optimal", "FEASIBLE": "feasible", "INFEASIBLE": "infeasible",
@@ -62,8 +62,10 @@ CPSAT_STATUS = {"OPTIMAL": "optimal", "FEASIBLE": "feasible", "INFEASIBLE": "inf
 
 @dataclass(frozen=True)
 class CpSatOptions(ExactOptions):
-    model: str = option("auto", choices=MODELS, doc="formulation: time_indexed, interval, or auto (interval for "
-                                                    "gather, scatter and all_to_all, time_indexed otherwise)")
+    model: str = option("auto", choices=MODELS, doc="formulation: continuous (exact in time, no TEN: "
+                                                    "solvers.exact.continuous), or on the TEN time_indexed, "
+                                                    "interval, or auto (interval for gather, scatter and "
+                                                    "all_to_all, time_indexed otherwise)")
     num_workers: int | None = option(None, minimum=1, doc="CP-SAT workers (null: max(8, threads); fewer than 8 "
                                                           "rarely prove optimality, even on 2 cores)")
 
@@ -266,14 +268,25 @@ class CpSatSolver(ExactSolverBase):
         prm.random_seed = int(opts.seed) % 2147483647
         prm.relative_gap_limit = float(opts.mip_gap)
         prm.log_search_progress = bool(opts.log)
+        trace: list = []
+
+        class _Trace(cp_model.CpSolverSolutionCallback):
+            """Incumbent and bound at each improving solution (the anytime view)."""
+
+            def on_solution_callback(self):
+                trace.append((time.perf_counter(), float(self.objective_value), float(self.best_objective_bound)))
+
         t1 = time.perf_counter()
-        code = solver.solve(m)
+        code = solver.solve(m, _Trace())
         solve_s = time.perf_counter() - t1
         name = solver.status_name(code)
         stats = {"cpsat_status": name, "cpsat_model": formulation, "num_workers": workers,
                  "cpsat_conflicts": int(solver.num_conflicts), "cpsat_branches": int(solver.num_branches),
                  "cpsat_build_time_s": build}
         has_sol = code in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+        final_bound = float(solver.best_objective_bound)
+        if np.isfinite(final_bound):
+            trace.append((time.perf_counter(), float(solver.objective_value) if has_sol else None, final_bound))
         st = shared_status(CPSAT_STATUS, name, has_sol)
         # CP-SAT stops early only at its time limit or at the gap the user allowed
         limit = "time_limit" if name in ("FEASIBLE", "UNKNOWN") else None
@@ -284,11 +297,11 @@ class CpSatSolver(ExactSolverBase):
         if not has_sol:
             msg = f"CP-SAT model invalid: {m.validate()}" if name == "MODEL_INVALID" else ""
             return ModelOutcome(st, None, None, bound, nv, nc, build, solve_s, message=msg, stats=stats,
-                                native=name, limit=limit)
+                                native=name, limit=limit, trace=trace, branches=int(solver.num_branches))
         obj = int(round(solver.objective_value))
         if st == "optimal" and opts.mip_gap > 0:
             st, limit = "feasible", "gap_limit"  # optimal only up to the gap the user allowed
         if st == "optimal":
             bound = float(obj)
         return ModelOutcome(st, extract(solver), obj, bound, nv, nc, build, solve_s, stats=stats, native=name,
-                            limit=limit)
+                            limit=limit, trace=trace, branches=int(solver.num_branches))

@@ -422,5 +422,8 @@ class MilpSolver(ExactSolverBase):
                 bound = float(obj)  # proven at zero gap; the solver's bound may carry tolerance noise
             elif st == "optimal":
                 st = "feasible"  # optimal only up to the gap the user allowed
+        # neither HiGHS nor CBC reports incumbents to PuLP while it runs: the trace is the end state only
+        trace = [(time.perf_counter(), None if obj is None else float(obj), bound)]
         return ModelOutcome(st, xv, obj, bound, nv, nc, build, solve_s, stats=stats,
-                            native=f"{opts.backend}:{native}", limit=limit)
+                            native=f"{opts.backend}:{native}", limit=limit, trace=trace,
+                            branches=stats.get("mip_nodes"))

@@ -106,8 +106,21 @@ def _hydra_type(annotation):
     return Optional[typ] if optional else typ
 
 
+def foreign_options(name: str) -> list[str]:
+    """Options some other backend has and ``name`` has not (``warm_start`` for ``greedy``), sorted.
+
+    They are in every backend's schema, unset, so that one sweep can give an option to the backends that
+    have it (``-m solver=greedy,cpsat solver.warm_start=false``); a run records what did not apply to it
+    (``options_not_applied``) instead of failing. A name that no backend has is still rejected.
+    """
+    own = set(solver_class(name).Options.names())
+    every = {f for n in _REGISTRY for f in solver_class(n).Options.names()}
+    return sorted(every - own)
+
+
 def solver_schema(name: str) -> type:
-    """The structured config of solver ``name``: ``name`` plus its options except ``seed`` (top level)."""
+    """The structured config of solver ``name``: ``name``, its options except ``seed`` (top level), and every
+    other backend's options as unset, untyped fields (:func:`foreign_options`)."""
     opts = solver_class(name).Options
     hints = typing.get_type_hints(opts)
     fields = [("name", str, field(default=name))]
@@ -115,6 +128,8 @@ def solver_schema(name: str) -> type:
         if f.name == "seed":
             continue
         fields.append((f.name, _hydra_type(hints[f.name]), field(default=f.default)))
+    for other in foreign_options(name):
+        fields.append((other, Optional[Any], field(default=None)))
     cls_name = "".join(part.capitalize() for part in name.split("_")) + "Conf"
     cls = dataclasses.make_dataclass(cls_name, fields)
     cls.__module__ = __name__

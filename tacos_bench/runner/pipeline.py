@@ -50,7 +50,7 @@ def run_job(cfg: Mapping[str, Any], out_dir, *, choices: Mapping[str, Any] | Non
         seed = _seed(cfg.get("seed", defaults.seed))
     except ConfigError as e:  # recorded below like any other failure
         solver_cfg, topo_cfg, coll_cfg, seed, config_error = {}, {}, {}, None, e
-    options = {k: v for k, v in solver_cfg.items() if k != "name"}
+    options, not_applied = _own_options(solver_cfg)
     raw = {k: v for k, v in options.items() if k not in ("time_limit_s", "threads")}
     options["seed"] = seed
     export = str(cfg.get("export", defaults.export))
@@ -63,6 +63,7 @@ def run_job(cfg: Mapping[str, Any], out_dir, *, choices: Mapping[str, Any] | Non
         export=export,
         **flatten("choice_", {k: v for k, v in (choices or {}).items() if not k.startswith("hydra")}),
         **flatten("p_solver_", raw),  # as given; replaced by the validated values once parsed
+        options_not_applied=not_applied,
         topology=topo_cfg.get("name"),
         collective=coll_cfg.get("kind"),
         chunks_per_npu=coll_cfg.get("chunks_per_npu"),
@@ -101,6 +102,24 @@ def run_job(cfg: Mapping[str, Any], out_dir, *, choices: Mapping[str, Any] | Non
         (out_dir / rundir.TRACEBACK_FILE).write_text(traceback.format_exc())
     rundir.write_record(out_dir, rec)
     return rec
+
+
+def _own_options(solver_cfg: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """The options of the configured backend, and (as ``k=v,...``) those set for other backends only.
+
+    A sweep over several backends gives each option to those that have it (:func:`~tacos_bench.runner.conf.
+    foreign_options`); a name no backend has stays in the options, so the backend rejects it by name.
+    """
+    from .conf import foreign_options
+
+    options = {k: v for k, v in solver_cfg.items() if k != "name"}
+    try:
+        foreign = set(foreign_options(str(solver_cfg.get("name"))))
+    except Exception:  # an unknown backend: solving it reports that, with the names it could have been
+        return options, None
+    dropped = {k: options.pop(k) for k in sorted(foreign & set(options))}
+    given = [f"{k}={v}" for k, v in dropped.items() if v is not None]
+    return options, (",".join(given) or None)
 
 
 def _section(cfg: Mapping[str, Any], key: str) -> dict:

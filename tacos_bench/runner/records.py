@@ -65,6 +65,8 @@ FIELDS: tuple[Field, ...] = (
     Field("honours_time_limit", "", "config", "the backend stops at time_limit_s (false: runs to completion)"),
     Field("uses_threads", "", "config", "the backend uses more than one thread when asked"),
     Field("export", "", "config", "export format asked for (none, msccl, json, chakra, astra-sim)"),
+    Field("options_not_applied", "", "config", "options of the sweep that this backend does not have (k=v,...), "
+                                               "given to the backends that do; null when all applied"),
     # problem
     Field("topology", "", "problem", "topology name (a file's stem for `topo=file`)"),
     Field("topology_header_name", "", "problem", "the name a topology file declares, when it differs"),
@@ -103,8 +105,25 @@ FIELDS: tuple[Field, ...] = (
                                  "verified time meets lower_bound_us"),
     Field("optimality_proof", "", "solve", "why status is optimal: solver (its search proved it) or lower_bound "
                                            "(the verified time meets lower_bound_us)"),
-    Field("stop_reason", "", "solve", "finished (heuristic ran to completion), proved, time_limit, gap_limit, error"),
-    Field("solution_source", "", "solve", "what produced the schedule: heuristic, model, warm_start, trivial"),
+    Field("stop_reason", "", "solve", "finished (heuristic ran to completion), proved (the search proved it), "
+                                      "bound_met (no search ran: the warm start met the lower bound), time_limit, "
+                                      "gap_limit, error"),
+    Field("solution_source", "", "solve", "who found the schedule: heuristic, model (the exact search), warm_start "
+                                          "(the greedy / list schedule an exact backend started from), trivial"),
+    Field("optimality_scope", "", "solve", "what an exact backend's optimum and bound hold for: continuous (the "
+                                           "problem the verifier checks) or ten (link times rounded up to TEN "
+                                           "steps); null for heuristics"),
+    Field("time_resolution_us", "µs", "solve", "the time grid of an exact backend's model (TEN step, or the "
+                                               "continuous model's unit); null for heuristics"),
+    Field("search_time_s", "s", "solve", "seconds an exact backend's search ran (0: no search, the warm start met "
+                                         "the bound)"),
+    Field("search_branches", "", "solve", "branches (CP-SAT) or nodes (MILP, where the interface reports them) "
+                                          "the search explored"),
+    Field("anytime_file", "", "solve", "incumbent and bound over time (anytime.csv in the run directory)"),
+    Field("time_to_final_incumbent_s", "s", "solve", "when the returned schedule's time was first reached"),
+    Field("time_to_1pct_s", "s", "solve", "when an incumbent first came within 1 % of the final one"),
+    Field("primal_integral", "", "solve", "integral over the run of the relative gap of the incumbent to the final "
+                                          "time (1 before the first incumbent), in seconds"),
     Field("objective_us", "µs", "solve", "what the backend optimized (exact: the TEN makespan)"),
     Field("best_bound_us", "µs", "solve", "the backend's own proven bound for this problem (already folded into "
                                           "lower_bound_us); null when it has none"),

@@ -30,6 +30,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from .. import rundir
+from ..anytime import summarize, write_trace
 from ..collective import ALL_GATHER, ALL_REDUCE, Collective
 from ..errors import CollectiveError, ConfigError, TacosError
 from ..problem import Problem
@@ -271,7 +272,9 @@ def solve_and_verify(problem: Problem, solver: str, options: Mapping[str, Any] |
     fields.update(status=result.status, objective_us=result.objective_us, best_bound_us=result.best_bound_us,
                   build_time_s=result.build_time_s, solve_time_s=result.solve_time_s,
                   stop_reason=result.stop_reason, solution_source=result.solution_source,
-                  optimality_proof=result.proof if result.status == "optimal" else None)
+                  optimality_proof=result.proof if result.status == "optimal" else None,
+                  optimality_scope=result.optimality_scope, time_resolution_us=result.time_resolution_us,
+                  search_time_s=result.search_time_s, search_branches=result.search_branches)
     stats = dict(result.stats)
     fields["jit_warmup_s"] += float(stats.pop("jit_warmup_s", 0.0) or 0.0)
     fields.update(_scalar_stats(stats))
@@ -298,6 +301,10 @@ def solve_and_verify(problem: Problem, solver: str, options: Mapping[str, Any] |
         return fields, sched
     T = ver.collective_time_us
     fields.update(collective_time_us=T, link_utilization=ver.link_utilization)
+    if result.trace:
+        fields.update(summarize(result.trace, T, fields["synthesis_time_s"]))
+        if out_dir is not None:
+            fields["anytime_file"] = write_trace(result.trace, out_dir).name
     lb = fields.get("lower_bound_us")
     if lb:
         fields.update(gap_fields(T, lb))

@@ -32,6 +32,44 @@ from typing import Any, Mapping
 AT_REL_TOL = 1e-9
 
 
+def _why(rec: Mapping[str, Any]) -> list[str]:
+    """What decided the status, in words: who found the schedule and what the search proved.
+
+    >>> _why({"status": "optimal", "optimality_proof": "lower_bound", "solution_source": "warm_start",
+    ...       "stop_reason": "bound_met"})
+    ['it meets the lower bound', "the schedule is the warm start's (the heuristic): no search ran"]
+    >>> _why({"status": "feasible", "solution_source": "model", "stop_reason": "time_limit",
+    ...       "optimality_scope": "continuous", "search_time_s": 60.2, "search_branches": 12345})
+    ['found by the search', 'stopped at the time limit after 60.2 s of search, 12345 branches']
+    """
+    why = []
+    if rec.get("status") == "optimal":
+        why.append("the solver proved it" if rec.get("optimality_proof") == "solver" else "it meets the lower bound")
+        if rec.get("optimality_scope") == "ten":  # never happens by construction; said if it ever did
+            why.append("on the TEN's rounded link times only")
+    source, stop = rec.get("solution_source"), rec.get("stop_reason")
+    if source == "warm_start":
+        why.append("the schedule is the warm start's (the heuristic)"
+                   + (": no search ran" if stop == "bound_met" else ": the search found nothing better"))
+    elif source == "model":
+        why.append("found by the search")
+    elif source == "list_schedule":
+        why.append("the exact model's own list schedule" + (" met the bound: no search ran" if stop == "bound_met"
+                                                            else ", which the search did not improve"))
+    effort = ""
+    if rec.get("search_time_s") and stop != "bound_met":
+        effort = f" after {rec['search_time_s']:.1f} s of search" + (
+            f", {rec['search_branches']} branches" if rec.get("search_branches") else "")
+    if stop in ("time_limit", "gap_limit"):
+        why.append(f"stopped at the {stop.replace('_', ' ')}{effort}")
+    elif stop == "proved" and effort:
+        why.append("proved" + effort)
+    if rec.get("optimality_scope") == "ten" and rec.get("status") != "optimal":
+        why.append("the model rounds link times up to TEN steps of "
+                   f"{rec.get('time_resolution_us') or 0:.4g} µs: its bound holds for those only")
+    return why
+
+
 def summary_line(rec: Mapping[str, Any]) -> str:
     """The one line a user reads after a run: time, bound, status and what decided it.
 
@@ -62,14 +100,7 @@ def summary_line(rec: Mapping[str, Any]) -> str:
         bound = "no lower bound"
     if phases:
         bound += f", {phases}"
-    why = []
-    if rec.get("status") == "optimal":
-        why.append("the solver proved it" if rec.get("optimality_proof") == "solver" else "it meets the lower bound")
-    if rec.get("solution_source") == "warm_start":
-        why.append("schedule from the warm start")
-    if rec.get("stop_reason") in ("time_limit", "gap_limit"):
-        why.append(f"stopped at the {rec['stop_reason'].replace('_', ' ')}")
-    status = rec["status"] + (f" ({'; '.join(why)})" if why else "")
+    status = rec["status"] + (f" ({'; '.join(_why(rec))})" if _why(rec) else "")
     jit = rec.get("jit_warmup_s") or 0.0
     compile_note = f"; one-off JIT compile {jit:.1f} s before it" if jit >= 0.5 else ""
     fault = ""
