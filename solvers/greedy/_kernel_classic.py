@@ -16,25 +16,24 @@ Data layout
   and the random order draws a uniform candidate in O(blocks + words per block)
   without listing them (:func:`_select`).
 * Arrival logs (window mode, ``window > 0``): ``log[u, :loglen[u]]`` are the
-  chunks ``u`` holds in arrival order; link ``l`` keeps a pointer ``lptr[l]``
+  chunks ``u`` holds in arrival order; link ``l`` keeps a position ``log_pos[l]``
   past the prefix its receiver no longer needs and offers the first ``window``
-  entries still needed.
-* Event queue: :mod:`solvers.greedy._kernel_common` (one FIFO ring per link-time class).
-  Ring entries are ``(link, generation, end)``; a preempted transfer leaves a
+  entries still needed (:class:`Window`).
+* Event queue: :class:`~solvers.greedy._kernel_common.EventQueue` (one FIFO ring per link-time class).
+  Ring entries are ``(link, generation, end)`` (:class:`RingEntry`); a preempted transfer leaves a
   stale entry that the generation check skips.
-* Finished transfers are appended to the ``out_*`` buffers at their arrival,
+* Finished transfers are appended to the output buffers (``out``) at their arrival,
   when it is known whether they were the first copy; the caller drains the
   buffers between slices (``ST_FLUSH``), so their size does not grow with the
   schedule.
 
-State is passed as a few tuples of arrays (unpacked for free inside the kernel):
-``topo = (lsrc, ldst, ltime, lclass, in_ptr, in_order, out_ptr)``,
-``rules = (chunk_order, link_tiebreak, matching, duplicates, preempt, window)``,
-``st = (H, R, cur_chunk, cur_start, busy_until, gen)``, ``counts = (wc, bc, tot)``,
-``win = (log, loglen, lptr)``, ``q = (q_link, q_gen, q_end, r_off, r_cap, r_head, r_size,
-cheap, cpos, csize, chead, cprio)``, ``order = (copies, cnt, rmax, arr_time, dist, src_of)``,
-``out = (out_chunk, out_link, out_start, out_end)`` and the scratch ``ws``
-(:func:`make_workspace`). The event loop is resumable: :data:`run_counted_random`
+State is passed as a few named tuples of arrays: the links
+(:class:`~solvers.greedy._kernel_common.Links`), the options (:class:`Rules`), the holdings and the
+links' transfers (:class:`State`), the candidate counts (:class:`Counts`), the arrival logs
+(:class:`Window`), what the chunk orders rank by (:class:`ChunkKeys`), the event queue
+(:class:`~solvers.greedy._kernel_common.EventQueue`), the output
+(:class:`~solvers.greedy._kernel_common.Transfers`) and the scratch (:class:`Workspace`,
+:func:`make_workspace`). The event loop is resumable: :data:`run_counted_random`
 and :data:`run_listed` (the same loop, compiled for the two matching paths so a
 run compiles only what it uses) process at most ``max_events`` event times and
 return with all state left in their arrays. They allocate nothing and run with
@@ -46,15 +45,18 @@ tie-break ``TIE_*``, matching ``MATCH_*``, return status ``ST_*``.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
 from ._kernel_common import (ST_DONE, ST_FLUSH, ST_SLICE, ST_STUCK, TIE_EARLIEST, TIE_LOWEST, TIE_RANDOM, U0, U1,
-                             below, class_advance, class_open, ctz, has_bit, popcount, ring_pop, ring_slot)
+                             below, class_advance, class_open, ctz, has_bit, next_end, popcount, ring_pop, ring_slot)
 
-__all__ = ["ORDER_RANDOM", "ORDER_RAREST", "ORDER_FARTHEST", "ORDER_OLDEST", "TIE_EARLIEST", "TIE_RANDOM",
-           "TIE_LOWEST", "MATCH_GREEDY", "MATCH_MAXIMUM", "ST_DONE", "ST_SLICE", "ST_FLUSH", "ST_STUCK",
-           "BLOCK_WORDS", "init_counts", "make_workspace", "run_counted_random", "run_listed", "uses_counted_random"]
+__all__ = ["BLOCK_WORDS", "MATCH_GREEDY", "MATCH_MAXIMUM", "ORDER_FARTHEST", "ORDER_OLDEST", "ORDER_RANDOM",
+           "ORDER_RAREST", "ST_DONE", "ST_FLUSH", "ST_SLICE", "ST_STUCK", "TIE_EARLIEST", "TIE_LOWEST", "TIE_RANDOM",
+           "ChunkKeys", "Counts", "RingEntry", "Rules", "State", "Window", "Workspace", "init_counts", "make_workspace",
+           "run_counted_random", "run_listed", "uses_counted_random"]
 
 ORDER_RANDOM, ORDER_RAREST, ORDER_FARTHEST, ORDER_OLDEST = 0, 1, 2, 3
 MATCH_GREEDY, MATCH_MAXIMUM = 0, 1
@@ -71,6 +73,87 @@ BLOCK_SHIFT = 5            # blocks of 32 bitset words (2048 chunks) in the cand
 BLOCK_WORDS = 1 << BLOCK_SHIFT
 
 
+class Rules(NamedTuple):
+    """The options of a run, as the integer codes and flags the kernel branches on."""
+
+    chunk_order: int     # ORDER_*
+    link_tiebreak: int   # TIE_*
+    matching: int        # MATCH_*
+    duplicates: bool     # a faster link may send a chunk already in flight to its receiver
+    preempt: bool        # ... and the slower copy is withdrawn
+    window: int          # 0: candidates from the exact counts; k > 0: the first k needed arrivals of a log
+
+
+class State(NamedTuple):
+    """What the NPUs hold and what each link carries (``H`` and ``R`` in the code are the first two)."""
+
+    held: np.ndarray        # uint64 [N, W]: bitsets of the chunks each NPU holds
+    receiving: np.ndarray   # uint64 [N, W]: chunks whose first copy is in flight to the NPU
+    cur_chunk: np.ndarray   # int64 [M]: chunk in flight on each link, -1 idle
+    cur_start: np.ndarray   # float64 [M]: its start time
+    busy_until: np.ndarray  # float64 [M]: its end time
+    gen: np.ndarray         # int64 [M]: transfers started on the link (tells a preempted ring entry from a live one)
+
+
+class Counts(NamedTuple):
+    """Candidates of each link ``l = u->v`` (``H[u] & ~(H[v] | R[v])``), exact in counted mode (``window == 0``);
+    one-element stand-ins otherwise. ``wc``, ``bc`` and ``tot`` in the code."""
+
+    per_word: np.ndarray    # uint8 [M, W]: in each bitset word
+    per_block: np.ndarray   # uint16 [M, blocks]: in each block of BLOCK_WORDS words
+    total: np.ndarray       # int64 [M]
+
+
+class Window(NamedTuple):
+    """Arrival logs of window mode (``window > 0``); one-element stand-ins otherwise."""
+
+    log: np.ndarray         # int32 [N, C]: the chunks each NPU holds, in arrival order
+    log_len: np.ndarray     # int64 [N]
+    log_pos: np.ndarray     # int64 [M]: position in the sender's log before which the receiver needs nothing
+
+
+class ChunkKeys(NamedTuple):
+    """What the chunk orders rank by (``rarest``, ``farthest``, ``oldest``); one-element stand-ins for an
+    order that does not use a field."""
+
+    copies: np.ndarray      # int32 [C]: NPUs holding or receiving each chunk
+    need_at: np.ndarray     # int32 [C, hops]: NPUs at each hop distance from its source without it (or it in flight)
+    max_need: np.ndarray    # int32 [C]: the largest such distance
+    arrival: np.ndarray     # float64 [N, C]: when each NPU got each chunk (inf: not yet)
+    hops: np.ndarray        # int32 [N, N]: hop distances
+    src_of: np.ndarray      # int64 [C]: the source of each chunk
+
+
+class RingEntry(NamedTuple):
+    """The per-slot arrays of the event queue besides the end time."""
+
+    link: np.ndarray        # int64: the link of the transfer
+    gen: np.ndarray         # int64: the link's generation when it started (a mismatch: withdrawn)
+
+
+class Workspace(NamedTuple):
+    """Scratch of the event loop, allocated once per run (:func:`make_workspace`). ``d``: the largest
+    in-degree; ``C64``: chunks rounded up to whole bitset words; a destination's free in-links are addressed
+    by their local index ``i`` (link id ``free_links[i]``), its candidates by their list index ``j``."""
+
+    free_links: np.ndarray  # int64 [d]: the destination's idle in-links
+    link_cand: np.ndarray   # int64 [d]: candidate given to each free in-link, -1 none
+    link_chunk: np.ndarray  # int64 [d]: chunk given to each free in-link, -1 none
+    claimed: np.ndarray     # bool [d]: that chunk's first copy was already claimed
+    slot: np.ndarray        # int64 [C64]: list index of a chunk, -1 none (reset after each matching)
+    cand: np.ndarray        # int64 [C64]: the listed chunks
+    key: np.ndarray         # float64 [C64]: their priority key (smaller first)
+    carriers: np.ndarray    # uint64 [C64, words of d]: bit i = free in-link i can carry candidate j
+    cand_link: np.ndarray   # int64 [C64]: free in-link a candidate went to, -1 none
+    alive: np.ndarray       # int64 [C64]: candidates still worth a look
+    unmatched: np.ndarray   # uint64 [words of d]: bit i = free in-link i not yet matched
+    bfs_queue: np.ndarray   # int64 [d]
+    bfs_parent: np.ndarray  # int64 [d]
+    bfs_seen: np.ndarray    # bool [d]
+    dirty: np.ndarray       # int64 [N]: destinations to match at this event
+    is_dirty: np.ndarray    # bool [N]
+
+
 # ---------------------------------------------------------------------------- candidate counts
 @njit(cache=True, inline="always")
 def _count_add(wc, bc, tot, l, w, delta):
@@ -80,8 +163,11 @@ def _count_add(wc, bc, tot, l, w, delta):
 
 
 @njit(cache=True, _nrt=False)
-def init_counts(lsrc, ldst, H, R, wc, bc, tot):
+def init_counts(links, st, counts):
     """Candidate counts of the initial state (every link may offer what its sender starts with)."""
+    lsrc, ldst = links.src, links.dst
+    H, R = st.held, st.receiving
+    wc, bc, tot = counts.per_word, counts.per_block, counts.total
     W = H.shape[1]
     for l in range(lsrc.shape[0]):
         u = lsrc[l]
@@ -118,12 +204,12 @@ def _holds(H, x, c):
 
 
 @njit(cache=True, inline="always")
-def _claim(v, c, N, topo, st, counts, counted, order, chunk_order):
+def _claim(v, c, N, links, st, counts, counted, keys, chunk_order):
     """The first copy of chunk ``c`` to ``v`` starts: ``v`` is now receiving it."""
-    lsrc, ldst, ltime, lclass, in_ptr, in_order, out_ptr = topo
-    H, R = st[0], st[1]
-    wc, bc, tot = counts
-    copies, cnt, rmax, arr_time, dist, src_of = order
+    lsrc, in_ptr, in_order = links.src, links.in_ptr, links.in_order
+    H, R = st.held, st.receiving
+    wc, bc, tot = counts.per_word, counts.per_block, counts.total
+    copies, cnt, rmax, dist, src_of = keys.copies, keys.need_at, keys.max_need, keys.hops, keys.src_of
     w = c >> 6
     bit = U1 << np.uint64(c & 63)
     R[v, w] |= bit
@@ -198,10 +284,10 @@ def _pick_link(j, cmask, free, F, ltime, link_tiebreak, k, rng):
 
 # ---------------------------------------------------------------------------- candidate lists
 @njit(cache=True, inline="always")
-def _add_candidate(c, i, v, N, chunk_order, src, ws, nc, order):
+def _add_candidate(c, i, v, N, chunk_order, src, ws, nc, keys):
     """Record that free in-link ``i`` (from ``src``) can carry chunk ``c``; returns the new count."""
-    slot, cand, ckey, cmask, casg = ws[4], ws[5], ws[6], ws[7], ws[8]
-    copies, cnt, rmax, arr_time, dist, src_of = order
+    slot, cand, ckey, cmask, casg = ws.slot, ws.cand, ws.key, ws.carriers, ws.cand_link
+    copies, rmax, arr_time, dist, src_of = keys.copies, keys.max_need, keys.arrival, keys.hops, keys.src_of
     j = slot[c]
     if j < 0:
         j = nc
@@ -279,11 +365,11 @@ def _augmenting_path(a, k, listed, assign, F, lsrc, H, tot, cmask, casg, ckey, n
 
 # ---------------------------------------------------------------------------- matching one destination
 @njit(cache=True, inline="always")
-def _free_links(v, topo, st, ws):
+def _free_links(v, links, st, ws):
     """Collect ``v``'s idle in-links into ``F``; returns ``(k, busy)`` (busy: some in-link is not idle)."""
-    in_ptr, in_order = topo[4], topo[5]
-    cur_chunk = st[2]
-    F, achunk, rdone = ws[0], ws[2], ws[3]
+    in_ptr, in_order = links.in_ptr, links.in_order
+    cur_chunk = st.cur_chunk
+    F, achunk, rdone = ws.free_links, ws.link_chunk, ws.claimed
     k = 0
     busy = False
     for j in range(in_ptr[v], in_ptr[v + 1]):
@@ -299,21 +385,21 @@ def _free_links(v, topo, st, ws):
 
 
 @njit(cache=True, _nrt=False)
-def _match_dirty_counted(ndirty, t, N, topo, rules, st, counts, win, order, q, ws, rng, ctr, fst):
+def _match_dirty_counted(ndirty, t, N, links, rules, st, counts, win, keys, q, ws, rng, ctr, fst):
     """The matchings of one event, random order from the counts: per dirty destination, draw (link,
     candidate) uniformly and keep a chunk offered by ``m`` free links with probability ``1/m`` (uniform over
     distinct chunks); augmenting paths for ``maximum``; then start the transfers. (No duplicates here, so
     nothing is ever preempted.)"""
-    lsrc, ltime = topo[0], topo[2]
-    chunk_order, link_tiebreak, matching = rules[0], rules[1], rules[2]
-    H, R = st[0], st[1]
-    wc, bc, tot = counts
-    F, achunk, rdone = ws[0], ws[2], ws[3]
-    dirty, is_dirty = ws[14], ws[15]
+    lsrc, ltime = links.src, links.time
+    chunk_order, link_tiebreak, matching = rules.chunk_order, rules.link_tiebreak, rules.matching
+    H, R = st.held, st.receiving
+    wc, bc, tot = counts.per_word, counts.per_block, counts.total
+    F, achunk, rdone = ws.free_links, ws.link_chunk, ws.claimed
+    dirty, is_dirty = ws.dirty, ws.is_dirty
     for di in range(ndirty):
         v = dirty[di]
         is_dirty[v] = False
-        k, _ = _free_links(v, topo, st, ws)
+        k, _ = _free_links(v, links, st, ws)
         if k == 0:
             continue
         nfree = k
@@ -349,41 +435,41 @@ def _match_dirty_counted(ndirty, t, N, topo, rules, st, counts, win, order, q, w
             achunk[i] = c
             rdone[i] = True
             nfree -= 1
-            _claim(v, c, N, topo, st, counts, True, order, chunk_order)
+            _claim(v, c, N, links, st, counts, True, keys, chunk_order)
         if matching == MATCH_MAXIMUM and nfree > 0:
             # augmenting paths: an idle link takes the chunk of a link that can take a fresh one
             for a in range(k):
                 if achunk[a] >= 0:
                     continue
-                end, _ = _augmenting_path(a, k, False, achunk, F, lsrc, H, tot, ws[7], ws[8], ws[6], 0, ws[11],
-                                          ws[12], ws[13], rng)
+                end, _ = _augmenting_path(a, k, False, achunk, F, lsrc, H, tot, ws.carriers, ws.cand_link, ws.key,
+                                          0, ws.bfs_queue, ws.bfs_parent, ws.bfs_seen, rng)
                 if end < 0:
                     continue
                 c = _select(F[end], below(rng, tot[F[end]]), lsrc[F[end]], v, H, R, wc, bc)
-                _claim(v, c, N, topo, st, counts, True, order, chunk_order)
+                _claim(v, c, N, links, st, counts, True, keys, chunk_order)
                 i = end
                 while True:
                     prev = achunk[i]
                     achunk[i] = c
                     rdone[i] = True
-                    p = ws[12][i]
+                    p = ws.bfs_parent[i]
                     if p < 0:
                         break
                     c = prev
                     i = p
                 ctr[C_AUGMENTED] += 1
-        _commit(v, k, t, N, topo, rules, st, counts, order, q, ws, ctr, fst)
+        _commit(v, k, t, N, links, rules, st, counts, keys, q, ws, ctr, fst)
 
 
 @njit(cache=True, inline="always")
-def _list_candidates(v, k, busy, t, N, topo, rules, st, counts, win, order, ws, ctr):
+def _list_candidates(v, k, busy, t, N, links, rules, st, counts, win, keys, ws, ctr):
     """The candidates of ``v``'s free in-links as a list (``cand``, ``ckey``, ``cmask``); returns their count."""
-    lsrc, ltime, in_ptr, in_order = topo[0], topo[2], topo[4], topo[5]
-    chunk_order, duplicates, window = rules[0], rules[3], rules[5]
-    H, R, cur_chunk, busy_until = st[0], st[1], st[2], st[4]
-    wc, bc, tot = counts
-    log, loglen, lptr = win
-    F = ws[0]
+    lsrc, ltime, in_ptr, in_order = links.src, links.time, links.in_ptr, links.in_order
+    chunk_order, duplicates, window = rules.chunk_order, rules.duplicates, rules.window
+    H, R, cur_chunk, busy_until = st.held, st.receiving, st.cur_chunk, st.busy_until
+    wc, bc, tot = counts.per_word, counts.per_block, counts.total
+    log, loglen, lptr = win.log, win.log_len, win.log_pos
+    F = ws.free_links
     counted = window == 0
     Hv = H[v]
     Rv = R[v]
@@ -407,7 +493,7 @@ def _list_candidates(v, k, busy, t, N, topo, rules, st, counts, win, order, ws, 
                     continue
                 prefix = False
                 found += 1
-                nc = _add_candidate(c, i, v, N, chunk_order, u, ws, nc, order)
+                nc = _add_candidate(c, i, v, N, chunk_order, u, ws, nc, keys)
             ctr[C_SCANNED] += q - q0
             continue
         if tot[l] == 0:
@@ -425,7 +511,7 @@ def _list_candidates(v, k, busy, t, N, topo, rules, st, counts, win, order, ws, 
                 while x != U0:
                     c = (w << 6) + np.int64(ctz(x))
                     x &= x - U1
-                    nc = _add_candidate(c, i, v, N, chunk_order, u, ws, nc, order)
+                    nc = _add_candidate(c, i, v, N, chunk_order, u, ws, nc, keys)
     if duplicates and busy:
         # a chunk in flight to v may be sent again over a link that delivers it strictly earlier
         for j in range(in_ptr[v], in_ptr[v + 1]):
@@ -441,18 +527,19 @@ def _list_candidates(v, k, busy, t, N, topo, rules, st, counts, win, order, ws, 
             for i in range(k):
                 u = lsrc[F[i]]
                 if t + ltime[F[i]] < first_end and has_bit(H[u], c):
-                    nc = _add_candidate(c, i, v, N, chunk_order, u, ws, nc, order)
+                    nc = _add_candidate(c, i, v, N, chunk_order, u, ws, nc, keys)
     return nc
 
 
 @njit(cache=True, inline="always")
-def _match_listed(v, k, nc, topo, rules, st, counts, ws, rng, ctr):
+def _match_listed(v, k, nc, links, rules, st, counts, ws, rng, ctr):
     """Match the listed candidates to free in-links: greedy in chunk order, then augmenting paths for
     ``maximum``; the chunks given to each link end up in ``achunk``."""
-    ltime = topo[2]
-    chunk_order, link_tiebreak, matching = rules[0], rules[1], rules[2]
-    F, asg, achunk = ws[0], ws[1], ws[2]
-    slot, cand, ckey, cmask, casg, alive, free = ws[4], ws[5], ws[6], ws[7], ws[8], ws[9], ws[10]
+    ltime = links.time
+    chunk_order, link_tiebreak, matching = rules.chunk_order, rules.link_tiebreak, rules.matching
+    F, asg, achunk = ws.free_links, ws.link_cand, ws.link_chunk
+    slot, cand, ckey, cmask, casg = ws.slot, ws.cand, ws.key, ws.carriers, ws.cand_link
+    alive, free = ws.alive, ws.unmatched
     ctr[C_MATCHES] += 1
     ctr[C_CANDIDATES] += nc
     for q in range(free.shape[0]):
@@ -505,8 +592,8 @@ def _match_listed(v, k, nc, topo, rules, st, counts, ws, rng, ctr):
         for a in range(k):
             if asg[a] >= 0:
                 continue
-            end, j = _augmenting_path(a, k, True, asg, F, topo[0], st[0], counts[2], cmask, casg, ckey, nc,
-                                      ws[11], ws[12], ws[13], rng)
+            end, j = _augmenting_path(a, k, True, asg, F, links.src, st.held, counts.total, cmask, casg, ckey, nc,
+                                      ws.bfs_queue, ws.bfs_parent, ws.bfs_seen, rng)
             if end < 0:
                 continue
             i = end
@@ -514,7 +601,7 @@ def _match_listed(v, k, nc, topo, rules, st, counts, ws, rng, ctr):
                 prev = asg[i]
                 asg[i] = j
                 casg[j] = i
-                p = ws[12][i]
+                p = ws.bfs_parent[i]
                 if p < 0:
                     break
                 j = prev
@@ -531,7 +618,8 @@ def _match_listed(v, k, nc, topo, rules, st, counts, ws, rng, ctr):
 def _ring_push(q, kc, l, g, end_t, gen, cur_chunk):
     """Append ``(link, generation, end)`` to class ``kc``'s ring; a ring full of entries left stale by
     preemption is squeezed first."""
-    q_link, q_gen, q_end, r_off, r_cap, r_head, r_size = q[0], q[1], q[2], q[3], q[4], q[5], q[6]
+    q_link, q_gen, q_end = q.entry.link, q.entry.gen, q.end
+    r_off, r_cap, r_head, r_size = q.ring_off, q.ring_cap, q.ring_head, q.ring_size
     if r_size[kc] == r_cap[kc]:
         off, cap, h, n = r_off[kc], r_cap[kc], r_head[kc], r_size[kc]
         j = 0
@@ -545,19 +633,20 @@ def _ring_push(q, kc, l, g, end_t, gen, cur_chunk):
                 q_end[d] = q_end[s]
                 j += 1
         r_size[kc] = j
-    s = ring_slot(r_off, r_cap, r_head, r_size, kc)
+    s = ring_slot(q, kc)
     q_link[s] = l
     q_gen[s] = g
     q_end[s] = end_t
 
 
 @njit(cache=True, inline="always")
-def _commit(v, k, t, N, topo, rules, st, counts, order, q, ws, ctr, fst):
+def _commit(v, k, t, N, links, rules, st, counts, keys, q, ws, ctr, fst):
     """Start the matched transfers at ``t``; returns True when a slower copy in flight was withdrawn."""
-    ltime, lclass, in_ptr, in_order = topo[2], topo[3], topo[4], topo[5]
-    chunk_order, preempt, window = rules[0], rules[4], rules[5]
-    H, R, cur_chunk, cur_start, busy_until, gen = st
-    F, achunk, rdone = ws[0], ws[2], ws[3]
+    ltime, in_ptr, in_order = links.time, links.in_ptr, links.in_order
+    lclass = q.class_of
+    chunk_order, preempt, window = rules.chunk_order, rules.preempt, rules.window
+    R, cur_chunk, cur_start, busy_until, gen = st.receiving, st.cur_chunk, st.cur_start, st.busy_until, st.gen
+    F, achunk, rdone = ws.free_links, ws.link_chunk, ws.claimed
     preempted = False
     for i in range(k):
         c = achunk[i]
@@ -571,7 +660,7 @@ def _commit(v, k, t, N, topo, rules, st, counts, order, q, ws, ctr, fst):
         busy_until[l] = end_t
         gen[l] += 1
         kc = lclass[l]
-        class_open(q[6], q[7], q[8], q[9], q[10], q[11], kc, end_t)
+        class_open(q, kc, end_t)
         _ring_push(q, kc, l, gen[l], end_t, gen, cur_chunk)
         if rdone[i]:
             continue
@@ -587,17 +676,17 @@ def _commit(v, k, t, N, topo, rules, st, counts, order, q, ws, ctr, fst):
                         busy_until[l2] = t
                         preempted = True
             continue
-        _claim(v, c, N, topo, st, counts, window == 0, order, chunk_order)
+        _claim(v, c, N, links, st, counts, window == 0, keys, chunk_order)
     return preempted
 
 
 @njit(cache=True, _nrt=False)
-def _match_dirty_listed(ndirty, t, N, topo, rules, st, counts, win, order, q, ws, rng, ctr, fst):
+def _match_dirty_listed(ndirty, t, N, links, rules, st, counts, win, keys, q, ws, rng, ctr, fst):
     """The matchings of one event from candidate lists (every option but the counted random order): per
     dirty destination, list the candidates, match them, start the transfers; a preempted link is free
     again at ``t`` and gets another round."""
-    in_ptr = topo[4]
-    dirty, is_dirty = ws[14], ws[15]
+    in_ptr = links.in_ptr
+    dirty, is_dirty = ws.dirty, ws.is_dirty
     maxdeg = 0
     for v in range(N):
         d = in_ptr[v + 1] - in_ptr[v]
@@ -609,41 +698,42 @@ def _match_dirty_listed(ndirty, t, N, topo, rules, st, counts, win, order, q, ws
         rounds = 0
         while True:
             rounds += 1
-            k, busy = _free_links(v, topo, st, ws)
+            k, busy = _free_links(v, links, st, ws)
             if k == 0:
                 break
-            nc = _list_candidates(v, k, busy, t, N, topo, rules, st, counts, win, order, ws, ctr)
+            nc = _list_candidates(v, k, busy, t, N, links, rules, st, counts, win, keys, ws, ctr)
             if nc == 0:
                 break
-            _match_listed(v, k, nc, topo, rules, st, counts, ws, rng, ctr)
-            preempted = _commit(v, k, t, N, topo, rules, st, counts, order, q, ws, ctr, fst)
+            _match_listed(v, k, nc, links, rules, st, counts, ws, rng, ctr)
+            preempted = _commit(v, k, t, N, links, rules, st, counts, keys, q, ws, ctr, fst)
             if not preempted or rounds > maxdeg * maxdeg + 1:
                 break
 
 
 # ---------------------------------------------------------------------------- arrivals
 @njit(cache=True, _nrt=False)
-def _apply_arrivals(t, topo, rules, st, counts, win, order, q, out, ws, ctr, fst):
+def _apply_arrivals(t, links, rules, st, counts, win, keys, q, out, ws, ctr, fst):
     """Apply every arrival at ``t`` (a node may forward a chunk the instant it arrives); the receivers and
     the neighbours that can now be offered something join the dirty list. Returns its length."""
-    ldst, out_ptr = topo[1], topo[6]
-    chunk_order, duplicates, window = rules[0], rules[3], rules[5]
-    H, R, cur_chunk, cur_start, gen = st[0], st[1], st[2], st[3], st[5]
-    wc, bc, tot = counts
-    log, loglen = win[0], win[1]
-    arr_time = order[3]
-    q_link, q_gen, q_end, r_off, r_cap, r_head, r_size, cheap, cpos, csize, chead, cprio = q
-    out_chunk, out_link, out_start, out_end = out
-    dirty, is_dirty = ws[14], ws[15]
+    ldst, out_ptr = links.dst, links.out_ptr
+    chunk_order, duplicates, window = rules.chunk_order, rules.duplicates, rules.window
+    H, R, cur_chunk, cur_start, gen = st.held, st.receiving, st.cur_chunk, st.cur_start, st.gen
+    wc, bc, tot = counts.per_word, counts.per_block, counts.total
+    log, loglen = win.log, win.log_len
+    arr_time = keys.arrival
+    q_link, q_gen, q_end = q.entry.link, q.entry.gen, q.end
+    r_off, r_head, r_size, cheap, csize = q.ring_off, q.ring_head, q.ring_size, q.heap, q.heap_size
+    out_chunk, out_link, out_start, out_end = out.chunk, out.link, out.start, out.end
+    dirty, is_dirty = ws.dirty, ws.is_dirty
     counted = window == 0
     ndirty = 0
-    while csize[0] > 0 and chead[cheap[0]] == t:
+    while csize[0] > 0 and next_end(q) == t:
         kc = cheap[0]
         while r_size[kc] > 0:
             s = r_off[kc] + r_head[kc]
             if q_end[s] != t:
                 break
-            ring_pop(r_off, r_cap, r_head, r_size, kc)
+            ring_pop(q, kc)
             l = q_link[s]
             if gen[l] != q_gen[s] or cur_chunk[l] < 0:
                 continue  # withdrawn by preemption
@@ -691,7 +781,7 @@ def _apply_arrivals(t, topo, rules, st, counts, win, order, q, out, ws, ctr, fst
                     is_dirty[nb] = True
                     dirty[ndirty] = nb
                     ndirty += 1
-        class_advance(q_end, r_off, r_head, r_size, cheap, cpos, csize, chead, cprio, kc)
+        class_advance(q, kc)
     return ndirty
 
 
@@ -702,35 +792,34 @@ def make_workspace(N, C, maxdeg):
     C64 = W * 64
     MWd = max(1, (maxdeg + 63) // 64)
     d = max(1, maxdeg)
-    return (
-        np.empty(d, dtype=np.int64),              # 0 F: free in-links of the destination
-        np.empty(d, dtype=np.int64),              # 1 asg: candidate index given to each free in-link, -1 none
-        np.empty(d, dtype=np.int64),              # 2 achunk: chunk given to each free in-link, -1 none
-        np.empty(d, dtype=np.bool_),              # 3 rdone: its first copy was already claimed
-        np.full(C64, -1, dtype=np.int64),         # 4 slot: candidate index of a chunk, -1 none
-        np.empty(C64, dtype=np.int64),            # 5 cand: candidate chunks
-        np.empty(C64, dtype=np.float64),          # 6 ckey: their priority key (smaller first)
-        np.zeros((C64, MWd), dtype=np.uint64),    # 7 cmask: bit i = free in-link F[i] can carry it
-        np.empty(C64, dtype=np.int64),            # 8 casg: link index a candidate went to, -1 none
-        np.empty(C64, dtype=np.int64),            # 9 alive: candidates still worth a look
-        np.empty(MWd, dtype=np.uint64),           # 10 free: bit i = free in-link F[i] not yet matched
-        np.empty(d, dtype=np.int64),              # 11 bfs_q
-        np.empty(d, dtype=np.int64),              # 12 bfs_par
-        np.empty(d, dtype=np.bool_),              # 13 bfs_seen
-        np.empty(N, dtype=np.int64),              # 14 dirty: destinations to match at this event
-        np.zeros(N, dtype=np.bool_),              # 15 is_dirty
+    return Workspace(
+        free_links=np.empty(d, dtype=np.int64),
+        link_cand=np.empty(d, dtype=np.int64),
+        link_chunk=np.empty(d, dtype=np.int64),
+        claimed=np.empty(d, dtype=np.bool_),
+        slot=np.full(C64, -1, dtype=np.int64),
+        cand=np.empty(C64, dtype=np.int64),
+        key=np.empty(C64, dtype=np.float64),
+        carriers=np.zeros((C64, MWd), dtype=np.uint64),
+        cand_link=np.empty(C64, dtype=np.int64),
+        alive=np.empty(C64, dtype=np.int64),
+        unmatched=np.empty(MWd, dtype=np.uint64),
+        bfs_queue=np.empty(d, dtype=np.int64),
+        bfs_parent=np.empty(d, dtype=np.int64),
+        bfs_seen=np.empty(d, dtype=np.bool_),
+        dirty=np.empty(N, dtype=np.int64),
+        is_dirty=np.zeros(N, dtype=np.bool_),
     )
 
 
 @njit(cache=True, _nrt=False)
-def _next_event(N, topo, rules, st, counts, win, order, q, out, ws, clock, ctr, fst):
+def _next_event(N, links, rules, st, counts, win, keys, q, out, ws, clock, ctr, fst):
     """Advance to the next event: ``(status, ndirty, t)``; ``status`` is ``ST_SLICE`` when the event's
-    matchings are due (the dirty destinations are ``ws[14][:ndirty]``), else why the slice ends."""
-    csize, cheap, chead = q[9], q[7], q[10]
-    dirty, is_dirty = ws[14], ws[15]
+    matchings are due (the dirty destinations are ``ws.dirty[:ndirty]``), else why the slice ends."""
+    dirty, is_dirty = ws.dirty, ws.is_dirty
     if ctr[C_REMAINING] == 0:
         return ST_DONE, 0, 0.0
-    if out[0].shape[0] - ctr[C_OUT] < topo[0].shape[0]:
+    if out.chunk.shape[0] - ctr[C_OUT] < links.src.shape[0]:
         return ST_FLUSH, 0, 0.0
     if clock[0] < 0.0:
         t = 0.0
@@ -739,10 +828,10 @@ def _next_event(N, topo, rules, st, counts, win, order, q, out, ws, clock, ctr, 
             is_dirty[v] = True
         ndirty = N
     else:
-        if csize[0] == 0:
+        if q.heap_size[0] == 0:
             return ST_STUCK, 0, 0.0
-        t = chead[cheap[0]]
-        ndirty = _apply_arrivals(t, topo, rules, st, counts, win, order, q, out, ws, ctr, fst)
+        t = next_end(q)
+        ndirty = _apply_arrivals(t, links, rules, st, counts, win, keys, q, out, ws, ctr, fst)
     clock[0] = t
     ctr[C_EVENTS] += 1
     return ST_SLICE, ndirty, t
@@ -751,22 +840,22 @@ def _next_event(N, topo, rules, st, counts, win, order, q, out, ws, clock, ctr, 
 # NRT (numba's reference counting) is off: these kernels allocate nothing, and the atomic
 # reference-count updates on every array view otherwise dominate their run time.
 @njit(cache=True, _nrt=False)
-def run_counted_random(N, topo, rules, st, counts, win, order, q, out, ws, rng, clock, ctr, fst, max_events):
+def run_counted_random(N, links, rules, st, counts, win, keys, q, out, ws, rng, clock, ctr, fst, max_events):
     for _ in range(max_events):
-        status, ndirty, t = _next_event(N, topo, rules, st, counts, win, order, q, out, ws, clock, ctr, fst)
+        status, ndirty, t = _next_event(N, links, rules, st, counts, win, keys, q, out, ws, clock, ctr, fst)
         if status != ST_SLICE:
             return status
-        _match_dirty_counted(ndirty, t, N, topo, rules, st, counts, win, order, q, ws, rng, ctr, fst)
+        _match_dirty_counted(ndirty, t, N, links, rules, st, counts, win, keys, q, ws, rng, ctr, fst)
     return ST_DONE if ctr[C_REMAINING] == 0 else ST_SLICE
 
 
 @njit(cache=True, _nrt=False)
-def run_listed(N, topo, rules, st, counts, win, order, q, out, ws, rng, clock, ctr, fst, max_events):
+def run_listed(N, links, rules, st, counts, win, keys, q, out, ws, rng, clock, ctr, fst, max_events):
     for _ in range(max_events):
-        status, ndirty, t = _next_event(N, topo, rules, st, counts, win, order, q, out, ws, clock, ctr, fst)
+        status, ndirty, t = _next_event(N, links, rules, st, counts, win, keys, q, out, ws, clock, ctr, fst)
         if status != ST_SLICE:
             return status
-        _match_dirty_listed(ndirty, t, N, topo, rules, st, counts, win, order, q, ws, rng, ctr, fst)
+        _match_dirty_listed(ndirty, t, N, links, rules, st, counts, win, keys, q, ws, rng, ctr, fst)
     return ST_DONE if ctr[C_REMAINING] == 0 else ST_SLICE
 
 
@@ -774,7 +863,7 @@ run_counted_random.__doc__ = run_listed.__doc__ = """Advance the greedy matcher 
 
 Returns a status code (``ST_*``). ``clock[0]`` is the current event time (negative before the first event).
 The kernel returns ``ST_FLUSH`` before an event whenever fewer than ``num_links`` output slots are free; the
-caller then drains ``out[*][:ctr[C_OUT]]`` and resets ``ctr[C_OUT]``. ``run_counted_random`` serves the
+caller then drains the ``out`` columns up to ``ctr[C_OUT]`` and resets it. ``run_counted_random`` serves the
 random chunk order from the candidate counts (no window, no duplicates); ``run_listed`` every other option.
 """
 

@@ -1,6 +1,8 @@
 """Pieces the greedy kernels share (:mod:`~solvers.greedy._kernel_classic`, :mod:`~solvers.greedy._kernel_scale`,
 :mod:`~solvers.greedy._kernel_tiered`, :mod:`~solvers.greedy._kernel_unicast`, :mod:`~solvers.greedy._kernel_routed`).
 
+* the named structures more than one kernel takes: the links (:class:`Links`), the output buffers
+  (:class:`Transfers`) and the event queue (:class:`EventQueue`);
 * bit intrinsics (``popcount``, ``ctz``, the r-th set bit) and bitset membership;
 * the random stream: splitmix64, fully determined by its seed, and two ways to
   draw below ``n`` (modulo, and multiply-shift without a division);
@@ -9,9 +11,15 @@
   (:mod:`tacos_bench.graph`) orders the class heads; a homogeneous topology has
   one class and no heap work at all;
 * the status codes a kernel returns between slices, and the time tolerances of the event loops.
+
+The structures are named tuples: numba takes them as arguments (and builds them inside a kernel), and a field
+read compiles to the same code as a tuple item, so the names cost nothing at run time. A parallel loop body
+(``prange``) takes only arrays and scalars, so a kernel that runs one reads the fields it needs before the loop.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 from llvmlite import ir
@@ -33,6 +41,44 @@ TIE_EARLIEST, TIE_RANDOM, TIE_LOWEST = 0, 1, 2
 
 U1 = np.uint64(1)
 U0 = np.uint64(0)
+
+
+class Links(NamedTuple):
+    """The directed links of a topology, by link id, and the per-NPU lists of them (CSR)."""
+
+    src: np.ndarray       # int64 [M]: sender of each link
+    dst: np.ndarray       # int64 [M]: receiver of each link
+    time: np.ndarray      # float64 [M]: time one chunk takes on the link (µs)
+    in_ptr: np.ndarray    # int64 [N + 1]: in-links of v are in_order[in_ptr[v]:in_ptr[v + 1]]
+    in_order: np.ndarray  # int64 [M]: link ids grouped by receiver
+    out_ptr: np.ndarray   # int64 [N + 1]: out-links of u are the ids out_ptr[u] .. out_ptr[u + 1] - 1
+
+
+class Transfers(NamedTuple):
+    """A kernel's output buffers, one row per transfer."""
+
+    chunk: np.ndarray
+    link: np.ndarray      # link id
+    start: np.ndarray     # start time (the scale kernel: start event index)
+    end: np.ndarray       # end time (the scale kernel: end event index)
+
+
+class EventQueue(NamedTuple):
+    """Transfers in flight: one FIFO ring per link-time class in shared slot arrays, and an index heap of
+    the classes keyed by the end of their first entry."""
+
+    class_of: np.ndarray   # int64: time class of each link as the kernel addresses it (scale: by in-position)
+    end: np.ndarray        # float64 [slots]: end time of the transfer in each slot
+    entry: tuple           # the kernel's own named tuple of the other per-slot arrays (indexed like ``end``)
+    ring_off: np.ndarray   # int64 [classes]: first slot of each class's ring
+    ring_cap: np.ndarray   # int64 [classes]: slots of each ring
+    ring_head: np.ndarray  # int64 [classes]: ring position of the first entry
+    ring_size: np.ndarray  # int64 [classes]: entries in the ring
+    heap: np.ndarray       # int64 [classes]: the non-empty classes, a heap on (head_end, prio)
+    heap_pos: np.ndarray   # int64 [classes]: position of each class in ``heap``, -1 when absent
+    heap_size: np.ndarray  # int64 [1]
+    head_end: np.ndarray   # float64 [classes]: end time of each class's first entry (the heap key)
+    prio: np.ndarray       # int64 [classes]: tie-break of equal keys
 
 
 # ---------------------------------------------------------------------------- bits
@@ -105,39 +151,47 @@ def below32(rng, n):
 
 # ---------------------------------------------------------------------------- event queue
 @njit(cache=True, inline="always")
-def class_open(r_size, cheap, cpos, csize, chead, cprio, kc, end_t):
+def class_open(q, kc, end_t):
     """A transfer of time class ``kc`` ending at ``end_t`` is about to join its ring: an empty class
     enters the heap keyed by that end."""
-    if r_size[kc] == 0:
-        chead[kc] = end_t
-        index_push(cheap, cpos, csize, chead, cprio, kc)
+    if q.ring_size[kc] == 0:
+        q.head_end[kc] = end_t
+        index_push(q.heap, q.heap_pos, q.heap_size, q.head_end, q.prio, kc)
 
 
 @njit(cache=True, inline="always")
-def ring_slot(r_off, r_cap, r_head, r_size, kc):
+def ring_slot(q, kc):
     """Reserve the slot after the last entry of class ``kc``'s ring (the caller fills it)."""
-    s = r_head[kc] + r_size[kc]
+    r_cap, r_size = q.ring_cap, q.ring_size
+    s = q.ring_head[kc] + r_size[kc]
     if s >= r_cap[kc]:
         s -= r_cap[kc]
     r_size[kc] += 1
-    return r_off[kc] + s
+    return q.ring_off[kc] + s
 
 
 @njit(cache=True, inline="always")
-def ring_pop(r_off, r_cap, r_head, r_size, kc):
+def ring_pop(q, kc):
     """Take the first entry of class ``kc``'s ring; returns its slot."""
-    s = r_off[kc] + r_head[kc]
+    r_head = q.ring_head
+    s = q.ring_off[kc] + r_head[kc]
     h = r_head[kc] + 1
-    r_head[kc] = 0 if h == r_cap[kc] else h
-    r_size[kc] -= 1
+    r_head[kc] = 0 if h == q.ring_cap[kc] else h
+    q.ring_size[kc] -= 1
     return s
 
 
 @njit(cache=True, inline="always")
-def class_advance(q_end, r_off, r_head, r_size, cheap, cpos, csize, chead, cprio, kc):
+def class_advance(q, kc):
     """After popping from class ``kc``'s ring: leave the heap when empty, else re-key by the new head."""
-    if r_size[kc] == 0:
-        index_remove(cheap, cpos, csize, chead, cprio, kc)
+    if q.ring_size[kc] == 0:
+        index_remove(q.heap, q.heap_pos, q.heap_size, q.head_end, q.prio, kc)
     else:
-        chead[kc] = q_end[r_off[kc] + r_head[kc]]
-        sift_down(cheap, cpos, chead, cprio, cpos[kc], csize[0])
+        q.head_end[kc] = q.end[q.ring_off[kc] + q.ring_head[kc]]
+        sift_down(q.heap, q.heap_pos, q.head_end, q.prio, q.heap_pos[kc], q.heap_size[0])
+
+
+@njit(cache=True, inline="always")
+def next_end(q):
+    """End time of the earliest transfer in flight (the queue must not be empty)."""
+    return q.head_end[q.heap[0]]

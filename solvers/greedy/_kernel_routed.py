@@ -14,9 +14,14 @@ Two steps, both greedy:
 
 On tori and meshes the schedule ends at (or within a link time of) the most loaded link's total, and the
 routes are within a few percent of the link-load bound (docs/collectives.md).
+
+The routes are :class:`Routes`; both steps take the links (:class:`~solvers.greedy._kernel_common.Links`) and
+write transfers to :class:`~solvers.greedy._kernel_common.Transfers`.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -27,6 +32,16 @@ from ._kernel_common import EVENT_REL, FORWARD_REL, below, shuffle
 
 # a route looks for a detour only when its worst link is within this fraction of the most loaded link
 DETOUR_HOT = 0.9
+R_EVENTS = 0  # the one counter in ``stats``
+
+
+class Routes(NamedTuple):
+    """One route per chunk: its links are ``link[offset[c]:offset[c] + length[c]]`` (each chunk has room for
+    its longest admissible route)."""
+
+    offset: np.ndarray  # int64 [C + 1]
+    length: np.ndarray  # int64 [C]
+    link: np.ndarray    # int64 [room]
 
 
 @njit(cache=True, inline="always")
@@ -99,8 +114,9 @@ def _best_path(u, d, D, out_ptr, ldst, lt, load, rng, stamp, tag, nodes, fmax, f
 
 
 @njit(cache=True)
-def max_hops(N, D, out_ptr, ldst, lt):
+def max_hops(N, D, links):
     """``H[u, d]``: the most links on any shortest ``u -> d`` path (the room a route needs)."""
+    out_ptr, ldst, lt = links.out_ptr, links.dst, links.time
     H = np.zeros((N, N), np.int64)
     for d in range(N):
         order = np.argsort(D[:, d])
@@ -151,10 +167,12 @@ def _route_one(u, d, stretch, D, out_ptr, ldst, lt, load, rng, stamp, tag, nodes
 
 
 @njit(cache=True)
-def route(N, C, pos, dst_of, D, out_ptr, ldst, lt, passes, rng, path_ptr, path_len, paths, load, stretch):
-    """Route every chunk from ``pos`` to ``dst_of`` (``pos == dst_of``: nothing to do). ``path_ptr``
+def route(N, C, pos, dst_of, D, links, passes, rng, routes, load, stretch):
+    """Route every chunk from ``pos`` to ``dst_of`` (``pos == dst_of``: nothing to do). ``routes.offset``
     gives each chunk room for its longest admissible route (:func:`max_hops`, plus one link with
-    ``stretch``) in ``paths``; fills ``path_len`` and ``load``."""
+    ``stretch``); fills ``routes.length``, ``routes.link`` and ``load``."""
+    out_ptr, ldst, lt = links.out_ptr, links.dst, links.time
+    path_ptr, path_len, paths = routes.offset, routes.length, routes.link
     stamp = np.zeros(N, np.int64)
     nodes = np.empty(N, np.int64)
     fmax = np.empty(N)
@@ -243,9 +261,12 @@ def _hpop(hk, ht, hv, off, size, l):
 
 
 @njit(cache=True)
-def run_routed(C, lsrc, ldst, lt, path_ptr, path_len, paths, rng, out, stats):
+def run_routed(C, links, routes, rng, out, stats):
     """Schedule the routed chunks (see the module docstring); returns the number of transfers."""
-    M = lsrc.shape[0]
+    lt = links.time
+    path_ptr, path_len, paths = routes.offset, routes.length, routes.link
+    out_c, out_l, out_s, out_e = out.chunk, out.link, out.start, out.end
+    M = links.src.shape[0]
     cnt = np.zeros(M, np.int64)
     total = 0
     for c in range(C):
@@ -286,7 +307,7 @@ def run_routed(C, lsrc, ldst, lt, path_ptr, path_len, paths, rng, out, stats):
     e = 0
     done = 0
     while True:
-        stats[0] += 1
+        stats[R_EVENTS] += 1
         for ti in range(nt):
             l = touched[ti]
             if busy[l] or size[l] == 0:
@@ -294,10 +315,10 @@ def run_routed(C, lsrc, ldst, lt, path_ptr, path_len, paths, rng, out, stats):
             c = _hpop(hk, ht, hv, off, size, l)
             busy[l] = True
             lchunk[l] = c
-            out[0][nout] = c
-            out[1][nout] = l
-            out[2][nout] = now
-            out[3][nout] = now + lt[l]
+            out_c[nout] = c
+            out_l[nout] = l
+            out_s[nout] = now
+            out_e[nout] = now + lt[l]
             nout += 1
             esize = pair_push(ek, ev, esize, now + lt[l], l)
         if esize == 0:

@@ -8,19 +8,22 @@ parallelism rather than cache hits. ``docs/scale.md`` has the measurements behin
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit, prange
 
 from tacos_bench._native import prefetch as _prefetch
 
 from ._kernel_common import (ST_DONE, ST_EVFULL, ST_FLUSH, ST_GROW, ST_SLICE, ST_STUCK, TIE_LOWEST, TIE_RANDOM, U0,
-                             U1, below32, class_advance, class_open, ctz, nth_bit, popcount, ring_pop, ring_slot)
+                             U1, below32, class_advance, class_open, ctz, next_end, nth_bit, popcount, ring_pop,
+                             ring_slot)
 
 # ============================================================================ the scale kernel
 # The default rule (random chunk order, greedy matching, no duplicates, no window) for very large topologies:
-# the same decisions as the fast path of `run_events` (every distinct candidate chunk of the free in-links
-# equally likely, then the link by `link_tiebreak`), with a layout and loop structure built for memory-level
-# parallelism rather than cache hits. At 40,000 NPUs the state is gigabytes and nearly every access misses;
+# the same decisions as the classic kernel's `run_counted_random` (every distinct candidate chunk of the free
+# in-links equally likely, then the link by `link_tiebreak`), with a layout and loop structure built for
+# memory-level parallelism rather than cache hits. At 40,000 NPUs the state is gigabytes and nearly every access misses;
 # a dependent miss costs ~400 ns on this VM, an overlapped (prefetched) one ~10-25 ns.
 #
 # * `state[c, v]` (uint8/16/32/64 by in-degree): bit 0 = v holds chunk c, bit 1 = v holds or receives it
@@ -30,10 +33,10 @@ from ._kernel_common import (ST_DONE, ST_EVFULL, ST_FLUSH, ST_GROW, ST_SLICE, ST
 #   carry the chunk.
 # * Candidate set of destination v: `S[v, :slen[v]]`, every chunk that some in-neighbour holds and v has not
 #   claimed, without repeats (appended when the first in-neighbour gets the chunk, swap-removed when v
-#   claims it; a claim always comes from a draw in S[v], so no entry is ever stale). `jinfo[j, J_TOT]` counts the
-#   candidates of in-link j exactly (as `tot` in `run_events`), to know when the free in-links have nothing
-#   left. Per-link arrays are indexed by in-position (the link's index in `in_order`), so a destination's
-#   in-links are contiguous in memory.
+#   claims it; a claim always comes from a draw in S[v], so no entry is ever stale). `jinfo[j, J_TOT]` counts
+#   the candidates of in-link j exactly (as `Counts.total` in the classic kernel), to know when the free
+#   in-links have nothing left. Per-link arrays are indexed by in-position (the link's index in `in_order`), so
+#   a destination's in-links are contiguous in memory.
 # * A draw takes a uniform entry of S[v] and keeps it when a free in-link can carry it: uniform over the
 #   distinct candidates of the free in-links. After SCALE_REJECT_SCAN misses in a row, the entries are
 #   probed in order from a random position instead, and the first carriable one is taken (cheaper when few
@@ -50,6 +53,74 @@ S_HELD, S_CLAIMED, S_SHIFT = 1, 2, 2
  SC_CANDIDATES, SC_SMAX, SC_STALE) = range(12)
 NUM_SCALE_COUNTERS = 12
 SCALE_MAX_GROUPS = 4  # in-link groups (by link time) per destination, each with its own candidate set
+
+
+class InLinks(NamedTuple):
+    """The links addressed by their *in-position* ``j`` (their index in ``in_order``): the in-links of v are
+    ``j = in_ptr[v] .. in_ptr[v+1]-1``, so everything a matching reads about them is contiguous."""
+
+    num_npus: int
+    num_groups: int              # G: in-link groups per destination (SCALE_MAX_GROUPS at most)
+    dst: np.ndarray              # int64 [M]: receiver of in-position j
+    link: np.ndarray             # int64 [M]: its link id
+    time: np.ndarray             # float64 [M]: its chunk time
+    group: np.ndarray            # int8 [M]: its group among the receiver's in-links
+    group_mask: np.ndarray       # uint64 [M]: the in-link bits (j - in_ptr[v]) of its group
+    npu_group_mask: np.ndarray   # uint64 [N * G]: the in-link bits of group g of v, at v * G + g
+    in_ptr: np.ndarray           # int64 [N + 1]
+    out_ptr: np.ndarray          # int64 [N + 1]: out-links of u are the link ids out_ptr[u] .. out_ptr[u + 1] - 1
+    link_dst: np.ndarray         # int64 [M]: receiver of each link id
+    link_pos: np.ndarray         # int64 [M]: in-position of each link id
+
+
+class ScaleState(NamedTuple):
+    """Holdings, candidate sets and in-link records (the layout comment above)."""
+
+    state: np.ndarray            # uint8..64 [C, N]: S_HELD, S_CLAIMED and one bit per in-link sender holding it
+    cand: np.ndarray             # uint16/32 [N * G, cap]: the candidate set of each (NPU, group)
+    cand_len: np.ndarray         # int64 [N * G]
+    jinfo: np.ndarray            # int32 [M, 2]: J_TOT, J_CUR of each in-position
+    # flat views of the three above: the prefetch hints take a flat array and an index
+    state_flat: np.ndarray
+    cand_flat: np.ndarray
+    jinfo_flat: np.ndarray
+
+
+class RingEntry(NamedTuple):
+    """The per-slot arrays of the event queue besides the end time."""
+
+    pos: np.ndarray              # int64: in-position of the transfer
+    chunk: np.ndarray            # int64
+    start_event: np.ndarray      # int64: index of the event it started at
+
+
+class Partitions(NamedTuple):
+    """The NPUs in contiguous partitions, each with its own random stream and counters (one row each, on its
+    own cache lines: no false sharing between threads)."""
+
+    lo: np.ndarray               # int64 [P + 1]: partition p is lo[p] .. lo[p + 1] - 1
+    rng: np.ndarray              # uint64 [P, 8]: splitmix64 state in column 0
+    ctr: np.ndarray              # int64 [P, 64]: SC_* counters in the first columns
+
+
+class ScaleWork(NamedTuple):
+    """Scratch of an event, indexed by NPU (each partition uses its own range) or by in-position."""
+
+    dirty: np.ndarray            # int64 [N]: NPUs to match at this event (partition p from lo[p])
+    is_dirty: np.ndarray         # bool [N]
+    active: np.ndarray           # int64 [N]: NPUs still drawing in this round
+    draw_pos: np.ndarray         # int64 [N]: position of the drawn entry in its candidate set
+    draw_chunk: np.ndarray       # int64 [N]: the drawn chunk
+    misses: np.ndarray           # int64 [N]: draws in a row that found no free in-link to carry them
+    free_mask: np.ndarray        # int64 [N]: in-link bits of the idle in-links
+    draw_row: np.ndarray         # int64 [N]: the candidate set drawn from (v * G + group)
+    eligible: np.ndarray         # int64 [N]: bits of the groups with an idle in-link that has a candidate
+    arr_pos: np.ndarray          # int64 [M]: in-positions of this event's arrivals
+    arr_chunk: np.ndarray        # int64 [M]: their chunks
+    start_pos: np.ndarray        # int64 [M]: in-positions of the transfers started (partition p from in_ptr[lo[p]])
+    start_chunk: np.ndarray      # int64 [M]: their chunks
+    part_dirty: np.ndarray       # int64 [P]: length of each partition's dirty list at this event
+    part_started: np.ndarray     # int64 [P]: transfers each partition started at this event
 
 
 def scale_state_dtype(max_in_degree: int):
@@ -70,8 +141,11 @@ def _first_in_group(G, st, jgmask, j):
 
 
 @njit(cache=True, _nrt=False)
-def scale_init(N, C, G, ldst, out_ptr, jpos, in_ptr, jgrp, jgmask, state, S, slen, jinfo, ctr, src_of):
+def scale_init(C, links, cs, ctr, src_of):
     """Sources hold their chunks from time 0 (chunk c at NPU src_of[c]); candidate sets and counts."""
+    G, ldst, out_ptr, jpos = links.num_groups, links.link_dst, links.out_ptr, links.link_pos
+    in_ptr, jgrp, jgmask = links.in_ptr, links.group, links.group_mask
+    state, S, slen, jinfo = cs.state, cs.cand, cs.cand_len, cs.jinfo
     for c in range(C):
         v = src_of[c]
         state[c, v] |= S_HELD | S_CLAIMED
@@ -95,14 +169,18 @@ def scale_init(N, C, G, ldst, out_ptr, jpos, in_ptr, jgrp, jgmask, state, S, sle
 
 
 @njit(cache=True, _nrt=False)
-def _scale_arrivals(lo, hi, n_arr, arr_j, arr_c, N, G, jdst, in_ptr, out_ptr, ldst, jpos, jgrp, jgmask,
-                    state, S, slen, jinfo, pctr, dirty, is_dirty, statef, Sf, jinfof):
+def _scale_arrivals(lo, hi, n_arr, links, cs, work, pctr):
     """Apply the arrivals of one event to the NPUs ``lo .. hi-1`` (receivers and neighbours in that range).
 
     Every update has one owner (the NPU whose state, candidate set or in-link record it changes), so the
     partitions can run concurrently; each goes through the arrivals in the same order, so the result is
     that of one sequential pass. Returns the length of the partition's dirty list (``dirty[lo:]``).
     """
+    N, G, jdst, in_ptr, out_ptr = links.num_npus, links.num_groups, links.dst, links.in_ptr, links.out_ptr
+    ldst, jpos, jgrp, jgmask = links.link_dst, links.link_pos, links.group, links.group_mask
+    state, S, slen, jinfo = cs.state, cs.cand, cs.cand_len, cs.jinfo
+    statef, Sf, jinfof = cs.state_flat, cs.cand_flat, cs.jinfo_flat
+    arr_j, arr_c, dirty, is_dirty = work.arr_pos, work.arr_chunk, work.dirty, work.is_dirty
     scap = S.shape[1]
     nd = 0
     for i in range(n_arr):
@@ -154,14 +232,19 @@ def _scale_arrivals(lo, hi, n_arr, arr_j, arr_c, N, G, jdst, in_ptr, out_ptr, ld
 
 
 @njit(cache=True, _nrt=False)
-def _scale_match(lo, nd, e, N, G, jlink, jtime, in_ptr, jgrp, vgmask, link_tiebreak, state, S, slen, jinfo,
-                 rng, pctr, dirty, is_dirty, act, act_q, act_c, act_rej, act_fm, act_row, act_em, st_j, st_c, st0,
-                 statef, Sf, jinfof):
+def _scale_match(lo, nd, links, link_tiebreak, cs, work, rng, pctr, st0):
     """The matchings of one event for the dirty NPUs ``dirty[lo:lo+nd]`` (one partition).
 
     Reads and writes only these NPUs' candidate sets, state words (column v) and in-link records, so the
-    partitions can run concurrently. Started transfers go to ``st_j/st_c[st0:]``; returns how many.
+    partitions can run concurrently. Started transfers go to ``start_pos/start_chunk[st0:]``; returns how many.
     """
+    N, G, jlink, jtime, in_ptr = links.num_npus, links.num_groups, links.link, links.time, links.in_ptr
+    jgrp, vgmask = links.group, links.npu_group_mask
+    state, S, slen, jinfo = cs.state, cs.cand, cs.cand_len, cs.jinfo
+    statef, Sf, jinfof = cs.state_flat, cs.cand_flat, cs.jinfo_flat
+    dirty, is_dirty, act, act_q, act_c = work.dirty, work.is_dirty, work.active, work.draw_pos, work.draw_chunk
+    act_rej, act_fm, act_row, act_em = work.misses, work.free_mask, work.draw_row, work.eligible
+    st_j, st_c = work.start_pos, work.start_chunk
     scap = S.shape[1]
     nact = 0
     for di in range(nd):
@@ -353,39 +436,47 @@ def _scale_match(lo, nd, e, N, G, jlink, jtime, in_ptr, jgrp, vgmask, link_tiebr
     return nst
 
 
-@njit(cache=True, parallel=True)
-def run_scale(N, G, jdst, jlink, jtime, jclass, jgrp, jgmask, vgmask, in_ptr, out_ptr, ldst, jpos, link_tiebreak,
-              state, S, slen, jinfo,
-              q_pos, q_chunk, q_sev, q_end, r_off, r_cap, r_head, r_size, cheap, cpos, csize, chead, cprio,
-              rngs, clock, ctr, pctr, ev_time, ev_base,
-              out_c, out_l, out_s, out_e, max_events,
-              dirty, is_dirty, act, act_q, act_c, act_rej, act_fm, act_row, act_em, arr_j, arr_c, st_j, st_c,
-              part_lo, grow_margin, statef, Sf, jinfof):
+# NRT (numba's reference counting) is off, as in the classic kernel: this kernel allocates nothing (the
+# per-partition counts live in the workspace), and with it on every array read from a structure in the
+# per-transfer loops would cost an atomic count update.
+@njit(cache=True, parallel=True, _nrt=False)
+def run_scale(links, cs, q, parts, work, out, ev_time, ev_base, clock, ctr, link_tiebreak, grow_margin, max_events):
     """Advance the scale kernel by at most ``max_events`` event times (status ``ST_*``).
 
-    Links are addressed by their *in-position* ``j`` (their index in ``in_order``): the in-links of v are
-    ``j = in_ptr[v] .. in_ptr[v+1]-1``, so everything a matching reads about them is contiguous. ``jdst``,
-    ``jlink``, ``jtime``, ``jclass`` give the receiver, link id, chunk time and time class of position j;
-    ``jpos[l]`` is the position of link ``l``. ``jinfo[j]`` (int32, 8 bytes per position, so a destination's
-    in-links share a cache line) holds the number of candidates of position j (``J_TOT``) and the chunk in
-    flight on it (``J_CUR``, -1: idle). The event queue entries carry the position, chunk, start event and
-    end time of each transfer in flight.
+    Links are addressed by their in-position (:class:`InLinks`). ``cs.jinfo[j]`` (int32, 8 bytes per
+    position, so a destination's in-links share a cache line) holds the number of candidates of position j
+    (``J_TOT``) and the chunk in flight on it (``J_CUR``, -1: idle). The event queue's entries
+    (:class:`RingEntry`) carry the position, chunk and start event of each transfer in flight.
 
-    The NPUs are split into ``P = len(part_lo) - 1`` contiguous partitions (``part_lo[p] .. part_lo[p+1]``),
-    each with its own random stream ``rngs[p]`` and counters ``pctr[p]``; the arrivals and the matchings of
-    an event touch one partition's data at a time, so the partitions run on parallel threads (``prange``,
-    as many as ``numba.set_num_threads`` allows) with the same result as one after the other.
-    Finished transfers go to ``out_*[:ctr[SC_OUT]]`` as (chunk, link id, start event, end event); event
-    ``e`` happens at ``ev_time[e - ev_base[0]]``. Before an event it returns ``ST_FLUSH`` when fewer than
-    ``num_links`` output rows are free, ``ST_EVFULL`` when ``ev_time`` is full and ``ST_GROW`` when a
-    candidate set could outgrow ``S`` (up to ``grow_margin`` entries can join one set per event).
-    ``statef``, ``Sf`` and ``jinfof`` are flat views of ``state``, ``S`` and ``jinfo`` for prefetch hints.
+    The NPUs are split into partitions (:class:`Partitions`), each with its own random stream and
+    counters; the arrivals and the matchings of an event touch one partition's data at a time, so the
+    partitions run on parallel threads (``prange``, as many as ``numba.set_num_threads`` allows) with the
+    same result as one after the other. Finished transfers go to ``out`` up to ``ctr[SC_OUT]`` as (chunk,
+    link id, start event, end event); event ``e`` happens at ``ev_time[e - ev_base[0]]``. Before an event it
+    returns ``ST_FLUSH`` when fewer than ``num_links`` output rows are free, ``ST_EVFULL`` when ``ev_time`` is
+    full and ``ST_GROW`` when a candidate set could outgrow ``cs.cand`` (up to ``grow_margin`` entries can
+    join one set per event).
     """
+    # a parallel loop body takes arrays and scalars only: the fields it needs are read here, and the
+    # structures rebuilt inside it
+    N, G = links.num_npus, links.num_groups
+    jdst, jlink, jtime, jgrp, jgmask = links.dst, links.link, links.time, links.group, links.group_mask
+    vgmask, in_ptr, out_ptr = links.npu_group_mask, links.in_ptr, links.out_ptr
+    ldst, jpos = links.link_dst, links.link_pos
+    state, S, slen, jinfo = cs.state, cs.cand, cs.cand_len, cs.jinfo
+    statef, Sf, jinfof = cs.state_flat, cs.cand_flat, cs.jinfo_flat
+    dirty, is_dirty, act, act_q, act_c = work.dirty, work.is_dirty, work.active, work.draw_pos, work.draw_chunk
+    act_rej, act_fm, act_row, act_em = work.misses, work.free_mask, work.draw_row, work.eligible
+    arr_j, arr_c, st_j, st_c = work.arr_pos, work.arr_chunk, work.start_pos, work.start_chunk
+    nd, nst = work.part_dirty, work.part_started
+    part_lo, rngs, pctr = parts.lo, parts.rng, parts.ctr
+    q_pos, q_chunk, q_sev, q_end = q.entry.pos, q.entry.chunk, q.entry.start_event, q.end
+    r_off, r_head, r_size, cheap, csize = q.ring_off, q.ring_head, q.ring_size, q.heap, q.heap_size
+    jclass = q.class_of
+    out_c, out_l, out_s, out_e = out.chunk, out.link, out.start, out.end
     M = jdst.shape[0]
     P = part_lo.shape[0] - 1
     cap = out_c.shape[0]
-    nd = np.zeros(P, dtype=np.int64)
-    nst = np.zeros(P, dtype=np.int64)
     events = 0
     while events < max_events:
         if ctr[SC_REMAINING] == 0:
@@ -410,16 +501,16 @@ def run_scale(N, G, jdst, jlink, jtime, jclass, jgrp, jgmask, vgmask, in_ptr, ou
         else:
             if csize[0] == 0:
                 return ST_STUCK
-            t = chead[cheap[0]]
+            t = next_end(q)
             # the arrivals at t, in queue order: output rows now, state updates per partition below
             n_arr = 0
-            while csize[0] > 0 and chead[cheap[0]] == t:
+            while csize[0] > 0 and next_end(q) == t:
                 kc = cheap[0]
                 while r_size[kc] > 0:
                     s = r_off[kc] + r_head[kc]
                     if q_end[s] != t:
                         break
-                    ring_pop(r_off, r_cap, r_head, r_size, kc)
+                    ring_pop(q, kc)
                     j = q_pos[s]
                     c = q_chunk[s]
                     arr_j[n_arr] = j
@@ -431,22 +522,38 @@ def run_scale(N, G, jdst, jlink, jtime, jclass, jgrp, jgmask, vgmask, in_ptr, ou
                     out_s[o] = q_sev[s]
                     out_e[o] = e
                     ctr[SC_OUT] = o + 1
-                class_advance(q_end, r_off, r_head, r_size, cheap, cpos, csize, chead, cprio, kc)
+                class_advance(q, kc)
             ctr[SC_REMAINING] -= n_arr
             for p in prange(P):
-                nd[p] = _scale_arrivals(part_lo[p], part_lo[p + 1], n_arr, arr_j, arr_c, N, G, jdst, in_ptr,
-                                        out_ptr, ldst, jpos, jgrp, jgmask, state, S, slen, jinfo, pctr[p], dirty,
-                                        is_dirty, statef, Sf, jinfof)
+                nd[p] = _scale_arrivals(
+                    part_lo[p], part_lo[p + 1], n_arr,
+                    InLinks(num_npus=N, num_groups=G, dst=jdst, link=jlink, time=jtime, group=jgrp, group_mask=jgmask,
+                            npu_group_mask=vgmask, in_ptr=in_ptr, out_ptr=out_ptr, link_dst=ldst, link_pos=jpos),
+                    ScaleState(state=state, cand=S, cand_len=slen, jinfo=jinfo, state_flat=statef, cand_flat=Sf,
+                               jinfo_flat=jinfof),
+                    ScaleWork(dirty=dirty, is_dirty=is_dirty, active=act, draw_pos=act_q, draw_chunk=act_c,
+                              misses=act_rej, free_mask=act_fm, draw_row=act_row, eligible=act_em, arr_pos=arr_j,
+                              arr_chunk=arr_c, start_pos=st_j, start_chunk=st_c, part_dirty=nd,
+                              part_started=nst),
+                    pctr[p])
         clock[0] = t
         ev_time[e - ev_base[0]] = t
         events += 1
         ctr[SC_EVENTS] = e + 1
         # the matchings, one partition per thread
         for p in prange(P):
-            nst[p] = _scale_match(part_lo[p], nd[p], e, N, G, jlink, jtime, in_ptr, jgrp, vgmask, link_tiebreak,
-                                  state, S, slen, jinfo, rngs[p], pctr[p], dirty, is_dirty, act, act_q, act_c,
-                                  act_rej, act_fm, act_row, act_em, st_j, st_c, in_ptr[part_lo[p]], statef, Sf,
-                                  jinfof)
+            nst[p] = _scale_match(
+                part_lo[p], nd[p],
+                InLinks(num_npus=N, num_groups=G, dst=jdst, link=jlink, time=jtime, group=jgrp, group_mask=jgmask,
+                        npu_group_mask=vgmask, in_ptr=in_ptr, out_ptr=out_ptr, link_dst=ldst, link_pos=jpos),
+                link_tiebreak,
+                ScaleState(state=state, cand=S, cand_len=slen, jinfo=jinfo, state_flat=statef, cand_flat=Sf,
+                           jinfo_flat=jinfof),
+                ScaleWork(dirty=dirty, is_dirty=is_dirty, active=act, draw_pos=act_q, draw_chunk=act_c,
+                          misses=act_rej, free_mask=act_fm, draw_row=act_row, eligible=act_em, arr_pos=arr_j,
+                          arr_chunk=arr_c, start_pos=st_j, start_chunk=st_c, part_dirty=nd,
+                              part_started=nst),
+                rngs[p], pctr[p], in_ptr[part_lo[p]])
         # the started transfers join the event queue (partition by partition: deterministic)
         for p in range(P):
             st0 = in_ptr[part_lo[p]]
@@ -454,8 +561,8 @@ def run_scale(N, G, jdst, jlink, jtime, jclass, jgrp, jgmask, vgmask, in_ptr, ou
                 j = st_j[k]
                 kc = jclass[j]
                 end_t = t + jtime[j]
-                class_open(r_size, cheap, cpos, csize, chead, cprio, kc, end_t)
-                s = ring_slot(r_off, r_cap, r_head, r_size, kc)
+                class_open(q, kc, end_t)
+                s = ring_slot(q, kc)
                 q_pos[s] = j
                 q_chunk[s] = st_c[k]
                 q_sev[s] = e

@@ -26,13 +26,16 @@ rules on top (:class:`solvers.greedy.GreedyOptions`, ``docs/greedy.md``):
     event (fewest candidates first, then augmenting paths: a maximum matching per group), so two NPUs of
     a group never import the same chunk and as many links as possible are busy.
 
-State per chunk is bitsets (``H`` holds, ``R`` receiving, ``NB`` per near class, ``GB`` per group) and
-counters (``cnt`` NPUs, ``gcnt`` groups per partition, ``lrv`` in-neighbours holding it per receiver,
-``lrg`` neighbour groups holding it per group), updated in O(degree + classes + groups) per transfer.
-All randomness is one splitmix64 stream seeded by the run's seed.
+State per chunk (:class:`ChunkState`) is bitsets (held, receiving, per near class, per group) and
+counters (NPUs, groups per partition, in-neighbours holding it per receiver, neighbour groups holding it
+per group), updated in O(degree + classes + groups) per transfer. The kernel takes the links
+(:class:`~solvers.greedy._kernel_common.Links`), the near classes and groups (:class:`TierArrays`) and the
+options (:class:`Rules`). All randomness is one splitmix64 stream seeded by the run's seed.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -49,6 +52,47 @@ LINKS_CHUNK_FIRST, LINKS_FEWEST_FIRST = 0, 1
 NUM_STATS = 8
 
 
+class Rules(NamedTuple):
+    """The options of a run as the codes the kernel branches on."""
+
+    imports: int          # IMPORT_*
+    gamma: float          # the near rule's gate (0: always on)
+    key: int              # KEY_*: the chunk order
+    link_order: int       # LINKS_*
+    group_matching: bool  # cross-group links into a group are matched together
+    tiebreak: int         # TIE_*
+
+
+class TierArrays(NamedTuple):
+    """The arrays of :class:`tacos_bench.topology.tiers.Tiers` the kernel reads (same names)."""
+
+    near_of_link: np.ndarray  # int64 [M]: near class of each link, -1 none
+    near_ptr: np.ndarray      # int64 [classes + 1]: CSR of the classes' members (the kernel needs their number)
+    rev_ptr: np.ndarray       # int64 [N + 1]: classes containing w are rev_cls[rev_ptr[w]:rev_ptr[w + 1]]
+    rev_cls: np.ndarray       # int64
+    fin_ptr: np.ndarray       # int64 [classes + 1]: the gate's near in-links of class k are fin_links[fin_ptr[k]:...]
+    fin_links: np.ndarray     # int64
+    fin_rate: np.ndarray      # float64 [classes]: their summed chunk rate
+    fin_tmin: np.ndarray      # float64 [classes]: the fastest of their chunk times
+    part_of_link: np.ndarray  # int64 [M]: partition in which the link is cross-group, -1 none
+    gid: np.ndarray           # int64 [partitions, N]: group of each NPU in each partition
+    ngrev_ptr: np.ndarray     # int64 [groups + 1]: groups having g as a neighbour group are ngrev[ngrev_ptr[g]:...]
+    ngrev: np.ndarray         # int64
+
+
+class ChunkState(NamedTuple):
+    """What holds or receives each chunk (built by :func:`run_tiered`)."""
+
+    held: np.ndarray                # uint64 [N, W]: bitsets of the chunks each NPU holds
+    receiving: np.ndarray           # uint64 [N, W]: chunks in flight to each NPU
+    near_has: np.ndarray            # uint64 [classes, W]: chunks an NPU of the near class holds or receives
+    group_has: np.ndarray           # uint64 [groups, W]: chunks an NPU of the group holds or receives
+    groups_holding: np.ndarray      # int32 [partitions, C]: groups of the partition holding or receiving it
+    in_nbrs_holding: np.ndarray     # uint16 [N, C] (local_rarest only): in-neighbours of the NPU holding it
+    nbr_groups_holding: np.ndarray  # uint16 [groups, C] (local_rarest only): neighbour groups of g holding it
+    holders: np.ndarray             # int32 [C]: NPUs holding or receiving it
+
+
 @njit(cache=True, inline="always")
 def _set(B, r, c):
     B[r, c >> 6] |= U1 << np.uint64(c & 63)
@@ -62,8 +106,8 @@ def _has(B, r, c):
 @njit(cache=True)
 def _gain(w, c, N, C, P, st, tr, key):
     """``w`` holds or receives ``c`` from now on: near classes, groups and the counters learn it."""
-    NB, GB, gcnt, lrg, cnt = st[2], st[3], st[4], st[6], st[7]
-    rev_ptr, rev_cls, gid, ngrev_ptr, ngrev = tr[2], tr[3], tr[10], tr[11], tr[12]
+    NB, GB, gcnt, lrg, cnt = st.near_has, st.group_has, st.groups_holding, st.nbr_groups_holding, st.holders
+    rev_ptr, rev_cls, gid, ngrev_ptr, ngrev = tr.rev_ptr, tr.rev_cls, tr.gid, tr.ngrev_ptr, tr.ngrev
     cnt[c] += 1
     for q in range(rev_ptr[w], rev_ptr[w + 1]):
         _set(NB, rev_cls[q], c)
@@ -78,10 +122,10 @@ def _gain(w, c, N, C, P, st, tr, key):
 
 
 @njit(cache=True)
-def _arrive(v, c, topo, st, key):
+def _arrive(v, c, links, st, key):
     """``c`` lands at ``v``: it holds it, and its out-neighbours count one more in-neighbour holding it."""
-    ldst, out_ptr = topo[1], topo[5]
-    H, R, lrv = st[0], st[1], st[5]
+    ldst, out_ptr = links.dst, links.out_ptr
+    H, R, lrv = st.held, st.receiving, st.in_nbrs_holding
     _set(H, v, c)
     R[v, c >> 6] &= ~(U1 << np.uint64(c & 63))
     if key == KEY_LOCAL:
@@ -97,19 +141,19 @@ def _key(c, v, p, g, key, st, scale):
     if key == KEY_RANDOM:
         return 0
     if key == KEY_RAREST:
-        return np.int64(st[7][c])
+        return np.int64(st.holders[c])
     if p >= 0:
-        return np.int64(st[4][p, c]) * scale + np.int64(st[6][g, c])
-    return np.int64(st[5][v, c]) * scale + np.int64(st[7][c])
+        return np.int64(st.groups_holding[p, c]) * scale + np.int64(st.nbr_groups_holding[g, c])
+    return np.int64(st.in_nbrs_holding[v, c]) * scale + np.int64(st.holders[c])
 
 
 @njit(cache=True)
-def _gate_open(k, v, l, W, st, topo, tr, gamma):
+def _gate_open(k, v, l, W, st, links, tr, gamma):
     """The near rule applies to ``l`` (class ``k``) only if the receiver's near in-links can drain their
     backlog before ``l`` would deliver: ``t_fastest + gamma * Q / rate < t_l``."""
-    H, R = st[0], st[1]
-    lsrc, lt = topo[0], topo[2]
-    fin_ptr, fin_links, fin_rate, fin_tmin = tr[4], tr[5], tr[6], tr[7]
+    H, R = st.held, st.receiving
+    lsrc, lt = links.src, links.time
+    fin_ptr, fin_links, fin_rate, fin_tmin = tr.fin_ptr, tr.fin_links, tr.fin_rate, tr.fin_tmin
     if fin_ptr[k] == fin_ptr[k + 1]:
         return True
     Q = 0
@@ -122,12 +166,12 @@ def _gate_open(k, v, l, W, st, topo, tr, gamma):
 
 
 @njit(cache=True)
-def _candidates(l, v, k, g, row, CB, W, st, topo):
+def _candidates(l, v, k, g, row, CB, W, st, links):
     """Candidate bitset of idle link ``l`` into ``CB[row]``: its sender holds it, ``v`` neither holds nor
     receives it, and (``k``/``g`` >= 0) no NPU of the near class / group holds or receives it. Returns
     their number."""
-    H, R, NB, GB = st[0], st[1], st[2], st[3]
-    u = topo[0][l]
+    H, R, NB, GB = st.held, st.receiving, st.near_has, st.group_has
+    u = links.src[l]
     n = 0
     for w in range(W):
         x = H[u, w] & ~(H[v, w] | R[v, w])
@@ -144,9 +188,9 @@ def _candidates(l, v, k, g, row, CB, W, st, topo):
 def _best(row, CB, W, v, l, key, st, tr, taken, rng):
     """The smallest-key candidate of ``CB[row]`` not in ``taken`` (ties uniformly at random), or -1;
     ``l`` is the link (``-1``: the destination's own key)."""
-    p = tr[9][l] if l >= 0 else -1
-    g = tr[10][p, v] if p >= 0 else -1
-    scale = np.int64(st[0].shape[0] + st[3].shape[0] + 1)
+    p = tr.part_of_link[l] if l >= 0 else -1
+    g = tr.gid[p, v] if p >= 0 else -1
+    scale = np.int64(st.held.shape[0] + st.group_has.shape[0] + 1)
     bk = np.int64(1) << np.int64(62)
     best = -1
     ties = 0
@@ -166,50 +210,54 @@ def _best(row, CB, W, v, l, key, st, tr, taken, rng):
 
 
 @njit(cache=True)
-def _start(l, c, now, N, C, P, topo, st, tr, key, busy, lchunk, hk, hv, hsize, out, nout):
+def _start(l, c, now, N, C, P, links, st, tr, key, busy, lchunk, hk, hv, hsize, out, nout):
     """Start ``c`` on ``l`` at ``now``; returns the new heap size."""
-    ldst, lt = topo[1], topo[2]
+    ldst, lt, R = links.dst, links.time, st.receiving
+    out_c, out_l, out_s, out_e = out.chunk, out.link, out.start, out.end
     v = ldst[l]
     busy[l] = True
     lchunk[l] = c
-    _set(st[1], v, c)
+    _set(R, v, c)
     _gain(v, c, N, C, P, st, tr, key)
     e = now + lt[l]
-    out[0][nout[0]] = c
-    out[1][nout[0]] = l
-    out[2][nout[0]] = now
-    out[3][nout[0]] = e
+    out_c[nout[0]] = c
+    out_l[nout[0]] = l
+    out_s[nout[0]] = now
+    out_e[nout[0]] = e
     nout[0] += 1
     return pair_push(hk, hv, hsize, e, l)
 
 
 @njit(cache=True)
-def run_tiered(N, C, topo, tr, rules, rng, out, stats, init_v, init_c):
-    """Synthesize an All-Gather with the tiered rules; the transfers go to ``out`` (chunk, link, start,
-    end), in start order. Returns the number of transfers."""
-    lsrc, ldst, lt, in_ptr, in_order, out_ptr = topo
-    near_of_link, part_of_link, gid = tr[0], tr[9], tr[10]
-    imports, gamma, key, link_order, group_matching, tiebreak = rules
-    M = lsrc.shape[0]
+def run_tiered(N, C, links, tr, rules, rng, out, stats, init_v, init_c):
+    """Synthesize an All-Gather with the tiered rules; the transfers go to ``out``
+    (:class:`~solvers.greedy._kernel_common.Transfers`), in start order. Returns the number of transfers."""
+    ldst, lt, in_ptr, in_order, out_ptr = links.dst, links.time, links.in_ptr, links.in_order, links.out_ptr
+    near_of_link, part_of_link, gid = tr.near_of_link, tr.part_of_link, tr.gid
+    imports, gamma, key, link_order = rules.imports, rules.gamma, rules.key, rules.link_order
+    group_matching, tiebreak = rules.group_matching, rules.tiebreak
+    M = links.src.shape[0]
     W = (C + 63) // 64
-    K = max(tr[1].shape[0] - 1, 1)
+    K = max(tr.near_ptr.shape[0] - 1, 1)
     P = gid.shape[0]
     G = 1
     for p in range(P):
         for v in range(N):
             if gid[p, v] + 1 > G:
                 G = gid[p, v] + 1
-    st = (np.zeros((N, W), np.uint64), np.zeros((N, W), np.uint64), np.zeros((K, W), np.uint64),
-          np.zeros((G, W), np.uint64), np.zeros((max(P, 1), C), np.int32),
-          np.zeros((N if key == KEY_LOCAL else 1, C), np.uint16),
-          np.zeros((G if key == KEY_LOCAL else 1, C), np.uint16), np.zeros(C, np.int32))
-    R = st[1]
+    st = ChunkState(held=np.zeros((N, W), np.uint64), receiving=np.zeros((N, W), np.uint64),
+                    near_has=np.zeros((K, W), np.uint64), group_has=np.zeros((G, W), np.uint64),
+                    groups_holding=np.zeros((max(P, 1), C), np.int32),
+                    in_nbrs_holding=np.zeros((N if key == KEY_LOCAL else 1, C), np.uint16),
+                    nbr_groups_holding=np.zeros((G if key == KEY_LOCAL else 1, C), np.uint16),
+                    holders=np.zeros(C, np.int32))
+    R = st.receiving
     for i in range(init_v.shape[0]):  # (NPU, chunk) pairs held at the start, once each
         o = init_v[i]
         c = init_c[i]
         _gain(o, c, N, C, P, st, tr, key)
         R[o, c >> 6] |= U1 << np.uint64(c & 63)  # _arrive clears it again
-        _arrive(o, c, topo, st, key)
+        _arrive(o, c, links, st, key)
     maxdeg = 1
     for v in range(N):
         maxdeg = max(maxdeg, in_ptr[v + 1] - in_ptr[v])
@@ -265,7 +313,7 @@ def run_tiered(N, C, topo, tr, rules, rng, out, stats, init_v, init_c):
                     if gate_stamp[k] != stats[T_MATCHINGS]:
                         gate_stamp[k] = stats[T_MATCHINGS]
                         stats[T_GATE_CHECKS] += 1
-                        gate_val[k] = _gate_open(k, v, l, W, st, topo, tr, gamma)
+                        gate_val[k] = _gate_open(k, v, l, W, st, links, tr, gamma)
                         if not gate_val[k]:
                             stats[T_GATE_CLOSED] += 1
                     if not gate_val[k]:
@@ -276,7 +324,7 @@ def run_tiered(N, C, topo, tr, rules, rng, out, stats, init_v, init_c):
                     dk[nd] = k if k >= 0 else -2 - g  # the group rule's group, encoded
                     nd += 1
                     continue
-                n = _candidates(l, v, k, g, nj, CB, W, st, topo)
+                n = _candidates(l, v, k, g, nj, CB, W, st, links)
                 if n > 0:
                     jl[nj] = l
                     jn[nj] = n
@@ -322,7 +370,7 @@ def run_tiered(N, C, topo, tr, rules, rng, out, stats, init_v, init_c):
                     jalive[bj] = False
                     for j in range(nj):
                         CB[j, c >> 6] &= ~(U1 << np.uint64(c & 63))
-                    hsize = _start(jl[bj], c, now, N, C, P, topo, st, tr, key, busy, lchunk, hk, hv, hsize, out,
+                    hsize = _start(jl[bj], c, now, N, C, P, links, st, tr, key, busy, lchunk, hk, hv, hsize, out,
                                    nout)
             else:
                 while True:
@@ -350,7 +398,7 @@ def run_tiered(N, C, topo, tr, rules, rng, out, stats, init_v, init_c):
                     c = _best(bj, CB, W, v, jl[bj], key, st, tr, none, rng)
                     for j in range(nj):
                         CB[j, c >> 6] &= ~(U1 << np.uint64(c & 63))
-                    hsize = _start(jl[bj], c, now, N, C, P, topo, st, tr, key, busy, lchunk, hk, hv, hsize, out,
+                    hsize = _start(jl[bj], c, now, N, C, P, links, st, tr, key, busy, lchunk, hk, hv, hsize, out,
                                    nout)
         # ---------------------------------------------------------------- group matchings
         if nd > 0:
@@ -368,7 +416,7 @@ def run_tiered(N, C, topo, tr, rules, rng, out, stats, init_v, init_c):
                     l = dl[idx]
                     k = dk[idx] if dk[idx] >= 0 else -1
                     gg = -2 - dk[idx] if dk[idx] < -1 else -1
-                    n = _candidates(l, ldst[l], k, gg, nL, GCB, W, st, topo)
+                    n = _candidates(l, ldst[l], k, gg, nL, GCB, W, st, links)
                     if n > 0:
                         gl[nL] = l
                         gch[nL] = -1
@@ -432,7 +480,7 @@ def run_tiered(N, C, topo, tr, rules, rng, out, stats, init_v, init_c):
                     if c < 0:
                         continue
                     owner[c] = -1
-                    hsize = _start(gl[a], c, now, N, C, P, topo, st, tr, key, busy, lchunk, hk, hv, hsize, out,
+                    hsize = _start(gl[a], c, now, N, C, P, links, st, tr, key, busy, lchunk, hk, hv, hsize, out,
                                    nout)
         # ---------------------------------------------------------------- the next event
         if nout[0] == total and hsize == 0:
@@ -456,7 +504,7 @@ def run_tiered(N, C, topo, tr, rules, rng, out, stats, init_v, init_c):
             c = lchunk[l]
             busy[l] = False
             lchunk[l] = -1
-            _arrive(v, c, topo, st, key)
+            _arrive(v, c, links, st, key)
             if stamp[v] != ev:
                 stamp[v] = ev
                 touched[nt] = v

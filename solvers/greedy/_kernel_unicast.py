@@ -9,12 +9,14 @@ which spreads the load over every shortest path (multipath routing). Chunks ente
 source in an order drawn from the seed (``chunk_order=random``) or in chunk-id order (``chunk_order=rarest``
 has no meaning here and is refused by the solver), later ones in arrival order.
 
-The event loop is one call; it returns the transfers (chunk, link, start, end) and counters. Queue entries
-come from a pool sized by the caller; ``ST_GROW`` asks for a larger one (the run is deterministic, so the
-caller reruns it).
+The event loop is one call; it returns the transfers (:class:`~solvers.greedy._kernel_common.Transfers`) and
+counters (``U_*``). Queue entries come from a pool sized by the caller; ``ST_GROW`` asks for a larger one (the
+run is deterministic, so the caller reruns it).
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -23,6 +25,20 @@ from tacos_bench.graph import dijkstra, pair_pop, pair_push
 
 from ._kernel_common import EVENT_REL, FORWARD_REL, ST_DONE, ST_GROW, ST_STUCK
 from ._kernel_common import shuffle as shuffle_in_place
+
+# counters in ``stats``
+U_EVENTS, U_STALE = 0, 1   # events; queue entries dropped because their chunk had left the sender
+NUM_UNICAST_STATS = 2
+
+
+class LinkQueues(NamedTuple):
+    """A FIFO queue per link of the chunks resident at its sender that it may carry, as linked lists in a
+    shared pool of entries."""
+
+    head: np.ndarray   # int64 [M]: first entry of each link's queue, -1 empty
+    tail: np.ndarray   # int64 [M]: last entry, -1 empty
+    next: np.ndarray   # int64 [pool]: the entry after each entry, -1 last
+    chunk: np.ndarray  # int64 [pool]: the chunk of each entry
 
 
 @njit(cache=True)
@@ -42,9 +58,12 @@ def distances_to(N, in_ptr, in_src, lt_in):
 
 
 @njit(cache=True, inline="always")
-def _enqueue(c, u, dest, D, out_ptr, ldst, lt, qhead, qtail, pnext, pchunk, npool, cap):
+def _enqueue(c, u, dest, D, links, lq, npool):
     """Put chunk ``c`` (resident at ``u``, bound for ``dest``) on the queue of every forward out-link of ``u``;
     returns the new pool size, or -1 when the pool is full."""
+    out_ptr, ldst, lt = links.out_ptr, links.dst, links.time
+    qhead, qtail, pnext, pchunk = lq.head, lq.tail, lq.next, lq.chunk
+    cap = pchunk.shape[0]
     du = D[u, dest]
     for l in range(out_ptr[u], out_ptr[u + 1]):
         w = ldst[l]
@@ -64,13 +83,14 @@ def _enqueue(c, u, dest, D, out_ptr, ldst, lt, qhead, qtail, pnext, pchunk, npoo
 
 
 @njit(cache=True)
-def run_unicast(N, C, lsrc, ldst, lt, out_ptr, D, src_of, dst_of, shuffle, farthest, rng, cap, out, stats):
-    """Synthesize; ``out`` = (chunk, link, start, end) buffers. Returns ``(status, transfers)``."""
+def run_unicast(N, C, links, D, src_of, dst_of, shuffle, farthest, rng, cap, out, stats):
+    """Synthesize into the ``out`` buffers with a queue pool of ``cap`` entries. Returns ``(status, transfers)``."""
+    lsrc, ldst, lt, out_ptr = links.src, links.dst, links.time, links.out_ptr
+    out_c, out_l, out_s, out_e = out.chunk, out.link, out.start, out.end
     M = lsrc.shape[0]
-    qhead = np.full(M, -1, np.int64)
-    qtail = np.full(M, -1, np.int64)
-    pnext = np.empty(cap, np.int64)
-    pchunk = np.empty(cap, np.int64)
+    lq = LinkQueues(head=np.full(M, -1, np.int64), tail=np.full(M, -1, np.int64), next=np.empty(cap, np.int64),
+                    chunk=np.empty(cap, np.int64))
+    qhead, qtail, pnext, pchunk = lq.head, lq.tail, lq.next, lq.chunk
     npool = 0
     pos = np.full(C, -1, np.int64)       # the NPU a chunk rests at; -1 in flight or delivered
     busy = np.zeros(M, np.bool_)
@@ -94,7 +114,7 @@ def run_unicast(N, C, lsrc, ldst, lt, out_ptr, D, src_of, dst_of, shuffle, farth
             continue  # already where it must be
         remaining += 1
         pos[c] = src_of[c]
-        npool = _enqueue(c, src_of[c], dst_of[c], D, out_ptr, ldst, lt, qhead, qtail, pnext, pchunk, npool, cap)
+        npool = _enqueue(c, src_of[c], dst_of[c], D, links, lq, npool)
         if npool < 0:
             return ST_GROW, 0
     touched = np.arange(N)
@@ -104,7 +124,7 @@ def run_unicast(N, C, lsrc, ldst, lt, out_ptr, D, src_of, dst_of, shuffle, farth
     now = 0.0
     ev = 0
     while True:
-        stats[0] += 1
+        stats[U_EVENTS] += 1
         for ti in range(nt):
             u = touched[ti]
             for l in range(out_ptr[u], out_ptr[u + 1]):
@@ -113,7 +133,7 @@ def run_unicast(N, C, lsrc, ldst, lt, out_ptr, D, src_of, dst_of, shuffle, farth
                 e = qhead[l]
                 while e >= 0 and pos[pchunk[e]] != u:  # sent over another link, or moved on: drop
                     e = pnext[e]
-                    stats[1] += 1
+                    stats[U_STALE] += 1
                 qhead[l] = e
                 if e < 0:
                     qtail[l] = -1
@@ -126,10 +146,10 @@ def run_unicast(N, C, lsrc, ldst, lt, out_ptr, D, src_of, dst_of, shuffle, farth
                 busy[l] = True
                 lchunk[l] = c
                 end = now + lt[l]
-                out[0][nout] = c
-                out[1][nout] = l
-                out[2][nout] = now
-                out[3][nout] = end
+                out_c[nout] = c
+                out_l[nout] = l
+                out_s[nout] = now
+                out_e[nout] = end
                 nout += 1
                 hsize = pair_push(hk, hv, hsize, end, l)
         if remaining == 0:
@@ -154,7 +174,7 @@ def run_unicast(N, C, lsrc, ldst, lt, out_ptr, D, src_of, dst_of, shuffle, farth
                 remaining -= 1
             else:
                 pos[c] = w
-                npool = _enqueue(c, w, dst_of[c], D, out_ptr, ldst, lt, qhead, qtail, pnext, pchunk, npool, cap)
+                npool = _enqueue(c, w, dst_of[c], D, links, lq, npool)
                 if npool < 0:
                     return ST_GROW, nout
                 if stamp[w] != ev:

@@ -47,9 +47,11 @@ class _Slices:
 
 
 class _Static:
-    """The arrays both kernels read, as contiguous int64/float64 (shared by a problem's restarts)."""
+    """The arrays the multicast kernels read, as contiguous int64/float64 (shared by a problem's restarts)."""
 
     def __init__(self, problem: Problem, opts: GreedyOptions, start: StartState | None = None):
+        from ._kernel_common import Links
+
         topo, ltime = _links_of(problem, start)
         self.problem = problem
         self.opts = opts
@@ -61,6 +63,8 @@ class _Static:
         self.in_ptr = np.ascontiguousarray(topo.in_ptr, dtype=np.int64)
         self.in_order = np.ascontiguousarray(topo.in_order, dtype=np.int64)
         self.out_ptr = np.ascontiguousarray(topo.out_ptr, dtype=np.int64)
+        self.links = Links(src=self.lsrc, dst=self.ldst, time=self.ltime, in_ptr=self.in_ptr, in_order=self.in_order,
+                           out_ptr=self.out_ptr)
         self.maxdeg = int(np.diff(self.in_ptr).max()) if self.N > 1 else 0
         if not problem.collective.multicast:
             raise SolverError(f"the multicast kernels serve all_gather and broadcast, not {problem.kind}")
@@ -98,6 +102,21 @@ def _set_bits(H: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> None:
         np.bitwise_or.at(H, (rows, cols >> 6), np.left_shift(np.uint64(1), (cols & 63).astype(np.uint64)))
 
 
+def _event_queue(class_of: np.ndarray, ring_off: np.ndarray, ring_cap: np.ndarray, entry_type):
+    """An empty event queue (:class:`~solvers.greedy._kernel_common.EventQueue`) with ring ``k`` in the
+    slots ``ring_off[k] .. ring_off[k] + ring_cap[k] - 1``; ``entry_type`` is the kernel's named tuple of the
+    other per-slot arrays (int64, every field)."""
+    from ._kernel_common import EventQueue
+
+    slots, k = int(ring_cap.sum()), len(ring_cap)
+    return EventQueue(class_of=class_of, end=np.zeros(slots),
+                      entry=entry_type(*(np.zeros(slots, dtype=np.int64) for _ in entry_type._fields)),
+                      ring_off=ring_off, ring_cap=ring_cap, ring_head=np.zeros(k, dtype=np.int64),
+                      ring_size=np.zeros(k, dtype=np.int64), heap=np.zeros(k, dtype=np.int64),
+                      heap_pos=np.full(k, -1, dtype=np.int64), heap_size=np.zeros(1, dtype=np.int64),
+                      head_end=np.zeros(k), prio=np.zeros(k, dtype=np.int64))
+
+
 def _links_of(problem: Problem, start: StartState | None):
     """The topology and link times a run uses: all links, or those ``start`` leaves usable (same NPU ids)."""
     topo = problem.topology
@@ -131,8 +150,9 @@ class _Instance(_Static):
         self.r_off = np.concatenate([[0], np.cumsum(self.r_cap)[:-1]]).astype(np.int64)
         self.order_code = CHUNK_ORDERS.index(opts.chunk_order)
         self.counted_random = K.uses_counted_random(self.order_code, opts.duplicates, opts.window)
-        self.tie_code = LINK_TIEBREAKS.index(opts.link_tiebreak)
-        self.match_code = MATCHINGS.index(opts.matching)
+        self.rules = K.Rules(chunk_order=self.order_code, link_tiebreak=LINK_TIEBREAKS.index(opts.link_tiebreak),
+                             matching=MATCHINGS.index(opts.matching), duplicates=bool(opts.duplicates),
+                             preempt=bool(opts.preempt), window=int(opts.window))
         if opts.chunk_order == "farthest":
             from tacos_bench.graph import hop_distances
 
@@ -158,15 +178,14 @@ class _Instance(_Static):
 
     def run(self, kseed: np.uint64, bar=None):
         """One greedy run; returns the schedule columns and counters."""
+        from ._kernel_common import Transfers
+
         K = self.K
         N, C, W, M = self.N, self.C, self.W, self.M
-        H = self.initial_bits.copy()
         hv, hc = self.initial_pairs
-        R = np.zeros((N, W), dtype=np.uint64)
-        cur_chunk = np.full(M, -1, dtype=np.int64)
-        cur_start = np.zeros(M)
-        busy_until = np.zeros(M)
-        gen = np.zeros(M, dtype=np.int64)
+        st = K.State(held=self.initial_bits.copy(), receiving=np.zeros((N, W), dtype=np.uint64),
+                     cur_chunk=np.full(M, -1, dtype=np.int64), cur_start=np.zeros(M), busy_until=np.zeros(M),
+                     gen=np.zeros(M, dtype=np.int64))
         window = self.opts.window
         if window:
             # per-NPU arrival logs: each link offers the `window` earliest arrivals its receiver still needs
@@ -175,37 +194,24 @@ class _Instance(_Static):
             # row u: the chunks it starts with, in id order (initial_pairs is sorted by NPU, then chunk)
             pos = np.arange(hv.size) - np.repeat(np.cumsum(loglen) - loglen, loglen)
             log[hv, pos] = hc
-            lptr = np.zeros(M, dtype=np.int64)
-            wc = np.zeros((1, 1), dtype=np.uint8)
-            bc = np.zeros((1, 1), dtype=np.uint16)
-            tot = np.zeros(1, dtype=np.int64)
+            win = K.Window(log=log, log_len=loglen, log_pos=np.zeros(M, dtype=np.int64))
+            counts = K.Counts(per_word=np.zeros((1, 1), dtype=np.uint8), per_block=np.zeros((1, 1), dtype=np.uint16),
+                              total=np.zeros(1, dtype=np.int64))
         else:
-            log = np.zeros((1, 1), dtype=np.int32)
-            loglen = np.zeros(1, dtype=np.int64)
-            lptr = np.zeros(1, dtype=np.int64)
-            wc = np.zeros((M, W), dtype=np.uint8)
-            bc = np.zeros((M, -(-W // K.BLOCK_WORDS)), dtype=np.uint16)
-            tot = np.zeros(M, dtype=np.int64)
-            K.init_counts(self.lsrc, self.ldst, H, R, wc, bc, tot)
-        nring = int(self.r_cap.sum())
-        q_link = np.zeros(nring, dtype=np.int64)
-        q_gen = np.zeros(nring, dtype=np.int64)
-        q_end = np.zeros(nring)
-        r_head = np.zeros(self.K_classes, dtype=np.int64)
-        r_size = np.zeros(self.K_classes, dtype=np.int64)
-        cheap = np.zeros(self.K_classes, dtype=np.int64)
-        cpos = np.full(self.K_classes, -1, dtype=np.int64)
-        csize = np.zeros(1, dtype=np.int64)
-        chead = np.zeros(self.K_classes)
-        cprio = np.zeros(self.K_classes, dtype=np.int64)
-        copies = np.bincount(hc, minlength=C).astype(np.int32)
-        cnt = self.cnt0.copy()
-        rmax = self.rmax0.copy()
+            win = K.Window(log=np.zeros((1, 1), dtype=np.int32), log_len=np.zeros(1, dtype=np.int64),
+                           log_pos=np.zeros(1, dtype=np.int64))
+            counts = K.Counts(per_word=np.zeros((M, W), dtype=np.uint8),
+                              per_block=np.zeros((M, -(-W // K.BLOCK_WORDS)), dtype=np.uint16),
+                              total=np.zeros(M, dtype=np.int64))
+            K.init_counts(self.links, st, counts)
+        queue = _event_queue(self.lclass, self.r_off, self.r_cap, K.RingEntry)
         if self.opts.chunk_order == "oldest":
             arr_time = np.full((N, C), np.inf)
             arr_time[hv, hc] = 0.0
         else:
             arr_time = np.zeros((1, 1))
+        keys = K.ChunkKeys(copies=np.bincount(hc, minlength=C).astype(np.int32), need_at=self.cnt0.copy(),
+                           max_need=self.rmax0.copy(), arrival=arr_time, hops=self.dist, src_of=self.src_of)
         rng = np.array([kseed], dtype=np.uint64)
         clock = np.full(1, -1.0)
         ctr = np.zeros(K.NUM_COUNTERS, dtype=np.int64)
@@ -213,30 +219,24 @@ class _Instance(_Static):
         remaining = N * C - hv.size
         ctr[K.C_REMAINING] = remaining
         cap = min(remaining, OUT_BUFFER_ROWS) + M
-        out = [np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64), np.empty(cap), np.empty(cap)]
+        out = Transfers(chunk=np.empty(cap, dtype=np.int64), link=np.empty(cap, dtype=np.int64), start=np.empty(cap),
+                        end=np.empty(cap))
         ws = K.make_workspace(N, C, self.maxdeg)
-        topo = (self.lsrc, self.ldst, self.ltime, self.lclass, self.in_ptr, self.in_order, self.out_ptr)
-        rules = (self.order_code, self.tie_code, self.match_code, bool(self.opts.duplicates),
-                 bool(self.opts.preempt), int(window))
-        state = (H, R, cur_chunk, cur_start, busy_until, gen)
-        queue = (q_link, q_gen, q_end, self.r_off, self.r_cap, r_head, r_size, cheap, cpos, csize, chead, cprio)
-        order = (copies, cnt, rmax, arr_time, self.dist, self.src_of)
-        outs = (out[0], out[1], out[2], out[3])
         run = K.run_counted_random if self.counted_random else K.run_listed
         parts = []
         slices = _Slices(32, bar, remaining)
         while True:
             t0 = time.perf_counter()
-            st = run(N, topo, rules, state, (wc, bc, tot), (log, loglen, lptr), order, queue, outs, ws, rng, clock,
-                     ctr, fst, slices.max_events)
+            status = run(N, self.links, self.rules, st, counts, win, keys, queue, out, ws, rng, clock, ctr, fst,
+                         slices.max_events)
             slices.progress(int(ctr[K.C_REMAINING]))
-            if st == K.ST_DONE:
+            if status == K.ST_DONE:
                 break
-            if st == K.ST_FLUSH:
+            if status == K.ST_FLUSH:
                 n = int(ctr[K.C_OUT])
                 parts.append([a[:n].copy() for a in out])
                 ctr[K.C_OUT] = 0
-            elif st == K.ST_STUCK:  # cannot happen on a strongly connected topology
+            elif status == K.ST_STUCK:  # cannot happen on a strongly connected topology
                 raise SolverError(f"greedy stalled with {int(ctr[K.C_REMAINING])} (NPU, chunk) pairs undelivered")
             else:
                 slices.adapt(time.perf_counter() - t0)
@@ -286,6 +286,9 @@ class ScaleInstance(_Static):
         self._in_link_groups(K.SCALE_MAX_GROUPS)
         self.state_dtype = K.scale_state_dtype(self.maxdeg)
         self.tie_code = LINK_TIEBREAKS.index(opts.link_tiebreak)
+        self.inlinks = K.InLinks(num_npus=self.N, num_groups=self.G, dst=self.jdst, link=self.jlink, time=self.jtime,
+                                 group=self.jgrp, group_mask=self.jgmask, npu_group_mask=self.vgmask,
+                                 in_ptr=self.in_ptr, out_ptr=self.out_ptr, link_dst=self.ldst, link_pos=self.jpos)
 
     def _in_link_groups(self, max_groups: int):
         """Group each destination's in-links by link time (fastest first, the slowest ones merged past
@@ -325,6 +328,8 @@ class ScaleInstance(_Static):
         """
         import numba
 
+        from ._kernel_common import Transfers
+
         K = self.K
         numba.set_num_threads(max(1, min(int(threads), SCALE_PARTITIONS, numba.config.NUMBA_NUM_THREADS)))
         N, C, M, G = self.N, self.C, self.M, self.G
@@ -334,81 +339,64 @@ class ScaleInstance(_Static):
         while start_cap < self.maxdeg * (C // N) + self.maxdeg * self.maxdeg + 1:
             start_cap *= 2
         S = huge_zeros((N * G, start_cap), np.uint16 if C <= 1 << 16 else np.uint32)
-        slen = np.zeros(N * G, dtype=np.int64)
         # per in-position: candidates and chunk in flight (-1 idle); a destination's in-links share a line
         jinfo = np.zeros((M, 2), dtype=np.int32)
         jinfo[:, K.J_CUR] = -1
+        cs = K.ScaleState(state=state, cand=S, cand_len=np.zeros(N * G, dtype=np.int64), jinfo=jinfo,
+                          state_flat=state.reshape(-1), cand_flat=S.reshape(-1), jinfo_flat=jinfo.reshape(-1))
         P = SCALE_PARTITIONS
-        part_lo = np.array([N * p // P for p in range(P + 1)], dtype=np.int64)
-        ctr = np.zeros(K.NUM_SCALE_COUNTERS, dtype=np.int64)
-        # per-partition counters and random states, each row on its own cache lines (no false sharing)
-        pctr = np.zeros((P, 64), dtype=np.int64)
-        remaining = N * C - C
-        ctr[K.SC_REMAINING] = remaining
-        K.scale_init(N, C, G, self.ldst, self.out_ptr, self.jpos, self.in_ptr, self.jgrp, self.jgmask, state, S,
-                     slen, jinfo, pctr[0], self.src_of)
-        q_pos = np.zeros(M, dtype=np.int64)
-        q_chunk = np.zeros(M, dtype=np.int64)
-        q_sev = np.zeros(M, dtype=np.int64)
-        q_end = np.zeros(M)
-        kc = self.K_classes
-        r_head = np.zeros(kc, dtype=np.int64)
-        r_size = np.zeros(kc, dtype=np.int64)
-        cheap = np.zeros(kc, dtype=np.int64)
-        cpos = np.full(kc, -1, dtype=np.int64)
-        csize = np.zeros(1, dtype=np.int64)
-        chead = np.zeros(kc)
-        cprio = np.zeros(kc, dtype=np.int64)
         # one random stream per partition, all determined by the run's seed
         rngs = np.zeros((P, 8), dtype=np.uint64)
         rngs[:, 0] = np.random.SeedSequence(int(kseed)).generate_state(P, dtype=np.uint64)
+        parts = K.Partitions(lo=np.array([N * p // P for p in range(P + 1)], dtype=np.int64), rng=rngs,
+                             ctr=np.zeros((P, 64), dtype=np.int64))
+        ctr = np.zeros(K.NUM_SCALE_COUNTERS, dtype=np.int64)
+        remaining = N * C - C
+        ctr[K.SC_REMAINING] = remaining
+        K.scale_init(C, self.inlinks, cs, parts.ctr[0], self.src_of)
+        queue = _event_queue(self.jclass, self.r_off, self.r_cap, K.RingEntry)
         clock = np.full(1, -1.0)
         ev_time = np.zeros(EVENT_BUFFER)
         ev_base = np.zeros(1, dtype=np.int64)
         cap = min(remaining, OUT_BUFFER_ROWS) + M
-        out = [np.empty(cap, dtype=np.int32) for _ in range(4)]
-        dirty = np.empty(N, dtype=np.int64)
-        is_dirty = np.zeros(N, dtype=np.bool_)
-        act = [np.empty(N, dtype=np.int64) for _ in range(7)]
-        arr = [np.empty(M, dtype=np.int64) for _ in range(2)]
-        started = [np.empty(M, dtype=np.int64) for _ in range(2)]
+        out = Transfers(*(np.empty(cap, dtype=np.int32) for _ in Transfers._fields))
+        work = K.ScaleWork(dirty=np.empty(N, dtype=np.int64), is_dirty=np.zeros(N, dtype=np.bool_),
+                           **{f: np.empty(N, dtype=np.int64) for f in ("active", "draw_pos", "draw_chunk", "misses",
+                                                                       "free_mask", "draw_row", "eligible")},
+                           **{f: np.empty(M, dtype=np.int64) for f in ("arr_pos", "arr_chunk", "start_pos",
+                                                                       "start_chunk")},
+                           part_dirty=np.zeros(P, dtype=np.int64), part_started=np.zeros(P, dtype=np.int64))
         # at most maxdeg arrivals at each of maxdeg in-neighbours can join one candidate set per event
         margin = self.maxdeg * self.maxdeg + 1
         slices = _Slices(8, bar, remaining)
         while True:
             t0 = time.perf_counter()
-            st = K.run_scale(N, G, self.jdst, self.jlink, self.jtime, self.jclass, self.jgrp, self.jgmask,
-                             self.vgmask, self.in_ptr, self.out_ptr,
-                             self.ldst, self.jpos, self.tie_code, state, S, slen, jinfo,
-                             q_pos, q_chunk, q_sev, q_end, self.r_off, self.r_cap, r_head, r_size, cheap, cpos,
-                             csize, chead, cprio, rngs, clock, ctr, pctr, ev_time, ev_base,
-                             out[0], out[1], out[2], out[3], slices.max_events,
-                             dirty, is_dirty, *act, arr[0], arr[1],
-                             started[0], started[1], part_lo, margin,
-                             state.reshape(-1), S.reshape(-1), jinfo.reshape(-1))
+            status = K.run_scale(self.inlinks, cs, queue, parts, work, out, ev_time, ev_base, clock, ctr,
+                                 self.tie_code, margin, slices.max_events)
             slices.progress(int(ctr[K.SC_REMAINING]))
-            if st == K.ST_DONE:
+            if status == K.ST_DONE:
                 break
-            if st == K.ST_FLUSH:
+            if status == K.ST_FLUSH:
                 n = int(ctr[K.SC_OUT])
-                sink.append(out[0][:n], out[1][:n], out[2][:n], out[3][:n])
+                sink.append(out.chunk[:n], out.link[:n], out.start[:n], out.end[:n])
                 ctr[K.SC_OUT] = 0
-            elif st == K.ST_EVFULL:
+            elif status == K.ST_EVFULL:
                 sink.add_events(ev_time)
                 ev_base[0] += len(ev_time)
-            elif st == K.ST_GROW:
+            elif status == K.ST_GROW:
+                S = cs.cand
                 S2 = huge_zeros((N * G, 2 * S.shape[1]), S.dtype)
                 S2[:, :S.shape[1]] = S
-                S = S2
-            elif st == K.ST_STUCK:  # cannot happen on a strongly connected topology
+                cs = cs._replace(cand=S2, cand_flat=S2.reshape(-1))
+            elif status == K.ST_STUCK:  # cannot happen on a strongly connected topology
                 raise SolverError(f"greedy stalled with {int(ctr[K.SC_REMAINING])} (NPU, chunk) pairs undelivered")
             else:
                 slices.adapt(time.perf_counter() - t0)
         sink.add_events(ev_time[:int(ctr[K.SC_EVENTS] - ev_base[0])])
         n = int(ctr[K.SC_OUT])
-        sink.append(out[0][:n], out[1][:n], out[2][:n], out[3][:n])
-        ctr += pctr[:, :K.NUM_SCALE_COUNTERS].sum(axis=0)
-        ctr[K.SC_SMAX] = pctr[:, K.SC_SMAX].max()
+        sink.append(out.chunk[:n], out.link[:n], out.start[:n], out.end[:n])
+        ctr += parts.ctr[:, :K.NUM_SCALE_COUNTERS].sum(axis=0)
+        ctr[K.SC_SMAX] = parts.ctr[:, K.SC_SMAX].max()
         return {
             "events": int(ctr[K.SC_EVENTS]),
             "transfers_started": remaining,
@@ -436,28 +424,31 @@ class _TieredInstance(_Static):
 
     def __init__(self, problem: Problem, opts: GreedyOptions, start: StartState | None = None):
         super().__init__(problem, opts, start)
-        from . import _kernel_tiered as K
         from tacos_bench.topology.tiers import Tiers
+
+        from . import _kernel_tiered as K
 
         self.K = K
         sub, lt = _links_of(problem, start)
         t = self.tiers = Tiers(problem, sub, lt)
-        self.tr = (t.near_of_link, t.near_ptr, t.rev_ptr, t.rev_cls, t.fin_ptr, t.fin_links, t.fin_rate,
-                   t.fin_tmin, t.near_mem, t.part_of_link, t.gid, t.ngrev_ptr, t.ngrev)
-        self.topo = (self.lsrc, self.ldst, self.ltime, self.in_ptr, self.in_order, self.out_ptr)
-        self.rules = (IMPORTS.index(opts.imports), float(opts.import_gate),
-                      {"random": K.KEY_RANDOM, "rarest": K.KEY_RAREST, "local_rarest": K.KEY_LOCAL}[opts.chunk_order],
-                      LINK_ORDERS.index(opts.link_order), bool(opts.group_matching),
-                      LINK_TIEBREAKS.index(opts.link_tiebreak))
+        self.tr = K.TierArrays(**{f: getattr(t, f) for f in K.TierArrays._fields})
+        self.rules = K.Rules(
+            imports=IMPORTS.index(opts.imports), gamma=float(opts.import_gate),
+            key={"random": K.KEY_RANDOM, "rarest": K.KEY_RAREST, "local_rarest": K.KEY_LOCAL}[opts.chunk_order],
+            link_order=LINK_ORDERS.index(opts.link_order), group_matching=bool(opts.group_matching),
+            tiebreak=LINK_TIEBREAKS.index(opts.link_tiebreak))
 
     def run(self, kseed: np.uint64):
         """One run; returns the schedule columns and counters."""
+        from ._kernel_common import Transfers
+
         K = self.K
         hv, hc = self.initial_pairs
         total = self.N * self.C - hv.size
-        out = (np.empty(total, np.int64), np.empty(total, np.int64), np.empty(total), np.empty(total))
+        out = Transfers(chunk=np.empty(total, np.int64), link=np.empty(total, np.int64), start=np.empty(total),
+                        end=np.empty(total))
         stats = np.zeros(K.NUM_STATS, np.int64)
-        n = K.run_tiered(self.N, self.C, self.topo, self.tr, self.rules, np.array([kseed], np.uint64), out, stats,
+        n = K.run_tiered(self.N, self.C, self.links, self.tr, self.rules, np.array([kseed], np.uint64), out, stats,
                          hv, hc)
         if n < total:
             raise SolverError(f"greedy stalled with {total - n} (NPU, chunk) pairs undelivered")
@@ -474,6 +465,7 @@ class _UnicastInstance:
 
     def __init__(self, problem: Problem, opts: GreedyOptions, start: StartState | None = None):
         from . import _kernel_unicast as K
+        from ._kernel_common import Links
 
         if opts.tiered:
             # the link-tier rules (greedy_plus) are about multicast data; unicast data is routed, and the
@@ -505,9 +497,12 @@ class _UnicastInstance:
         self.ldst = np.ascontiguousarray(topo.dst, dtype=np.int64)
         self.lt = np.ascontiguousarray(lt, dtype=np.float64)
         self.out_ptr = np.ascontiguousarray(topo.out_ptr, dtype=np.int64)
-        in_order = np.asarray(topo.in_order, dtype=np.int64)
-        self.D = K.distances_to(self.N, np.ascontiguousarray(topo.in_ptr, dtype=np.int64),
-                                np.ascontiguousarray(self.lsrc[in_order]), np.ascontiguousarray(self.lt[in_order]))
+        in_ptr = np.ascontiguousarray(topo.in_ptr, dtype=np.int64)
+        in_order = np.ascontiguousarray(topo.in_order, dtype=np.int64)
+        self.links = Links(src=self.lsrc, dst=self.ldst, time=self.lt, in_ptr=in_ptr, in_order=in_order,
+                           out_ptr=self.out_ptr)
+        self.D = K.distances_to(self.N, in_ptr, np.ascontiguousarray(self.lsrc[in_order]),
+                                np.ascontiguousarray(self.lt[in_order]))
         self.src_of = np.ascontiguousarray(problem.sources, dtype=np.int64)
         self.dst_of = np.ascontiguousarray(problem.destinations, dtype=np.int64)
         if start is not None:
@@ -544,7 +539,7 @@ class _UnicastInstance:
         from ._kernel_routed import max_hops
 
         if not hasattr(self, "_H"):
-            self._H = max_hops(self.N, self.D, self.out_ptr, self.ldst, self.lt)
+            self._H = max_hops(self.N, self.D, self.links)
         H = self._H
         if detour:
             H = H.copy()
@@ -554,21 +549,25 @@ class _UnicastInstance:
     def run(self, kseed: np.uint64):
         if self.routing == "balanced":
             return self._run_balanced(kseed)
+        from ._kernel_common import Transfers
+
         K = self.K
         while True:
             bound = int(self.hops().sum())
-            out = (np.empty(bound, np.int64), np.empty(bound, np.int64), np.empty(bound), np.empty(bound))
-            stats = np.zeros(2, np.int64)
-            st, n = K.run_unicast(self.N, self.C, self.lsrc, self.ldst, self.lt, self.out_ptr, self.D, self.src_of,
-                                  self.dst_of, True, self.farthest, np.array([kseed], np.uint64), self.cap, out, stats)
-            if st == K.ST_GROW:
+            out = Transfers(chunk=np.empty(bound, np.int64), link=np.empty(bound, np.int64), start=np.empty(bound),
+                            end=np.empty(bound))
+            stats = np.zeros(K.NUM_UNICAST_STATS, np.int64)
+            status, n = K.run_unicast(self.N, self.C, self.links, self.D, self.src_of, self.dst_of, True,
+                                      self.farthest, np.array([kseed], np.uint64), self.cap, out, stats)
+            if status == K.ST_GROW:
                 self.cap *= 2
                 continue
-            if st == K.ST_STUCK:  # cannot happen on a strongly connected topology
+            if status == K.ST_STUCK:  # cannot happen on a strongly connected topology
                 raise SolverError("the routing greedy stalled with chunks undelivered")
             chunk, link, start, end = (a[:n] for a in out)
             return ((chunk, self.lsrc[link], self.ldst[link], start, end),
-                    {"events": int(stats[0]), "stale_queue_entries": int(stats[1]), "queue_pool": self.cap})
+                    {"events": int(stats[K.U_EVENTS]), "stale_queue_entries": int(stats[K.U_STALE]),
+                     "queue_pool": self.cap})
 
     def _run_balanced(self, kseed: np.uint64):
         best = None
@@ -581,6 +580,7 @@ class _UnicastInstance:
 
     def _run_routed(self, kseed: np.uint64, stretch: float):
         from . import _kernel_routed as R
+        from ._kernel_common import Transfers
 
         rng = np.array([kseed], np.uint64)
         room = self.hops(detour=stretch > 0)
@@ -591,33 +591,32 @@ class _UnicastInstance:
         passes = 0 if self.thrifty else min(self.passes, RESUME_PASSES) if self.resumed else self.passes
         best = None
         for _ in range(tries):
-            paths = np.empty(max(int(ptr[-1]), 1), np.int64)
-            plen = np.zeros(self.C, np.int64)
+            routes = R.Routes(offset=ptr, length=np.zeros(self.C, np.int64),
+                              link=np.empty(max(int(ptr[-1]), 1), np.int64))
             load = np.zeros(self.lsrc.size)
-            R.route(self.N, self.C, self.src_of, self.dst_of, self.D, self.out_ptr, self.ldst, self.lt, passes,
-                    rng, ptr, plen, paths, load, stretch)
+            R.route(self.N, self.C, self.src_of, self.dst_of, self.D, self.links, passes, rng, routes, load, stretch)
             key = (float(load.max()) if load.size else 0.0, float(np.dot(load, load)))
             if best is None or key < best[0]:
-                best = (key, paths, plen, load)
-        _, paths, plen, load = best
-        total = int(plen.sum())
+                best = (key, routes, load)
+        _, routes, load = best
+        total = int(routes.length.sum())
         # list scheduling is tight but for ties: as many tie-key draws, keep the earliest end
         sched = None
         for _ in range(tries):
-            out = (np.empty(total, np.int64), np.empty(total, np.int64), np.empty(total), np.empty(total))
+            out = Transfers(chunk=np.empty(total, np.int64), link=np.empty(total, np.int64), start=np.empty(total),
+                            end=np.empty(total))
             stats = np.zeros(1, np.int64)
-            n = R.run_routed(self.C, self.lsrc, self.ldst, self.lt, ptr, plen, paths, rng, out, stats)
+            n = R.run_routed(self.C, self.links, routes, rng, out, stats)
             if n != total:  # cannot happen: every route is a path of existing links
                 raise SolverError("the routed greedy left chunks undelivered")
-            end = float(out[3].max()) if total else 0.0
+            end = float(out.end.max()) if total else 0.0
             if sched is None or end < sched[0]:
                 sched = (end, out, stats)
             if load.size == 0 or end <= float(load.max()) * (1 + 1e-12):
                 break  # at the most loaded link's total: nothing can end sooner on these routes
         _, out, stats = sched
-        chunk, link, start, end = out
-        return ((chunk, self.lsrc[link], self.ldst[link], start, end),
-                {"events": int(stats[0]), "max_link_load_us": float(load.max()) if load.size else 0.0,
+        return ((out.chunk, self.lsrc[out.link], self.ldst[out.link], out.start, out.end),
+                {"events": int(stats[R.R_EVENTS]), "max_link_load_us": float(load.max()) if load.size else 0.0,
                  "route_passes": passes, "route_tries": tries})
 
 
