@@ -1,6 +1,7 @@
-"""CP-SAT (OR-Tools) on the discretized time-expanded network.
+"""CP-SAT (OR-Tools) in continuous time or on the discretized time-expanded network.
 
-Two formulations of the same copy-collective problem on the same TEN
+``model="continuous"`` solves the problem the verifier checks, with no grid beyond an exact time unit
+(:mod:`solvers.exact.continuous`). Two formulations of the same copy-collective problem on the same TEN
 (:mod:`solvers.exact.ten`, model notes in :mod:`solvers.exact.common`; reducing
 collectives by reversal):
 
@@ -231,7 +232,8 @@ def _build_interval(model: AgModel, hint):
 
 
 class CpSatSolver(ExactSolverBase):
-    """Exact copy collectives (the reducing ones by reversal) with OR-Tools CP-SAT on the TEN.
+    """Exact copy collectives (the reducing ones by reversal) with OR-Tools CP-SAT, on the TEN or, with
+    ``model="continuous"``, in continuous time (:mod:`solvers.exact.continuous`).
 
     Options: :class:`CpSatOptions` (``mip_gap`` maps to ``relative_gap_limit``).
     """
