@@ -85,3 +85,12 @@ def test_continuous_model_cold_is_optimal_for_the_problem_itself(kind, cpn):
     if kind != "all_reduce":   # a composed All-Reduce is optimal only when it meets its bound
         assert r.status == "optimal" and r.stop_reason in ("proved", "bound_met"), (r.status, r.message)
         assert t == pytest.approx(r.best_bound_us)
+
+
+def test_the_greedy_restarts_are_an_anytime_trace(tmp_path):
+    rec = run_job({"solver": {"name": "greedy", "restarts": 4}, "topo": {"kind": "torus", "dims": [4, 4]},
+                   "collective": {"kind": "all_gather", "buffer_mib": 1}, "seed": 0}, tmp_path)
+    rows = list(csv.DictReader((tmp_path / "anytime.csv").open()))
+    inc = [float(r["incumbent_us"]) for r in rows]
+    assert len(rows) == 5 and inc == sorted(inc, reverse=True)      # four restarts, then the returned schedule
+    assert inc[-1] == pytest.approx(rec["collective_time_us"]) and rec["time_to_final_incumbent_s"] is not None

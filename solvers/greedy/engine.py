@@ -803,6 +803,7 @@ def greedy_all_gather(problem: Problem, *, seed: int = 0, deadline: float | None
     seeds = restart_seeds(seed, restart_count(problem, opts))
     best = None
     makespans = []
+    ends = []   # perf_counter at the end of each restart (the anytime trace)
     for i, ks in enumerate(seeds):
         if i > 0 and deadline is not None and time.perf_counter() >= deadline:
             break
@@ -821,6 +822,7 @@ def greedy_all_gather(problem: Problem, *, seed: int = 0, deadline: float | None
                 bar.close()
         ms = result.makespan_us
         makespans.append(ms)
+        ends.append(time.perf_counter())
         if best is None or ms < best[0]:
             if best is not None and output == "compact":
                 best[3].delete()
@@ -839,6 +841,7 @@ def greedy_all_gather(problem: Problem, *, seed: int = 0, deadline: float | None
             "best_restart": i,
             "best_seed": ks,
             "makespans_us": makespans,
+            "restart_ends": ends,
             "transfers": len(result),
             **counters,
         })

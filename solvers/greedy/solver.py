@@ -68,12 +68,17 @@ class GreedySolver(Solver):
                 st["by_reversal"] = True
             else:
                 sched = _all_gather_candidates(ag_problem, opts, deadline, st, output, threads)
+            st["anytime_points"] = st.pop("candidate_ends", None) or list(zip(st.get("restart_ends", []),
+                                                                               st.get("makespans_us", [])))
             phases.append(st)
             return sched
 
         sched = solve_collective(problem, ag_solve)
         dt = time.perf_counter() - t0
         stats: dict[str, Any] = {"jit_warmup_s": jit_s}
+        points = [st.pop("anytime_points", None) or [] for st in phases]
+        for st in phases:
+            st.pop("restart_ends", None)
         if len(phases) == 1:
             stats.update(phases[0])
         else:
@@ -82,8 +87,12 @@ class GreedySolver(Solver):
             stats["transfers"] = len(sched)
         timed_out = deadline is not None and any(st["restarts_run"] < st["restarts"] for st in phases)
         msg = "time limit reached: fewer restarts than asked" if timed_out else ""
+        # anytime: the best schedule so far after each restart or candidate (a composed collective's phases
+        # are not the collective: its trace is the end point only)
+        trace = _anytime(points[0], t0) if len(phases) == 1 else []
+        trace.append((dt, sched.makespan_us, None))
         return SolveResult("feasible", sched, objective_us=sched.makespan_us, solve_time_s=dt, stats=stats,
-                           message=msg, stop_reason="time_limit" if timed_out else "finished")
+                           message=msg, stop_reason="time_limit" if timed_out else "finished", trace=tuple(trace))
 
     def _solve_from(self, problem: Problem, start: StartState, opts: GreedyOptions) -> SolveResult:
         """The copy collective of ``problem`` completed from ``start`` (times from 0; solvers.repair places them)."""
@@ -125,6 +134,7 @@ def _all_gather_candidates(problem: Problem, opts: GreedyOptions, deadline, stat
 
     compact = output != "table" and (N - 1) * C > COMPACT_MIN_ROWS
     found: dict[str, tuple] = {}      # name -> (schedule, its run statistics)
+    ends: list[tuple[float, float]] = []   # (perf_counter, makespan) as each candidate finished
     notes: dict[str, str] = {}
     floor: list[float] = []           # the cheap bound, computed when first needed
 
@@ -141,6 +151,7 @@ def _all_gather_candidates(problem: Problem, opts: GreedyOptions, deadline, stat
         t0 = time.perf_counter()
         try:
             dec = hier_compact_all_gather(problem, seed=opts.seed, threads=threads, in_memory=not compact)
+            ends.append((time.perf_counter(), dec.makespan_us))
             found["decomposition"] = (dec, {
                 "engine": "tiers", "output": "compact" if dec.path is not None else "table", "restarts": 1,
                 "restarts_run": 1, "best_restart": 0, "best_seed": opts.seed, "makespans_us": [dec.makespan_us],
@@ -164,6 +175,7 @@ def _all_gather_candidates(problem: Problem, opts: GreedyOptions, deadline, stat
         st: dict = {}
         found[name] = (greedy_all_gather(problem, seed=opts.seed, deadline=deadline, opts=run_opts, stats=st,
                                          output=output, threads=threads), st)
+        ends.append((time.perf_counter(), found[name][0].makespan_us))
     # the fastest; on a tie the rules', then the TACOS rule's (the greedy's own schedules first)
     pref = {"rules": 0, "tacos": 1, "decomposition": 2}
     chosen = min(found, key=lambda k: (found[k][0].makespan_us, pref[k]))
@@ -173,11 +185,21 @@ def _all_gather_candidates(problem: Problem, opts: GreedyOptions, deadline, stat
     sched, st = found[chosen]
     stats.update(st)
     stats.update(notes)
+    stats["candidate_ends"] = ends
     stats.update({"chosen": chosen, "stop_bound_us": floor[0] if floor else None,
                   "candidates_us": {k: sc.makespan_us for k, (sc, _) in found.items()}})
     if chosen == "decomposition" and sched.path is None:
         return sched.to_schedule()
     return sched
+
+
+def _anytime(points, t0: float) -> list[tuple[float, float, None]]:
+    """``(seconds since t0, best makespan so far, no bound)`` after each restart or candidate."""
+    out, best = [], float("inf")
+    for t, ms in sorted(points):
+        best = min(best, ms)
+        out.append((max(0.0, t - t0), best, None))
+    return out
 
 
 def _phases(problem: Problem) -> list[Problem]:
