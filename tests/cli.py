@@ -48,3 +48,17 @@ def run_in_process(out_dir, *, solver: str = "greedy", topo: str = "mesh4x4", co
     cfg = {"solver": {"name": solver}, "topo": conf("topo", topo),
            "collective": {**conf("collective", collective), **collective_overrides}, "seed": seed}
     return run_job(cfg, out_dir)
+
+
+def astra_sim_missing() -> str | None:
+    """Why the ASTRA-sim runs cannot happen here, or None; the reason names the binary's resolved path and
+    ``ASTRA_SIM``, so a skipped test says in the summary what to point where."""
+    import importlib.util
+
+    from tacos_bench.export.astra_sim import ENV_VAR, binary_problem, resolve_binary
+
+    why = binary_problem()
+    if why is None and importlib.util.find_spec("chakra") is None:
+        why = (f"the Chakra schema is not installed (pip install --no-deps mlc-chakra==1.0.0); the ASTRA-sim binary "
+               f"{resolve_binary()} (from {ENV_VAR} or the default location) is fine")
+    return why

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cli import run_in_process, run_module, run_py
+from cli import astra_sim_missing, run_in_process, run_module, run_py
 from tacos_bench import Collective, Problem, Schedule
 from tacos_bench.errors import ExportError
 from tacos_bench.export import load_run
@@ -36,16 +36,6 @@ from tacos_bench.topology.named import named_topology
 BINARY = resolve_binary()
 BUFFER_MIB = 16
 NS_PER_STEP = 10.0
-
-
-def astra_sim_missing() -> str | None:
-    """Why the ASTRA-sim cross-check cannot run here, or None; the reason names the binary and ASTRA_SIM, so the
-    test summary says what to point where."""
-    why = binary_problem()
-    if why is None and importlib.util.find_spec("chakra") is None:
-        why = (f"the Chakra schema is not installed (pip install --no-deps mlc-chakra==1.0.0); the ASTRA-sim binary "
-               f"{BINARY} (from {ENV_VAR} or the default location) is fine")
-    return why
 
 
 MISSING = astra_sim_missing()

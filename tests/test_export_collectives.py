@@ -9,13 +9,13 @@ collectives are solved once per root-free key).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cli import astra_sim_missing
 
 from tacos_bench import Collective, Problem, Schedule
 from tacos_bench.collective import KINDS
@@ -294,18 +294,7 @@ def test_astra_sim_refuses_what_it_cannot_run_in_one_line(kind, tmp_path):
     assert not (tmp_path / "b").exists() and not (tmp_path / "astra-sim").exists()
 
 
-def _astra_missing() -> str | None:
-    """Why ASTRA-sim cannot run here, or None (naming the binary's path and ASTRA_SIM, for the test summary)."""
-    from tacos_bench.export.astra_sim import ENV_VAR, binary_problem, resolve_binary
-
-    why = binary_problem()
-    if why is None and importlib.util.find_spec("chakra") is None:
-        why = (f"the Chakra schema is not installed (pip install --no-deps mlc-chakra==1.0.0); the ASTRA-sim binary "
-               f"{resolve_binary()} (from {ENV_VAR} or the default location) is fine")
-    return why
-
-
-_ASTRA_MISSING = _astra_missing()
+_ASTRA_MISSING = astra_sim_missing()
 
 
 @pytest.mark.skipif(_ASTRA_MISSING is not None, reason=f"ASTRA-sim run skipped: {_ASTRA_MISSING}")
