@@ -5,6 +5,7 @@
 - :mod:`~tacos_bench.topology.generators`: rings, meshes, tori, switches, clusters, random graphs;
 - :mod:`~tacos_bench.topology.named`: topologies by name (``mesh4x4``, ``hetero512``) and from a ``topo`` config;
 - :mod:`~tacos_bench.topology.transforms`: failed links and NPUs, subsets, reversal;
+- :mod:`~tacos_bench.topology.relabel`: isomorphic copies under a renaming of the NPUs (label-independence checks);
 - :mod:`~tacos_bench.topology.io`: edge-list, JSON and GraphML files;
 - :mod:`~tacos_bench.topology.tiers`: groups of faster links (servers, pods), shared by the greedy and the bounds.
 

@@ -1,0 +1,202 @@
+"""Label independence (issue 22, item 2): the same problem on relabelled copies of a topology.
+
+A relabelling (:mod:`tacos_bench.topology.relabel`) renames the NPUs; the problem is the same, so its lower
+bounds are identical and a schedule of one maps onto a valid schedule of the other with the same makespan.
+A heuristic that breaks ties by id may still do better or worse on a copy: its *spread* (max - min of its
+ratio to the bound over the copies) is what issue 22 wants near zero. Here the spread is measured and
+reported (``pytest -rP tests/test_label_independence.py`` prints it), and only sanity is asserted; the
+issue's targets are for the work that will close it (see ``TARGET`` below). The full measurement is
+``experiments/bench_relabel.py`` (docs/relabel.md).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from solvers import get_solver
+from tacos_bench import Collective, Problem, Topology
+from tacos_bench.bounds import lower_bounds, npu_orbits
+from tacos_bench.collective import KINDS
+from tacos_bench.errors import TopologyError
+from tacos_bench.topology import named_topology
+from tacos_bench.topology.relabel import (chunk_permutation, random_permutation, random_relabelling, relabel,
+                                          relabel_collective, relabel_problem, relabel_schedule)
+from tacos_bench.verify import verify
+
+MIB = 64.0
+REL = 1e-9
+COPY = ("all_gather", "broadcast", "all_to_all", "gather", "scatter")
+
+
+def _links(t: Topology) -> dict:
+    return {(u, v): (b, l) for u, v, b, l in t.edges()}
+
+
+def _spread(ratios) -> dict:
+    r = np.asarray(ratios, dtype=np.float64)
+    return {"min": float(r.min()), "median": float(np.median(r)), "max": float(r.max()),
+            "spread": float(r.max() - r.min())}
+
+
+# ---------------------------------------------------------------------------- the transform
+@pytest.mark.parametrize("name", ["torus4x4", "hetero_mesh4x4", "random16d3s2", "hetero2x1x4"])
+def test_relabel_is_an_isomorphism(name):
+    t = named_topology(name)
+    for seed in range(3):
+        r = random_relabelling(t, seed)
+        perm = np.asarray(r.meta["permutation"])
+        assert sorted(perm.tolist()) == list(range(t.num_npus))
+        assert _links(r) == {(int(perm[u]), int(perm[v])): x for (u, v), x in _links(t).items()}
+        # original_ids maps back, and relabelling by the inverse restores the topology exactly
+        assert [int(perm[o]) for o in r.meta["original_ids"]] == list(range(t.num_npus))
+        back = relabel(r, r.meta["original_ids"])
+        assert _links(back) == _links(t) and back.meta["original_ids"] == list(range(t.num_npus))
+
+
+def test_relabel_drops_id_layout_metadata_and_keeps_labels():
+    t = named_topology("torus4x4")
+    r = relabel(t, np.arange(16)[::-1])
+    assert "dims" not in r.meta and r.meta["parent"] == "torus4x4" and r.meta["parent_kind"] == t.meta["kind"]
+    lab = Topology.from_edges(3, [(0, 1, 1, 0), (1, 2, 1, 0), (2, 0, 1, 0)], node_labels=["a", "b", "c"])
+    assert relabel(lab, [1, 2, 0]).meta["node_labels"] == ["c", "a", "b"]
+
+
+@pytest.mark.parametrize("perm", [[0, 1], [0, 1, 1, 2], [0, 1, 2, 4], [0, 1, 2, 2.0], "0123"])
+def test_relabel_rejects_what_is_not_a_permutation(perm):
+    with pytest.raises(TopologyError):
+        relabel(named_topology("ring4"), perm)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_chunks_follow_their_npu(kind):
+    # the chunk map of the collective must carry every chunk's source and destination onto the relabelled ones
+    n = 5
+    perm = random_permutation(n, 3)
+    c = Collective(kind, 2, MIB, root=1)
+    rc = relabel_collective(c, perm)
+    cmap = chunk_permutation(c, n, perm)
+    assert sorted(cmap.tolist()) == list(range(c.num_chunks(n)))
+    for old, new in ((c.sources(n), rc.sources(n)), (c.destinations(n), rc.destinations(n))):
+        mapped = np.where(old >= 0, perm[np.maximum(old, 0)], -1)
+        assert np.array_equal(new[cmap], mapped)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_schedule_maps_onto_the_relabelled_problem(kind):
+    # the relabelled problem is the same problem: the mapped schedule verifies, with the same makespan
+    p = Problem(named_topology("random12d3s1"), Collective(kind, 2, MIB, root=5))
+    res = get_solver("greedy").solve(p)
+    t0 = verify(p, res.schedule).collective_time_us
+    for seed in range(2):
+        perm = random_permutation(p.num_npus, seed)
+        q = relabel_problem(p, perm)
+        assert verify(q, relabel_schedule(res.schedule, p, perm)).collective_time_us == pytest.approx(t0, rel=REL)
+
+
+# ---------------------------------------------------------------------------- bounds are invariant
+# Measured on main: the best bound is invariant except for hetero64 All-to-All, and the cut bound alone
+# (cut_us, bounds._candidate_cuts) is not. Its candidate sets come from id-layout metadata (meta["dims"], the
+# server counts of a hetero cluster), which a relabelling must drop, and from spectral bisections whose
+# Fiedler vector is an arbitrary member of a degenerate eigenspace on a symmetric topology (which one LAPACK
+# returns depends on the row order, i.e. on the labels). Each is a valid bound; none is the same problem's
+# same bound. These cases are xfail (not strict: which labelling loses depends on LAPACK) until the cut
+# candidates are made label-free.
+CUT_LABEL_DEPENDENT = {
+    ("torus4x4", "gather"): "cut_us 79.125 µs as built, 118.6875 on most copies (spectral candidates)",
+    ("torus4x4", "scatter"): "cut_us 79.125 µs as built, 118.6875 on most copies (spectral candidates)",
+    ("torus4x4", "all_to_all"): "cut_us 629 µs as built, 471.75 on copies 2 and 4 (spectral candidates)",
+    ("torus8x8", "all_to_all"): "cut_us 1282 µs from meta['dims'] halves, 781-1042 on copies (best_us stays "
+                                "1282 through linkload_us)",
+}
+BEST_LABEL_DEPENDENT = {
+    ("hetero64", "all_to_all"): "best_us 1314 µs from the server-torus halves read from meta (servers_x/y), "
+                                "985.5 on copies 0, 3, 4 where only the spectral bisection can find that cut",
+}
+BOUND_CASES = [*[(t, k) for t in ("torus4x4", "hetero_mesh4x4", "random16d3s2", "hetero2x1x4") for k in KINDS],
+               ("torus8x8", "all_to_all"), ("random32d3s0", "all_to_all"), ("hetero64", "all_gather"),
+               ("hetero64", "broadcast"), ("hetero64", "all_to_all")]
+BOUND_SEEDS = (0, 2, 3, 4)
+
+
+def _bounds(name, kind):
+    p = Problem(named_topology(name), Collective(kind, 2 if kind != "all_to_all" else 1, MIB, root=3))
+    return lower_bounds(p), [lower_bounds(relabel_problem(p, random_permutation(p.num_npus, s))) for s in BOUND_SEEDS]
+
+
+def _xfail_if(table, case):
+    return [pytest.mark.xfail(reason=f"label-dependent bound: {table[case]}", strict=False)] if case in table else []
+
+
+@pytest.mark.parametrize("name,kind", [pytest.param(*c, marks=_xfail_if(BEST_LABEL_DEPENDENT, c)) for c in BOUND_CASES])
+def test_best_lower_bound_is_label_invariant(name, kind):
+    want, copies = _bounds(name, kind)
+    for seed, got in zip(BOUND_SEEDS, copies):
+        assert got["best_us"] == pytest.approx(want["best_us"], rel=REL), seed
+
+
+@pytest.mark.parametrize("name,kind", [pytest.param(*c, marks=_xfail_if({**CUT_LABEL_DEPENDENT,
+                                                                          **BEST_LABEL_DEPENDENT}, c))
+                                       for c in BOUND_CASES])
+def test_every_lower_bound_is_label_invariant(name, kind):
+    want, copies = _bounds(name, kind)
+    keys = [k for k in want if k.endswith("_us")]
+    for seed, got in zip(BOUND_SEEDS, copies):
+        for key in keys:
+            if want[key] is None:
+                assert got.get(key) is None, (key, seed)
+            else:
+                assert got.get(key) == pytest.approx(want[key], rel=REL), (key, seed)
+
+
+def test_only_the_cut_bound_depends_on_labels():
+    # outside the cut bound every component is invariant even where the cut bound is not
+    for name, kind in (*CUT_LABEL_DEPENDENT, *BEST_LABEL_DEPENDENT):
+        want, copies = _bounds(name, kind)
+        for got in copies:
+            for key in (k for k in want if k.endswith("_us") and k not in ("cut_us", "best_us")):
+                expect = None if want[key] is None else pytest.approx(want[key], rel=REL)
+                assert got.get(key) == expect, (name, kind, key)
+
+
+# ---------------------------------------------------------------------------- greedy_plus over labellings
+# TARGET (issue 22, not asserted here): greedy_plus at 1.000x the pipeline bound for every root of torus4x4
+# and torus8x8 Broadcast/Reduce (8 chunks, 64 MiB), and a spread (max - min of time / bound) <= 0.02 over
+# 20 random relabellings of torus8x8, hetero64 and a random asymmetric graph for All-Gather, Broadcast and
+# All-to-All. When that work lands, these tests should assert it (and the numbers move to docs/relabel.md).
+
+def _ratios(problems, solver="greedy_plus"):
+    s = get_solver(solver)
+    out = []
+    bound0 = None
+    for p in problems:
+        res = s.solve(p)
+        t = verify(p, res.schedule).collective_time_us          # raises on an invalid schedule
+        b = lower_bounds(p)["best_us"]
+        bound0 = b if bound0 is None else bound0
+        assert b == pytest.approx(bound0, rel=REL), "the same problem got another bound"
+        assert t >= b * (1 - REL), f"{p.describe()}: {t} µs beats the lower bound {b} µs"
+        out.append(t / b)
+    return out
+
+
+def test_torus4x4_broadcast_every_root(record_property):
+    t = named_topology("torus4x4")
+    assert len(set(npu_orbits(t, np.ones(t.num_links)).tolist())) == 1   # vertex-transitive: one problem
+    ratios = _ratios([Problem(t, Collective("broadcast", 8, MIB, root=r)) for r in range(t.num_npus)])
+    s = _spread(ratios)
+    assert len(ratios) == 16 and s["spread"] == pytest.approx(max(ratios) - min(ratios)) and s["spread"] >= 0
+    record_property("torus4x4_broadcast_roots", s)
+    print(f"torus4x4 broadcast, roots 0..15: greedy_plus / bound {s}; per root {np.round(ratios, 4).tolist()}")
+
+
+@pytest.mark.parametrize("name", ["torus4x4", "hetero2x1x4", "random16d3s2"])
+@pytest.mark.parametrize("kind,cpn", [("all_gather", 1), ("broadcast", 8), ("all_to_all", 1)])
+def test_random_relabellings(name, kind, cpn, record_property):
+    p = Problem(named_topology(name), Collective(kind, cpn, MIB))
+    copies = [p] + [relabel_problem(p, random_permutation(p.num_npus, seed)) for seed in range(4)]
+    ratios = _ratios(copies)
+    s = _spread(ratios)
+    assert s["min"] <= ratios[0] <= s["max"] and np.isfinite(s["spread"])
+    record_property(f"{name}_{kind}_relabel", s)
+    print(f"{name} {kind}: greedy_plus / bound over identity + 4 relabellings {s}")
