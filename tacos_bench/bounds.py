@@ -673,31 +673,91 @@ _DRAIN_EPS = 1e-9
 
 
 @njit(cache=True)
+def _drain_short(a, K, t_out):
+    """``X(a) = K - sum_l #{k >= 1: k t_l < a}``: the outside chunks no member of the group can hold just
+    before ``a`` (multiples equal to ``a`` up to ``1e-9`` relative count as equal)."""
+    entered = 0.0
+    for i in range(t_out.shape[0]):
+        entered += np.ceil(a / t_out[i] - _DRAIN_EPS) - 1.0
+    return K - entered
+
+
+@njit(cache=True)
+def _drain_cap(a, T, m, mo_ptr, mo_t, mi_ptr, mi_t):
+    """``cap_v(a, T)`` of member ``m``: what it can still receive in ``(a - delta, T]`` (``a <= T``)."""
+    x = T - a
+    cap = 0.0
+    for j in range(mo_ptr[m], mo_ptr[m + 1]):
+        tj = mo_t[j]
+        cap += min(np.floor(x / tj + _DRAIN_EPS) + 1.0, np.floor(T / tj + _DRAIN_EPS))
+    for j in range(mi_ptr[m], mi_ptr[m + 1]):
+        cap += np.floor(x / mi_t[j] + _DRAIN_EPS)
+    return cap
+
+
+@njit(cache=True)
 def _drain_infeasible(T, K, t_out, uniq_out, mo_ptr, mo_t, mi_ptr, mi_t):
-    """Whether makespan ``T`` is impossible for one group (see :func:`_drain_bound`)."""
+    """Whether the check of :func:`_drain_bound` rules out makespan ``T`` for one group: ``X(a) > cap_v(a, T)``
+    for some multiple ``a = k t_l <= T`` of an outside in-link time and some member ``v``. Not monotone in
+    ``T`` (the floors); a ruled-out ``T`` still proves that no schedule ends by ``T``."""
     for u in range(uniq_out.shape[0]):
         t = uniq_out[u]
         k = 1
-        while k * t < T - _DRAIN_EPS:
+        while k * t <= T * (1.0 + 1e-12):  # a = T counts (float rounding: up to 1e-12 relative)
             a = k * t  # the argument holds just below a: a link's k-th transfer ends at k t at the earliest
-            entered = 0.0
-            for i in range(t_out.shape[0]):
-                entered += np.ceil(a / t_out[i] - _DRAIN_EPS) - 1.0
-            X = K - entered
+            X = _drain_short(a, K, t_out)
             if X <= 0:
                 break
-            x = T - a
             for m in range(mo_ptr.shape[0] - 1):
-                cap = 0.0
-                for j in range(mo_ptr[m], mo_ptr[m + 1]):
-                    tj = mo_t[j]
-                    cap += min(np.floor(x / tj + _DRAIN_EPS) + 1.0, np.floor(T / tj + _DRAIN_EPS))
-                for j in range(mi_ptr[m], mi_ptr[m + 1]):
-                    cap += np.floor(x / mi_t[j] + _DRAIN_EPS)
-                if X > cap + 1e-9:
+                if X > _drain_cap(a, T, m, mo_ptr, mo_t, mi_ptr, mi_t) + 1e-9:
                     return True
             k += 1
     return False
+
+
+@njit(cache=True)
+def _drain_group_bound(floor, K, t_out, uniq_out, mo_ptr, mo_t, mi_ptr, mi_t):
+    """``max(floor, sup of the T the check rules out)`` for one group, up to ``1e-10`` relative from below.
+
+    For one ``a`` and member ``m``, ``cap_m(a, T)`` only grows with ``T``: the ``T >= a`` it rules out form
+    one interval ``[a, T_am)``, and ``T_am`` (the least ``T >= a`` with ``cap_m(a, T) >= X(a)``) is found by
+    bisection from ``max(a, best)``. Every ``a = k t_l`` with ``X(a) > 0`` is visited, so no ruled-out
+    interval is missed, whatever the floor."""
+    best = floor
+    for u in range(uniq_out.shape[0]):
+        t = uniq_out[u]
+        k = 1
+        while True:
+            a = k * t
+            X = _drain_short(a, K, t_out)
+            if X <= 0:
+                break
+            for m in range(mo_ptr.shape[0] - 1):
+                lo = max(a, best)
+                if X <= _drain_cap(a, lo, m, mo_ptr, mo_t, mi_ptr, mi_t) + 1e-9:
+                    continue  # (a, m) rules out nothing above best
+                # lo is ruled out; at a + X * (fastest in-link of m), cap_m >= X: m can take X by then
+                tmin = np.inf
+                for j in range(mo_ptr[m], mo_ptr[m + 1]):
+                    tmin = min(tmin, mo_t[j])
+                for j in range(mi_ptr[m], mi_ptr[m + 1]):
+                    tmin = min(tmin, mi_t[j])
+                if not np.isfinite(tmin):
+                    continue  # no in-link at all (not strongly connected): leave it to the other bounds
+                hi = (a + X * tmin) * (1.0 + 1e-12) + 1e-12
+                for _ in range(200):
+                    mid = 0.5 * (lo + hi)
+                    if mid <= lo or mid >= hi:
+                        break
+                    if X > _drain_cap(a, mid, m, mo_ptr, mo_t, mi_ptr, mi_t) + 1e-9:
+                        lo = mid
+                    else:
+                        hi = mid
+                    if hi - lo <= 1e-10 * hi:
+                        break
+                best = lo  # lo is ruled out: any valid schedule takes longer
+            k += 1
+    return best
 
 
 def _drain_groups(topo: Topology, t: np.ndarray) -> list[np.ndarray]:
@@ -716,12 +776,17 @@ def _drain_groups(topo: Topology, t: np.ndarray) -> list[np.ndarray]:
 
 
 def _drain_bound(topo: Topology, t: np.ndarray, cpn: int, floor: float, sources: np.ndarray | None = None) -> float:
-    """The group import + drain bound (docs/bounds.md): for a group ``S`` of faster links and a time ``a``
-    just below a multiple of an outside in-link time, at least ``X(a) = K - sum_l #{k: k t_l < a}`` of the
-    ``K`` outside chunks have not entered ``S`` by ``a``; every member must then receive all of them in
-    ``(a, T]``, over its outside in-links (at most ``min(floor((T-a)/t)+1, floor(T/t))`` each) and its inside
-    in-links (at most ``floor((T-a)/t)`` each: the sender gets the chunk only after ``a``). The least ``T``
-    that no group rules out is a lower bound; groups with the same link-time signature are checked once.
+    """The group import + drain bound (docs/bounds.md (d)), never below ``floor``.
+
+    For a group ``S`` of faster links and a multiple ``a = k t_l`` of an outside in-link time, at least
+    ``X(a) = K - sum_l #{k: k t_l < a}`` of the ``K`` outside chunks have not entered ``S`` just before
+    ``a``; every member must then receive all of them in ``(a - delta, T]``, over its outside in-links (at
+    most ``min(floor((T-a)/t)+1, floor(T/t))`` each) and its inside in-links (at most ``floor((T-a)/t)``
+    each: the sender gets the chunk only after ``a - delta``). When some member cannot (``a <= T``, ``a = T``
+    included), no schedule ends by ``T``. The result is the largest such ``T`` over all groups and ``a``
+    (a ruled-out ``T`` up to ``1e-10`` relative below the supremum; :func:`_drain_group_bound`), or
+    ``floor``: every ``a`` is visited, so a floor at a multiple of a link time, or one below a ``T`` the
+    check does not rule out, hides nothing. Groups with the same link-time signature are checked once.
     ``sources`` (a multicast collective's chunk sources; default: All-Gather's ``c mod N``) decide ``K``."""
     n = topo.num_npus
     per_npu = None if sources is None else np.bincount(sources, minlength=n)
@@ -737,35 +802,27 @@ def _drain_bound(topo: Topology, t: np.ndarray, cpn: int, floor: float, sources:
         if not outside_in.any():
             continue
         inside_in = into & inS[src]
-        mo = [np.sort(t[outside_in & (dst == v)]) for v in S.tolist()]
-        mi = [np.sort(t[inside_in & (dst == v)]) for v in S.tolist()]
         t_out = np.sort(t[outside_in])
         K = float(cpn * (n - S.size)) if per_npu is None else float(per_npu.sum() - per_npu[S].sum())
         if K <= 0:
             continue
-        sig = (K, t_out.tobytes(), tuple(sorted((a.tobytes(), b.tobytes()) for a, b in zip(mo, mi))))
+        # members with the same in-link times are one check
+        members = sorted({(np.sort(t[outside_in & (dst == v)]).tobytes(),
+                           np.sort(t[inside_in & (dst == v)]).tobytes()) for v in S.tolist()})
+        sig = (K, t_out.tobytes(), tuple(members))
         if sig in done:
             continue
         done.add(sig)
-        args = (K, t_out, np.unique(t_out), np.concatenate([[0], np.cumsum([len(a) for a in mo])]).astype(np.int64),
-                np.concatenate(mo), np.concatenate([[0], np.cumsum([len(a) for a in mi])]).astype(np.int64),
-                np.concatenate(mi) if sum(len(a) for a in mi) else np.zeros(0))
-        lo = best
-        if not _drain_infeasible(lo * (1 + 1e-12) + 1e-12, *args):
-            continue
-        hi = max(lo, 1.0) * 2
-        while _drain_infeasible(hi, *args):
-            hi *= 2
-        for _ in range(100):
-            mid = 0.5 * (lo + hi)
-            if _drain_infeasible(mid, *args):
-                lo = mid
-            else:
-                hi = mid
-            if hi - lo <= 1e-10 * hi:
-                break
-        best = max(best, lo)  # lo is ruled out: any valid schedule takes longer
+        mo_ptr, mo_t = _csr([np.frombuffer(a, dtype=t.dtype) for a, _ in members])
+        mi_ptr, mi_t = _csr([np.frombuffer(b, dtype=t.dtype) for _, b in members])
+        best = max(best, _drain_group_bound(best, K, t_out, np.unique(t_out), mo_ptr, mo_t, mi_ptr, mi_t))
     return best
+
+
+def _csr(arrs: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """``(ptr, values)``: the arrays concatenated, row ``m`` at ``values[ptr[m]:ptr[m + 1]]``."""
+    ptr = np.concatenate([[0], np.cumsum([len(a) for a in arrs])]).astype(np.int64)
+    return ptr, (np.concatenate(arrs).astype(np.float64) if ptr[-1] else np.zeros(0))
 
 
 def _all_gather_bounds(topo: Topology, t: np.ndarray, cpn: int, chunk_bytes: int, opts: _Opts) -> dict:

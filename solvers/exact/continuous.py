@@ -55,7 +55,8 @@ Strengthening (``cuts``, default :data:`DEFAULT_CUTS`; what each does is measure
     multicast: ``T >=`` the group import + drain bound of ``docs/bounds.md`` (d), evaluated exactly in
     integer units by :func:`drain_bound_units`, which also checks the argument at ``a = T``. That case
     is what rules out the cut bound on two-tier clusters whose cut bound is a multiple of the scale-out
-    link time (``hetero2x2x4``, 1 MiB, 2 chunks: 10.569 µs against 9.662 µs from ``tacos_bench.bounds``).
+    link time (``hetero2x2x4``, 1 MiB, 2 chunks: 10.569 µs against the cut bound's 9.662 µs; the float
+    version in ``tacos_bench.bounds`` checks ``a = T`` too since it was fixed to match).
 ``linkload``
     per link ``d_l * sum_c p[c, l] <= T - e_l - f_l``: a link is busy for its load after the earliest
     start ``e_l`` of any of its candidates and before ``T`` minus the least remaining path ``f_l`` of a
@@ -477,8 +478,9 @@ def drain_bound_units(inst: _Instance, lo: int, hi: int, max_checks: int = 20000
     ``X(a) = K - sum_l #{k >= 1: k t_l < a}`` chunks not yet in ``S`` exceed what some member can still
     receive in ``(a - delta, T]``. In integer units every comparison is exact, and ``a = T`` is checked
     too (at most one transfer per outside in-link ends in ``(T - delta, T]``, none over inside links),
-    which the float version in :mod:`tacos_bench.bounds` leaves out: that is what rules out the cut bound
-    itself on two-tier clusters whose cut bound is a multiple of the scale-out time. Returns ``1 +`` the
+    as the float version in :mod:`tacos_bench.bounds` does since it was fixed to match; with an exact time
+    unit the two agree (checked on 25 instances), on a rounded time base this one bounds the rounded
+    durations. Returns ``1 +`` the
     largest ruled-out ``T`` in ``[lo, hi]`` (``lo`` if none); the check is constant between consecutive
     capacity breakpoints except for new ``a``, which only rule out more, so only the last ``T`` before
     each breakpoint is checked, at most ``max_checks`` of them (a smaller, still valid bound beyond).
