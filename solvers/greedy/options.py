@@ -47,6 +47,8 @@ EVENT_BUFFER = 1 << 16
 SCALE_PARTITIONS = 2
 # restart_work never asks for more runs than this
 AUTO_RESTARTS_MAX = 4
+# greedy_plus's relabelled copies (relabel_tries) run at most this many seeds each
+RELABEL_RESTARTS = 2
 # the tiered kernel keeps per-receiver counters over every chunk: from this many (NPU, chunk) pairs on, the
 # topology-aware rules run as the tier decomposition only (or, without one, as the TACOS rule on the scale engine)
 TIERED_MAX_PAIRS = 1 << 25
@@ -135,6 +137,14 @@ class GreedyPlusOptions(GreedyOptions):
     restart_work: int = option(1 << 12, minimum=0, doc="more restarts on small problems (see greedy)")
     decompose: bool = option(True, doc="also build the tier decomposition, the faster kept (see greedy)")
     tacos_candidate: bool = option(True, doc="also run the TACOS rule once, the faster kept (see greedy)")
+    # torus4x4/torus8x8 Broadcast and Reduce, 8 chunks: every root at the pipeline bound with 1 (1 of 16 and 7
+    # of 64 without); each copy costs about one more run (docs/greedy.md)
+    relabel_tries: int = option(1, minimum=0,
+                                doc="Broadcast, Reduce, Scatter, Gather: while the schedule is above a lower "
+                                    "bound, also run the greedy (one seed) on up to this many relabelled copies "
+                                    "(NPUs numbered by hops from the root, then from its neighbours spread "
+                                    "apart; later tries rotate them, then random labels), each mapped back, "
+                                    "the fastest kept (0: off)")
 
 
 def restart_seeds(seed: int, restarts: int) -> np.ndarray:

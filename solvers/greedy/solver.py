@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from tacos_bench.collective import ALL_GATHER, GATHER, SCATTER
+from tacos_bench.collective import ALL_GATHER, BROADCAST, GATHER, SCATTER
 from tacos_bench.errors import SolverError
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import Schedule
@@ -18,7 +18,8 @@ from ..base import (CAP_FROM_STATE, CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_ALL_TO_A
                     CAP_TIME_LIMIT, Solver, SolveResult, StartState)
 from ..compose import solve_collective
 
-from .options import COMPACT_MIN_ROWS, TIERED_MAX_PAIRS, GreedyOptions, GreedyPlusOptions
+from .options import (COMPACT_MIN_ROWS, RELABEL_RESTARTS, TIERED_MAX_PAIRS, GreedyOptions, GreedyPlusOptions,
+                      restart_count)
 from .decomposition import hier_compact_all_gather, warmup as decomposition_warmup
 from .engine import greedy_all_gather, kernel_for, warmup
 
@@ -63,8 +64,10 @@ class GreedySolver(Solver):
                 # a gather is the time-reversed scatter on the reversed links (as a reduce is a broadcast's):
                 # its root sends the farthest chunks first, which a sink cannot arrange
                 rev = Problem(ag_problem.topology.reversed(), replace(ag_problem.collective, kind=SCATTER))
-                sched = greedy_all_gather(rev, seed=opts.seed, deadline=deadline, opts=opts, stats=st,
-                                          output="table", threads=threads).time_reversed()
+                sched = _relabel_candidates(
+                    rev, lambda q, o, s: greedy_all_gather(q, seed=o.seed, deadline=deadline, opts=o, stats=s,
+                                                           output="table", threads=threads),
+                    opts, deadline, st).time_reversed()
                 st["by_reversal"] = True
             else:
                 sched = _all_gather_candidates(ag_problem, opts, deadline, st, output, threads)
@@ -121,6 +124,9 @@ def _all_gather_candidates(problem: Problem, opts: GreedyOptions, deadline, stat
        fraction of the rules' time;
     3. the run of ``opts`` itself (the topology-aware rules on the tiered kernel, or the TACOS rule).
 
+    Any other copy collective is one run; a rooted one (Broadcast, Scatter) may add relabelled copies
+    (``greedy_plus``'s ``relabel_tries``, :func:`_relabel_candidates`).
+
     Beyond ``TIERED_MAX_PAIRS`` the tiered kernel does not run: the decomposition is the only candidate, or,
     where the topology has none, the TACOS rule on the scale engine. ``stats`` gets the chosen candidate's
     run statistics, every candidate's time (``candidates_us``) and the reasons a candidate did not run."""
@@ -128,8 +134,10 @@ def _all_gather_candidates(problem: Problem, opts: GreedyOptions, deadline, stat
     big = opts.tiered and N * C >= TIERED_MAX_PAIRS
     try_tacos = opts.tiered and opts.tacos_candidate
     if problem.kind != ALL_GATHER or N < 2 or not (opts.decompose or try_tacos or big):
-        return greedy_all_gather(problem, seed=opts.seed, deadline=deadline, opts=opts, stats=stats,
-                                 output=output, threads=threads)
+        def run(q: Problem, o: GreedyOptions, st: dict):
+            return greedy_all_gather(q, seed=o.seed, deadline=deadline, opts=o, stats=st, output=output,
+                                     threads=threads)
+        return _relabel_candidates(problem, run, opts, deadline, stats)
     from tacos_bench.bounds import cheap_bound_us
 
     compact = output != "table" and (N - 1) * C > COMPACT_MIN_ROWS
@@ -190,6 +198,157 @@ def _all_gather_candidates(problem: Problem, opts: GreedyOptions, deadline, stat
                   "candidates_us": {k: sc.makespan_us for k, (sc, _) in found.items()}})
     if chosen == "decomposition" and sched.path is None:
         return sched.to_schedule()
+    return sched
+
+
+def _hops(topo, sources) -> np.ndarray:
+    """Hop counts from each of ``sources`` (rows) to every NPU (``num_npus + 1`` where unreachable): one
+    breadth-first search per source, all advanced together level by level."""
+    n = topo.num_npus
+    sources = np.asarray(sources, dtype=np.int64).reshape(-1)
+    rows = np.arange(sources.size)
+    out = np.full((sources.size, n), n + 1, dtype=np.int64)
+    out[rows, sources] = 0
+    frontier = np.zeros((sources.size, n), dtype=bool)
+    frontier[rows, sources] = True
+    src, dst = topo.src.astype(np.int64), topo.dst.astype(np.int64)
+    d = 0
+    while frontier.any():
+        d += 1
+        r, li = np.nonzero(frontier[:, src])
+        nxt = np.zeros_like(frontier)
+        nxt[r, dst[li]] = True
+        nxt &= out > n
+        out[nxt] = d
+        frontier = nxt
+    return out
+
+
+# the root's neighbours are ordered spread apart (O(degree^2) set intersections) up to this out-degree, else by id
+SPREAD_MAX_DEGREE = 64
+
+
+def relabelling(problem: Problem, attempt: int, seed: int = 0) -> np.ndarray:
+    """The NPU permutation of ``greedy_plus``'s relabelled copy number ``attempt`` of a rooted problem.
+
+    Attempts ``0 .. 2d-1`` (``d`` the root's out-degree) number the NPUs by hops from the root, ties by the
+    hops from each out-neighbour of the root in turn, then by id. The neighbours come *spread*: from the
+    lowest id, each next one the farthest from the previous (ties: the fewest two-hop paths between them,
+    then the lowest id; by id alone above ``SPREAD_MAX_DEGREE`` neighbours) -- on a torus ``+x, -x, +y, -y``, never ``+x, +y, -y, -x`` -- rotated by
+    ``attempt mod d``. The labels then depend mostly on an NPU's place relative to the root, not on the
+    root's id (ties, such as two NPUs the same hops from all of those, stay by id). Later attempts are random
+    relabellings (:func:`tacos_bench.topology.relabel.random_permutation`, seed from ``seed`` and
+    ``attempt``). ``perm[i]`` is the new id of NPU ``i`` (:func:`tacos_bench.topology.relabel.relabel`).
+
+    >>> from tacos_bench import Collective, Problem
+    >>> from tacos_bench.topology.generators import ring
+    >>> relabelling(Problem(ring(5), Collective("broadcast", 2, 8, root=2)), 0).tolist()   # 2 -> 0, 1 -> 1, 3 -> 2
+    [3, 1, 0, 2, 4]
+    """
+    from tacos_bench.topology.relabel import random_permutation
+
+    topo, root = problem.topology, int(problem.collective.root)
+    n = topo.num_npus
+    nbrs = np.unique(topo.out_neighbors(root))
+    nbrs = nbrs[nbrs != root]
+    d = len(nbrs)
+    if attempt >= 2 * max(d, 1):
+        return random_permutation(n, _attempt_seed(seed, attempt))
+    both = _hops(topo, np.concatenate(([root], nbrs)))
+    hops = both[1:]
+    seq = [0]
+    if 2 < d <= SPREAD_MAX_DEGREE:
+        outs = [set(topo.out_neighbors(int(u)).tolist()) for u in nbrs]
+        ins = [set(topo.in_neighbors(int(u)).tolist()) for u in nbrs]
+        left = list(range(1, d))
+        while left:
+            last = seq[-1]
+            nxt = max(left, key=lambda j: (hops[last, nbrs[j]], -len(outs[last] & ins[j]), -j))
+            seq.append(nxt)
+            left.remove(nxt)
+    else:
+        seq = list(range(d))
+    seq = np.roll(np.asarray(seq, dtype=np.int64), -(attempt % max(d, 1)))
+    keys = np.vstack((both[:1], hops[seq]))
+    # np.lexsort: the last key is the primary one
+    order = np.lexsort((np.arange(n),) + tuple(keys[::-1]))
+    perm = np.empty(n, dtype=np.int64)
+    perm[order] = np.arange(n)
+    return perm
+
+
+def _attempt_seed(seed: int, attempt: int) -> int:
+    return int(np.random.SeedSequence([int(seed), int(attempt)]).generate_state(1)[0] >> 1)
+
+
+def _departure_bound_us(problem: Problem) -> float:
+    """A lower bound of a Broadcast or Scatter (the pipeline bound at the root, docs/bounds.md): the root's
+    chunks leave it on its out-links, at most one per link per link time, and each still needs its shortest
+    time to its farthest destination; the chunks needing most leave first."""
+    topo, root = problem.topology, int(problem.collective.root)
+    t = np.asarray(problem.link_time_us, dtype=np.float64)
+    n = topo.num_npus
+    src, dst = topo.src.astype(np.int64), topo.dst.astype(np.int64)
+    dist = np.full(n, np.inf)
+    dist[root] = 0.0
+    for _ in range(n):      # Bellman-Ford, one round per hop of the longest shortest path
+        new = dist.copy()
+        np.minimum.at(new, dst, dist[src] + t)
+        if np.array_equal(new, dist):
+            break
+        dist = new
+    if not np.isfinite(dist).all():
+        return 0.0
+    dests = np.asarray(problem.destinations)
+    need = np.where(dests < 0, dist.max(), dist[np.maximum(dests, 0)])
+    need = np.sort(need[(dests < 0) | (dests != root)])[::-1]
+    t_out = t[topo.out_ptr[root]:topo.out_ptr[root + 1]]
+    if need.size == 0 or t_out.size == 0:
+        return 0.0
+    # every start slot up to the need.size-th: at most ceil(need.size / links) slowest-link times away
+    tau = float(np.ceil(need.size / t_out.size)) * float(t_out.max())
+    slots = np.sort(np.concatenate([np.arange(int(tau // tl) + 1) * tl for tl in t_out.tolist()]))[:need.size]
+    return float(np.max(need + slots))
+
+
+def _relabel_candidates(problem: Problem, run, opts: GreedyOptions, deadline, stats: dict):
+    """``run(problem, opts, stats)``, then (``greedy_plus``'s ``relabel_tries``, Broadcast and Scatter, so
+    Reduce and Gather too) the greedy with at most ``RELABEL_RESTARTS`` seeds on up to ``relabel_tries``
+    relabelled copies (:func:`relabelling`, seeds of their own) while the best schedule is above a lower bound
+    (:func:`_departure_bound_us`); each copy's schedule is mapped back to the NPU ids of ``problem`` and the
+    fastest kept (the first on a tie). ``stats``: the first run's statistics, and ``relabel_us`` (each
+    copy's time), ``relabel_chosen`` (the attempt kept, None: the labels as given) and ``stop_bound_us``."""
+    sched = run(problem, opts, stats)
+    tries = int(getattr(opts, "relabel_tries", 0) or 0)
+    if tries <= 0 or not problem.collective.rooted or problem.kind not in (BROADCAST, SCATTER) \
+            or problem.num_npus < 3:
+        return sched
+    from tacos_bench.topology.relabel import relabel_problem, relabel_schedule
+
+    bound = _departure_bound_us(problem)
+    stats["stop_bound_us"] = bound
+    ends = list(zip(stats.get("restart_ends", []), stats.get("makespans_us", [])))
+    times: list[float] = []
+    chosen = None
+    runs = min(RELABEL_RESTARTS, restart_count(problem, opts))
+    for attempt in range(tries):
+        if sched.makespan_us <= bound * (1 + 1e-9):
+            break
+        if deadline is not None and time.perf_counter() > deadline:
+            stats["relabel_stopped"] = "time limit"
+            break
+        perm = relabelling(problem, attempt, opts.seed)
+        copy = relabel_problem(problem, perm)
+        cand = run(copy, replace(opts, seed=_attempt_seed(opts.seed, attempt), restarts=runs, restart_work=0), {})
+        times.append(cand.makespan_us)
+        ends.append((time.perf_counter(), cand.makespan_us))
+        if cand.makespan_us < sched.makespan_us * (1 - 1e-12):
+            inv = np.empty_like(perm)
+            inv[perm] = np.arange(perm.size)
+            sched, chosen = relabel_schedule(cand, copy, inv), attempt
+    stats.update({"relabel_us": times, "relabel_chosen": chosen})
+    if times:
+        stats["candidate_ends"] = ends
     return sched
 
 
