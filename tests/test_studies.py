@@ -23,6 +23,24 @@ def test_study_quick(root, tmp_path, study, outputs):
     assert "| topology" in md and "python experiments/" in md
 
 
+def test_study_exact_vs_greedy_quick(root, tmp_path):
+    """Every backend of the heuristic-vs-exact study (greedy, greedy_plus, milp and cpsat on the TEN cold, cpsat
+    continuous cold and warm) on the tiny grid; the report names the largest N proven and the anytime figure."""
+    r = run_python(root / "experiments" / "study_exact_vs_greedy.py", "--quick", "--out", tmp_path, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    for name in ("exact_vs_greedy.md", "exact_vs_greedy.png", "exact_vs_greedy_anytime.png", "results.parquet"):
+        assert (tmp_path / name).exists(), name
+    df = pd.read_parquet(tmp_path / "results.parquet")
+    assert len(df) == 12 and df["valid"].all()
+    cont = df[df["p_solver_model"] == "continuous"]
+    assert set(cont["p_solver_warm_start"].astype(bool)) == {False, True}
+    assert (df.loc[df["solver"].isin(["milp", "cpsat"]), "optimality_scope"].notna()).all()
+    md = (tmp_path / "exact_vs_greedy.md").read_text()
+    assert "python experiments/study_exact_vs_greedy.py --quick" in md
+    assert "| family | greedy | greedy_plus | milp TEN cold | cpsat TEN cold | cpsat cont. cold |" in md
+    assert "two_server2x2 all_gather 1 MiB cpn1" in md
+
+
 @pytest.mark.parametrize("launcher", [["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
                                       ["hydra/launcher=submitit_local", "hydra.launcher.timeout_min=10"]])
 def test_sweep_with_parallel_launchers(tmp_path, launcher):
