@@ -434,7 +434,8 @@ def best_warm_start(ten: TimeExpandedNetwork, seed: int, use_greedy: bool,
             if gsteps < best.steps or (gsteps == best.steps and best.source == "ten_list"):
                 best = WarmStart(gp, gsteps, label)
                 info["greedy_makespan_us"] = sched.makespan_us
-        info["warm_greedy_time_s"] = time.perf_counter() - t0
+        if greedy is None:  # handed in: the caller timed them
+            info["warm_greedy_time_s"] = time.perf_counter() - t0
         info["warm_greedy_note"] = "; ".join(notes)
     info["warm_source"] = best.source
     info["warm_steps"] = best.steps
@@ -590,8 +591,9 @@ class ExactSolverBase(Solver):
         res_us = [p.resolution_us for p in uniq if p.resolution_us is not None]
         branches = [p.branches for p in uniq if p.branches is not None]
         # a phase's incumbents are not the collective's: a composed All-Reduce keeps only its final point
-        trace = [] if len(uniq) > 1 else [(max(0.0, t - t_start), inc, b) for t, inc, b in uniq[0].trace] if uniq \
-            else []
+        trace = []
+        if len(uniq) == 1:
+            trace = [(max(0.0, t - t_start), inc, b) for t, inc, b in uniq[0].trace]
         if res.schedule is not None:
             trace.append((time.perf_counter() - t_start, res.schedule.makespan_us, res.best_bound_us))
         return replace(res, optimality_scope=scope, time_resolution_us=min(res_us) if res_us else None,

@@ -311,9 +311,9 @@ def solve_and_verify(problem: Problem, solver: str, options: Mapping[str, Any] |
         if fields["status"] in ("feasible", "optimal") and T <= lb * (1 + OPTIMAL_REL_TOL):
             # the verified time meets a valid lower bound: optimal, whoever found it, and for the problem
             # itself (the bound is continuous), even where the backend's own model was a rounded TEN
-            if fields["status"] != "optimal" or fields.get("optimality_scope") == "ten":
+            if fields["status"] != "optimal" or fields.get("optimality_scope") == "ten" \
+                    or not fields.get("optimality_proof"):
                 fields["optimality_proof"] = "lower_bound"
-            fields["optimality_proof"] = fields.get("optimality_proof") or "lower_bound"
             fields["status"] = "optimal"
             if fields.get("optimality_scope") == "ten":
                 fields["optimality_scope"] = "continuous"

@@ -100,7 +100,8 @@ def summary_line(rec: Mapping[str, Any]) -> str:
         bound = "no lower bound"
     if phases:
         bound += f", {phases}"
-    status = rec["status"] + (f" ({'; '.join(_why(rec))})" if _why(rec) else "")
+    why = _why(rec)
+    status = rec["status"] + (f" ({'; '.join(why)})" if why else "")
     jit = rec.get("jit_warmup_s") or 0.0
     compile_note = f"; one-off JIT compile {jit:.1f} s before it" if jit >= 0.5 else ""
     fault = ""
