@@ -9,7 +9,9 @@ The transfer reads the sender's state of ``chunk`` at ``start_us`` and applies
 it at the receiver at ``end_us``: ``copy`` overwrites the receiver's copy,
 ``reduce`` adds the sender's partial sum into the receiver's.
 
-The CSV column names and order are a public contract: never rename them.
+The CSV column names and order are a public contract: never rename them. A schedule on a switched
+fabric adds one optional last column, ``route``: the nodes a cut-through transfer crosses, joined by
+``>`` (``0>8>3``: NPU 0 through switch 8 to NPU 3); empty for a transfer over one link.
 
 Two types hold schedules: :class:`Schedule` (a table in memory) and
 :class:`~tacos_bench.compact.CompactSchedule` (segments on disk, for All-Gathers of
@@ -29,6 +31,7 @@ import numpy as np
 from .errors import ScheduleError
 
 COLUMNS = ("chunk", "src", "dst", "start_us", "end_us", "op")
+ROUTE = "route"  # the optional column of switched fabrics
 OPS = ("copy", "reduce")
 COPY = 0
 REDUCE = 1
@@ -90,6 +93,7 @@ class Schedule:
     start_us: np.ndarray
     end_us: np.ndarray
     op: np.ndarray
+    route: np.ndarray | None = None  # object array of "u>s>v" strings ("" = the link src->dst); None: no routes
 
     storage = "table"   # ScheduleLike: a table in memory
 
@@ -110,6 +114,26 @@ class Schedule:
             object.__setattr__(self, k, v)
         if n and (cols["op"].min() < 0 or cols["op"].max() >= len(OPS)):
             raise ScheduleError("schedule op codes must be 0 (copy) or 1 (reduce)")
+        if self.route is not None:
+            route = np.array(["" if r is None or (isinstance(r, float) and r != r) else str(r)
+                              for r in np.asarray(self.route, dtype=object).ravel()], dtype=object)
+            if len(route) != n:
+                raise ScheduleError(f"schedule column 'route' has {len(route)} rows, expected {n}")
+            route.setflags(write=False)
+            object.__setattr__(self, "route", route)
+
+    def _with(self, idx=None, **cols) -> "Schedule":
+        """A schedule of these columns (each replaced by ``cols`` or indexed by ``idx``), routes kept."""
+        def pick(k):
+            if k in cols:
+                return cols[k]
+            v = getattr(self, k)
+            return v if idx is None or v is None else v[idx]
+        return Schedule(*(pick(k) for k in COLUMNS), route=pick(ROUTE))
+
+    @property
+    def has_routes(self) -> bool:
+        return self.route is not None
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -122,15 +146,23 @@ class Schedule:
         rows = list(rows)
         if not rows:
             return cls.empty()
-        c, s, d, t0, t1, op = zip(*rows)
-        return cls(c, s, d, t0, t1, [_op_code(o) for o in op])
+        width = {len(r) for r in rows}
+        if width - {6, 7}:
+            raise ScheduleError("schedule rows need 6 fields (chunk, src, dst, start_us, end_us, op) or 7 (+ route)")
+        route = [r[6] if len(r) == 7 else "" for r in rows] if 7 in width else None
+        c, s, d, t0, t1, op = (list(x) for x in zip(*(r[:6] for r in rows)))
+        return cls(c, s, d, t0, t1, [_op_code(o) for o in op], route=route)
 
     @classmethod
     def concat(cls, parts) -> "Schedule":
         parts = [p for p in parts if p is not None]
         if not parts:
             return cls.empty()
-        return cls(*(np.concatenate([getattr(p, k) for p in parts]) for k in COLUMNS))
+        route = None
+        if any(p.route is not None for p in parts):
+            route = np.concatenate([p.route if p.route is not None else np.full(len(p), "", dtype=object)
+                                    for p in parts])
+        return cls(*(np.concatenate([getattr(p, k) for p in parts]) for k in COLUMNS), route=route)
 
     # ------------------------------------------------------------------ views
     def __len__(self) -> int:
@@ -142,7 +174,7 @@ class Schedule:
         return float(self.end_us.max()) if len(self) else 0.0
 
     def shifted(self, dt_us: float) -> "Schedule":
-        return Schedule(self.chunk, self.src, self.dst, self.start_us + dt_us, self.end_us + dt_us, self.op)
+        return self._with(start_us=self.start_us + dt_us, end_us=self.end_us + dt_us)
 
     def time_reversed(self, horizon_us: float | None = None, op: int | None = None) -> "Schedule":
         """Mirror in time and direction: a transfer ``u->v`` over ``[s, e]`` becomes
@@ -152,7 +184,9 @@ class Schedule:
         """
         T = self.makespan_us if horizon_us is None else float(horizon_us)
         new_op = self.op if op is None else np.full(len(self), op, dtype=np.int8)
-        return Schedule(self.chunk, self.dst, self.src, T - self.end_us, T - self.start_us, new_op).sorted()
+        route = None if self.route is None else [">".join(reversed(r.split(">"))) if r else "" for r in self.route]
+        return Schedule(self.chunk, self.dst, self.src, T - self.end_us, T - self.start_us, new_op,
+                        route=route).sorted()
 
     def sorted(self) -> "Schedule":
         """Rows ordered by (start, end, src, dst, chunk): the canonical CSV order."""
@@ -160,7 +194,7 @@ class Schedule:
         return self.take(idx)
 
     def take(self, idx) -> "Schedule":
-        return Schedule(*(getattr(self, k)[idx] for k in COLUMNS))
+        return self._with(idx)
 
     # ------------------------------------------------------------------ ScheduleLike
     def iter_rows(self) -> Iterator[tuple[np.ndarray, ...]]:
@@ -192,11 +226,14 @@ class Schedule:
         """A pandas DataFrame with the public columns (``op`` as strings)."""
         import pandas as pd
 
-        return pd.DataFrame({
+        cols = {
             "chunk": self.chunk, "src": self.src, "dst": self.dst,
             "start_us": self.start_us, "end_us": self.end_us,
             "op": np.asarray(OPS, dtype=object)[self.op],
-        })
+        }
+        if self.route is not None:
+            cols[ROUTE] = self.route
+        return pd.DataFrame(cols)
 
     @classmethod
     def from_frame(cls, df) -> "Schedule":
@@ -210,9 +247,10 @@ class Schedule:
             raise ScheduleError(f"schedule row {i + 1}: op must be copy or reduce, got {df['op'].iloc[i]!r}")
         codes = np.where(ops.to_numpy() == "reduce", REDUCE, COPY)
         ids = {k: _int_column(df[k], k) for k in ("chunk", "src", "dst")}
+        route = df[ROUTE].fillna("").astype(str).to_numpy(dtype=object) if ROUTE in df.columns else None
         try:
             return cls(ids["chunk"], ids["src"], ids["dst"],
-                       df["start_us"].to_numpy(np.float64), df["end_us"].to_numpy(np.float64), codes)
+                       df["start_us"].to_numpy(np.float64), df["end_us"].to_numpy(np.float64), codes, route=route)
         except (TypeError, ValueError) as e:
             raise ScheduleError(f"schedule has a non-numeric value: {e}")
 
@@ -229,7 +267,7 @@ class Schedule:
 
         path = Path(path)
         try:
-            df = pd.read_csv(path)
+            df = pd.read_csv(path, dtype={ROUTE: str}, keep_default_na=False, na_values={c: [""] for c in COLUMNS})
         except FileNotFoundError:
             raise ScheduleError(f"{path}: no such schedule file")
         except Exception as e:  # pandas raises many parser error types
@@ -237,8 +275,9 @@ class Schedule:
         if not isinstance(df.index, pd.RangeIndex):  # pandas made the first field an index: rows too long
             raise ScheduleError(f"{path}: rows have more fields than the {len(COLUMNS)} header columns "
                                 f"{','.join(COLUMNS)}")
-        if list(df.columns) != list(COLUMNS):
-            raise ScheduleError(f"{path}: header must be exactly {','.join(COLUMNS)}, got {','.join(map(str, df.columns))}")
+        if list(df.columns) not in (list(COLUMNS), list(COLUMNS) + [ROUTE]):
+            raise ScheduleError(f"{path}: header must be exactly {','.join(COLUMNS)} (or with a last column "
+                                f"{ROUTE} on a switched fabric), got {','.join(map(str, df.columns))}")
         return cls.from_frame(df)
 
     def __repr__(self) -> str:

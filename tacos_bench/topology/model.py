@@ -1,4 +1,9 @@
-"""The topology model: NPUs joined by directed, heterogeneous links.
+"""The topology model: NPUs (and switches) joined by directed, heterogeneous links.
+
+A topology has NPUs ``0 .. N-1`` and, in a switched fabric, switches ``N .. N+S-1``
+(:class:`Switch`): a switch holds no data of its own and is in no pre- or
+postcondition; it forwards (``cut_through`` or ``store_forward``) and may
+multicast and reduce (docs/fabrics.md has the rules the verifier enforces).
 
 A :class:`Topology` is immutable. Links are stored as parallel numpy arrays
 sorted by ``(src, dst)`` so that link ids are deterministic, with CSR views
@@ -23,6 +28,51 @@ def _readonly(a: np.ndarray) -> np.ndarray:
     return a
 
 
+CUT_THROUGH = "cut_through"
+STORE_FORWARD = "store_forward"
+SWITCH_MODES = (CUT_THROUGH, STORE_FORWARD)
+
+
+@dataclass(frozen=True)
+class Switch:
+    """What a switch does with the chunks it forwards.
+
+    Parameters
+    ----------
+    mode : {"cut_through", "store_forward"}
+        ``cut_through``: a transfer NPU -> switch(es) -> NPU is one row whose ``route`` names the switches; it
+        occupies every link of its route for its whole duration (the route's latencies plus the chunk at the
+        slowest link's bandwidth). ``store_forward``: every hop is a row of its own; the switch buffers.
+    multicast : bool
+        One incoming copy may leave on several ports (without it, each incoming copy leaves once).
+    reduce : bool
+        Incoming contributions to the same chunk may be combined into one outgoing transfer.
+
+    Examples
+    --------
+    >>> Switch("store_forward", multicast=True).reversed()
+    Switch(mode='store_forward', multicast=False, reduce=True)
+    """
+
+    mode: str = CUT_THROUGH
+    multicast: bool = False
+    reduce: bool = False
+
+    def __post_init__(self):
+        if self.mode not in SWITCH_MODES:
+            raise TopologyError(f"unknown switch mode {self.mode!r}; valid: {', '.join(SWITCH_MODES)}")
+        object.__setattr__(self, "multicast", bool(self.multicast))
+        object.__setattr__(self, "reduce", bool(self.reduce))
+
+    def reversed(self) -> "Switch":
+        """The same switch with time and links reversed: multicast becomes reduction and back."""
+        return Switch(self.mode, multicast=self.reduce, reduce=self.multicast)
+
+    def spec(self) -> str:
+        """The edge-list spelling (without ``switch ID``)."""
+        return " ".join([self.mode] + [w for w, on in (("multicast", self.multicast), ("reduce", self.reduce)) if on])
+
+
 @dataclass(frozen=True, eq=False)
 class Topology:
     """A directed graph of NPUs with per-link bandwidth (GiB/s) and latency (µs).
@@ -37,6 +87,8 @@ class Topology:
         Per-link bandwidth (> 0) and latency (>= 0).
     name : str
         Human-readable name (kept in records).
+    switches : sequence of Switch, optional
+        A switched fabric: node ``num_npus + i`` is ``switches[i]``; link endpoints range over every node.
 
     Raises
     ------
@@ -53,6 +105,10 @@ class Topology:
     (3, 3)
     >>> t.link_id(2, 0)
     2
+    >>> f = Topology.from_edges(2, [(0, 2, 50, 0.5), (2, 0, 50, 0.5), (1, 2, 50, 0.5), (2, 1, 50, 0.5)],
+    ...                         switches=[Switch("cut_through", multicast=True)])
+    >>> f.num_nodes, f.num_switches, f.is_switch(2)
+    (3, 1, True)
     """
 
     num_npus: int
@@ -62,11 +118,17 @@ class Topology:
     lat_us: np.ndarray
     name: str = "custom"
     meta: dict = field(default_factory=dict, compare=False)
+    switches: tuple = ()
 
     def __post_init__(self):
-        n = int(self.num_npus)
-        if n < 1:
+        npus = int(self.num_npus)
+        if npus < 1:
             raise TopologyError(f"topology needs at least 1 NPU, got {self.num_npus}")
+        switches = tuple(self.switches or ())
+        for i, sw in enumerate(switches):
+            if not isinstance(sw, Switch):
+                raise TopologyError(f"switch {npus + i}: expected a Switch, got {sw!r}")
+        n = npus + len(switches)
         src = np.asarray(self.src, dtype=np.int64).ravel()
         dst = np.asarray(self.dst, dtype=np.int64).ravel()
         bw = np.asarray(self.bw_GiBps, dtype=np.float64).ravel()
@@ -77,12 +139,12 @@ class Topology:
             bad = np.flatnonzero((ids < 0) | (ids >= n))
             if bad.size:
                 raise TopologyError(
-                    f"link {int(src[bad[0]])}->{int(dst[bad[0]])}: {what} NPU {int(ids[bad[0]])} "
-                    f"is out of range 0..{n - 1}"
+                    f"link {int(src[bad[0]])}->{int(dst[bad[0]])}: {what} {'node' if switches else 'NPU'} "
+                    f"{int(ids[bad[0]])} is out of range 0..{n - 1}"
                 )
         bad = np.flatnonzero(src == dst)
         if bad.size:
-            raise TopologyError(f"self-loop on NPU {int(src[bad[0]])}")
+            raise TopologyError(f"self-loop on {'node' if switches else 'NPU'} {int(src[bad[0]])}")
         bad = np.flatnonzero(~(bw > 0) | ~np.isfinite(bw))
         if bad.size:
             i = bad[0]
@@ -98,8 +160,16 @@ class Topology:
         if dup.size:
             i = dup[0]
             raise TopologyError(f"duplicate link {int(src[i])}->{int(dst[i])}")
+        if switches:
+            linked = np.zeros(n, bool)
+            linked[src] = True
+            linked[dst] = True
+            lonely = np.flatnonzero(~linked[npus:])
+            if lonely.size:
+                raise TopologyError(f"switch {npus + int(lonely[0])} has no links")
         idt = np.int32 if n < 2**31 - 1 else np.int64
-        object.__setattr__(self, "num_npus", n)
+        object.__setattr__(self, "num_npus", npus)
+        object.__setattr__(self, "switches", switches)
         object.__setattr__(self, "src", _readonly(src.astype(idt)))
         object.__setattr__(self, "dst", _readonly(dst.astype(idt)))
         object.__setattr__(self, "bw_GiBps", _readonly(bw))
@@ -107,15 +177,18 @@ class Topology:
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_edges(cls, num_npus: int, edges: Iterable[Sequence], name: str = "custom", **meta) -> "Topology":
-        """Build from ``(src, dst, bw_GiBps, lat_us)`` tuples (directed links)."""
+    def from_edges(cls, num_npus: int, edges: Iterable[Sequence], name: str = "custom", switches=(),
+                   **meta) -> "Topology":
+        """Build from ``(src, dst, bw_GiBps, lat_us)`` tuples (directed links); ``switches`` makes nodes
+        ``num_npus ..`` switches."""
         edges = list(edges)
         if edges:
             s, d, b, l = (list(x) for x in zip(*edges))
         else:
             s, d, b, l = [], [], [], []
         return cls(num_npus, np.array(s, dtype=np.int64), np.array(d, dtype=np.int64),
-                   np.array(b, dtype=np.float64), np.array(l, dtype=np.float64), name=name, meta=dict(meta))
+                   np.array(b, dtype=np.float64), np.array(l, dtype=np.float64), name=name, meta=dict(meta),
+                   switches=tuple(switches))
 
     @classmethod
     def from_networkx(cls, graph, name: str | None = None, bw_attr: str = "bw", lat_attr: str = "lat") -> "Topology":
@@ -163,6 +236,8 @@ class Topology:
 
         g = nx.DiGraph(name=self.name)
         g.add_nodes_from(range(self.num_npus))
+        for i, sw in enumerate(self.switches):
+            g.add_node(self.num_npus + i, kind="switch", mode=sw.mode, multicast=sw.multicast, reduce=sw.reduce)
         for u, v, b, l in zip(self.src.tolist(), self.dst.tolist(), self.bw_GiBps.tolist(), self.lat_us.tolist()):
             g.add_edge(u, v, bw=b, lat=l)
         return g
@@ -176,10 +251,33 @@ class Topology:
     def num_links(self) -> int:
         return int(self.src.shape[0])
 
+    @property
+    def num_switches(self) -> int:
+        return len(self.switches)
+
+    @property
+    def num_nodes(self) -> int:
+        """NPUs plus switches: node ids are ``0 .. num_nodes-1``."""
+        return self.num_npus + len(self.switches)
+
+    @property
+    def is_fabric(self) -> bool:
+        """True when the topology has switches as nodes."""
+        return bool(self.switches)
+
+    def is_switch(self, node: int) -> bool:
+        return self.num_npus <= int(node) < self.num_nodes
+
+    def switch(self, node: int) -> Switch:
+        """The :class:`Switch` at node id ``node``."""
+        if not self.is_switch(node):
+            raise TopologyError(f"node {node} is not a switch of {self.name!r}")
+        return self.switches[int(node) - self.num_npus]
+
     @cached_property
     def out_ptr(self) -> np.ndarray:
         """CSR pointer: out-links of ``u`` are link ids ``out_ptr[u]:out_ptr[u+1]``."""
-        return _readonly(np.searchsorted(self.src, np.arange(self.num_npus + 1)).astype(np.int64))
+        return _readonly(np.searchsorted(self.src, np.arange(self.num_nodes + 1)).astype(np.int64))
 
     @cached_property
     def in_order(self) -> np.ndarray:
@@ -188,18 +286,19 @@ class Topology:
 
     @cached_property
     def in_ptr(self) -> np.ndarray:
-        return _readonly(np.searchsorted(self.dst[self.in_order], np.arange(self.num_npus + 1)).astype(np.int64))
+        return _readonly(np.searchsorted(self.dst[self.in_order], np.arange(self.num_nodes + 1)).astype(np.int64))
 
     @cached_property
     def _keys(self) -> np.ndarray:
-        return self.src.astype(np.int64) * self.num_npus + self.dst.astype(np.int64)
+        return self.src.astype(np.int64) * self.num_nodes + self.dst.astype(np.int64)
 
     def link_ids(self, src, dst) -> np.ndarray:
         """Vectorized link lookup; ``-1`` where no link ``src->dst`` exists."""
         s = np.asarray(src, dtype=np.int64)
         d = np.asarray(dst, dtype=np.int64)
-        ok = (s >= 0) & (s < self.num_npus) & (d >= 0) & (d < self.num_npus)
-        key = np.where(ok, s * self.num_npus + d, -1)
+        n = self.num_nodes
+        ok = (s >= 0) & (s < n) & (d >= 0) & (d < n)
+        key = np.where(ok, s * n + d, -1)
         pos = np.searchsorted(self._keys, key)
         pos_c = np.minimum(pos, max(self.num_links - 1, 0))
         found = ok & (self.num_links > 0) & (self._keys[pos_c] == key) if self.num_links else np.zeros_like(ok)
@@ -241,7 +340,7 @@ class Topology:
 
     # ------------------------------------------------------------------ reachability
     def _bfs(self, start: int, forward: bool) -> np.ndarray:
-        seen = np.zeros(self.num_npus, dtype=bool)
+        seen = np.zeros(self.num_nodes, dtype=bool)
         seen[start] = True
         q = deque([start])
         if forward:
@@ -265,13 +364,14 @@ class Topology:
         """
         if self.num_npus <= 1:
             return
-        fwd = self._bfs(0, True)
+        npus = self.num_npus
+        fwd = self._bfs(0, True)[:npus]
         if not fwd.all():
             cut = np.flatnonzero(~fwd)
             raise TopologyError(
                 f"topology {self.name!r} is disconnected: NPU(s) {fmt_ids(cut)} cannot be reached from NPU 0"
             )
-        bwd = self._bfs(0, False)
+        bwd = self._bfs(0, False)[:npus]
         if not bwd.all():
             cut = np.flatnonzero(~bwd)
             raise TopologyError(
@@ -282,13 +382,16 @@ class Topology:
     def reversed(self) -> "Topology":
         """Every link ``u->v`` becomes ``v->u`` with the same bandwidth and latency."""
         return Topology(self.num_npus, self.dst, self.src, self.bw_GiBps, self.lat_us,
-                        name=f"{self.name}-reversed", meta=dict(self.meta))
+                        name=f"{self.name}-reversed", meta=dict(self.meta),
+                        switches=tuple(sw.reversed() for sw in self.switches))
 
     def with_name(self, name: str) -> "Topology":
-        return Topology(self.num_npus, self.src, self.dst, self.bw_GiBps, self.lat_us, name=name, meta=dict(self.meta))
+        return Topology(self.num_npus, self.src, self.dst, self.bw_GiBps, self.lat_us, name=name, meta=dict(self.meta),
+                        switches=self.switches)
 
     def summary(self) -> str:
-        return (f"{self.name}: {self.num_npus} NPUs, {self.num_links} directed links, "
+        sw = f", {self.num_switches} switches" if self.switches else ""
+        return (f"{self.name}: {self.num_npus} NPUs{sw}, {self.num_links} directed links, "
                 f"bw {self.bw_GiBps.min():g}-{self.bw_GiBps.max():g} GiB/s, "
                 f"lat {self.lat_us.min():g}-{self.lat_us.max():g} µs") if self.num_links else f"{self.name}: {self.num_npus} NPUs, no links"
 
