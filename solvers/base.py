@@ -70,6 +70,7 @@ CAP_WARM_START = "warm_start"  # accepts an initial schedule
 CAP_THREADS = "threads"        # honours threads
 CAP_OVERLAP = "overlap"        # All-Reduce follows collective.overlap (composed RS + AG)
 CAP_FROM_STATE = "from_state"  # can start a copy collective from a given state (solve_from; solvers.repair)
+CAP_FABRIC = "fabric"          # schedules switched fabrics (switches as nodes, docs/fabrics.md)
 
 
 @dataclass(frozen=True)
@@ -205,6 +206,10 @@ class Solver(abc.ABC):
         return [k for k in KINDS if k in cls.capabilities]
 
     def check_supported(self, problem: Problem) -> None:
+        if problem.topology.is_fabric and CAP_FABRIC not in self.capabilities:
+            can = [n for n in available_solvers() if CAP_FABRIC in solver_class(n).capabilities]
+            raise SolverError(f"solver {self.name!r} does not model switches, and {problem.topology.name!r} is a "
+                              f"switched fabric (solvers that do: {', '.join(can)})")
         if not self.supports(problem.kind):
             can = [n for n in available_solvers() if get_solver(n).supports(problem.kind)]
             raise SolverError(f"solver {self.name!r} does not support {problem.kind}"

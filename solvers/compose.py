@@ -70,6 +70,8 @@ def first_arrivals(problem: Problem, schedule: Schedule) -> Schedule:
     k = key[order]
     first = np.ones(len(k), dtype=bool)
     first[1:] = k[1:] != k[:-1]
+    # a switch of a fabric may receive a chunk several times (it forwards each copy once): keep them all
+    first |= schedule.dst[order] >= problem.num_npus
     idx = order[first]
     idx = idx[keep_owner[idx]]
     return schedule.take(np.sort(idx))

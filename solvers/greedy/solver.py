@@ -13,7 +13,7 @@ from tacos_bench.errors import SolverError
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import Schedule
 
-from ..base import (CAP_FROM_STATE, CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_ALL_TO_ALL, CAP_BROADCAST, CAP_GATHER,
+from ..base import (CAP_FABRIC, CAP_FROM_STATE, CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_ALL_TO_ALL, CAP_BROADCAST, CAP_GATHER,
                     CAP_OVERLAP, CAP_RANDOMIZED, CAP_REDUCE, CAP_REDUCE_SCATTER, CAP_SCATTER, CAP_THREADS,
                     CAP_TIME_LIMIT, Solver, SolveResult, StartState)
 from ..compose import solve_collective
@@ -36,7 +36,7 @@ class GreedySolver(Solver):
     name = "greedy"
     capabilities = frozenset({CAP_ALL_GATHER, CAP_REDUCE_SCATTER, CAP_ALL_REDUCE, CAP_BROADCAST, CAP_REDUCE,
                               CAP_GATHER, CAP_SCATTER, CAP_ALL_TO_ALL, CAP_RANDOMIZED, CAP_TIME_LIMIT, CAP_THREADS,
-                              CAP_OVERLAP, CAP_FROM_STATE})
+                              CAP_OVERLAP, CAP_FROM_STATE, CAP_FABRIC})
     Options = GreedyOptions
     STATUS_MAP = {"schedule built": "feasible"}
 
@@ -44,10 +44,14 @@ class GreedySolver(Solver):
         opts = opts or self.Options()
         if problem is None:
             return warmup() + decomposition_warmup()
+        if problem.topology.is_fabric:  # the fabric greedy compiles nothing
+            return 0.0
         jit = warmup(tuple(sorted({kernel_for(p, opts) for p in _phases(problem)})))
         return jit + (decomposition_warmup() if opts.decompose else 0.0)
 
     def _solve(self, problem: Problem, opts: GreedyOptions) -> SolveResult:
+        if problem.topology.is_fabric:
+            return self._solve_fabric(problem, opts)
         jit_s = self.warmup(problem, opts)
         threads = opts.num_threads
         t0 = time.perf_counter()
@@ -96,6 +100,21 @@ class GreedySolver(Solver):
         trace.append((dt, sched.makespan_us, None))
         return SolveResult("feasible", sched, objective_us=sched.makespan_us, solve_time_s=dt, stats=stats,
                            message=msg, stop_reason="time_limit" if timed_out else "finished", trace=tuple(trace))
+
+    def _solve_fabric(self, problem: Problem, opts: GreedyOptions) -> SolveResult:
+        """A switched fabric: :mod:`solvers.greedy.fabric_solver` (no compiled kernel)."""
+        from .fabric_solver import solve_fabric
+
+        t0 = time.perf_counter()
+        deadline = None if opts.time_limit_s is None else t0 + float(opts.time_limit_s)
+        sched, stats = solve_fabric(problem, opts, plus=isinstance(self, GreedyPlusSolver), deadline=deadline)
+        dt = time.perf_counter() - t0
+        timed_out = stats["restarts_run"] < stats["restarts"]
+        trace = _anytime(stats.pop("candidate_ends"), t0)
+        trace.append((dt, sched.makespan_us, None))
+        return SolveResult("feasible", sched, objective_us=sched.makespan_us, solve_time_s=dt, stats=stats,
+                           message="time limit reached: fewer restarts than asked" if timed_out else "",
+                           stop_reason="time_limit" if timed_out else "finished", trace=tuple(trace))
 
     def _solve_from(self, problem: Problem, start: StartState, opts: GreedyOptions) -> SolveResult:
         """The copy collective of ``problem`` completed from ``start`` (times from 0; solvers.repair places them)."""

@@ -80,8 +80,12 @@ def _configured_root(topo, root: int, topo_cfg: Mapping[str, Any]) -> int:
         return int(hit[0])
     if root in set(int(v) for v in (topo_cfg.get("failed_npus") or [])):
         raise CollectiveError(f"collective.root={root} is a failed NPU (topo.failed_npus)")
-    if topo_cfg.get("subset") is not None and root <= max(orig):
-        raise CollectiveError(f"collective.root={root} is not in topo.subset")
+    # an NPU of the topology as built but not a member (with subset_mode=relay: one of the relays)
+    parent_npus = topo.meta.get("parent_num_npus")
+    if topo_cfg.get("subset") is not None and (0 <= root < parent_npus if parent_npus is not None
+                                               else root <= max(orig)):
+        relay = " (with subset_mode=relay it only relays)" if topo_cfg.get("subset_mode") == "relay" else ""
+        raise CollectiveError(f"collective.root={root} is not in topo.subset{relay}")
     raise CollectiveError(f"collective.root={root} is not an NPU of {topo.meta.get('parent', topo.name)}")
 
 

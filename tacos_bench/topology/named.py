@@ -23,6 +23,23 @@ and ``lat`` µs, default 50 and 0.5):
   out-degree ``D``, links of 25/50/100 GiB/s and 0.5/1/2 µs drawn from ``SEED``
   (:func:`~tacos_bench.topology.generators.random_directed`)
 
+Switched fabrics (switches as nodes, docs/fabrics.md; the real-cluster figures and their sources are in
+docs/fabric_clusters.md; :mod:`~tacos_bench.topology.fabrics`):
+
+- ``switched<N>`` / ``switched<N>_sf`` / ``switched<N>_nvls``: ``N`` NPUs on one switch node, one port of
+  ``bw`` GiB/s and ``lat`` µs per NPU, the switch ``cut_through`` / ``store_forward`` / ``cut_through`` with
+  multicast and reduce (:func:`~tacos_bench.topology.fabrics.switched`)
+- ``dgx_a100x<K>``, ``dgx_h100x<K>`` (``_<R>to1``: leaf uplinks oversubscribed R:1): ``K`` DGX-like nodes of 8
+  GPUs on an NVSwitch, rail-optimized InfiniBand leaves, ``K // 2`` spines (1..8); the H100 NVSwitch multicasts
+  and reduces (:func:`~tacos_bench.topology.fabrics.dgx_a100`, :func:`~tacos_bench.topology.fabrics.dgx_h100`)
+- ``ndv2x<K>``: ``K`` Azure-NDv2-like nodes (8 V100, hybrid cube-mesh), one 100 Gb/s NIC per node on one switch
+- ``mi250x_node`` / ``mi250x_x<K>``: Frontier-like nodes of 4 MI250X (8 GCDs, Infinity Fabric), one NIC per MI250X
+- ``tpuv4_<X>x<Y>x<Z>``: a TPU-v4-like 3-D torus of ICI links (no switches)
+- ``leafspine<L>x<P>[_<R>to1]``: ``L`` leaves of ``P`` NPUs (``bw``, ``lat`` per port), 2 spines, uplinks
+  oversubscribed R:1 (:func:`~tacos_bench.topology.fabrics.leaf_spine`)
+
+``switch<N>`` keeps its meaning: one switch unwound into point-to-point links.
+
 :func:`build_topology` takes the mapping of a ``conf/topo`` YAML file (keys
 ``name, kind, dims, bw_GiBps, lat_us, path, params, failed_npus, failed_links, subset,
 subset_mode``), the Hydra ``topo`` group of ``run.py``.
@@ -36,20 +53,31 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from . import fabrics as fab
 from . import generators as gen
 from ..errors import ConfigError, TopologyError
 from .io import load_topology
-from .model import Topology, fmt_ids
-from .transforms import SUBSET_MODES, _as_ids, induced_subtopology
+from .model import CUT_THROUGH, STORE_FORWARD, SWITCH_MODES, Switch, Topology, fmt_ids
+from .transforms import SUBSET_MODES, _as_ids, induced_subtopology, parse_links
 
-__all__ = ["NAME_FORMS", "KINDS", "CONFIG_KEYS", "HETERO_NPUS_PER_SERVER", "named_topology", "build_topology"]
+__all__ = ["NAME_FORMS", "KINDS", "CONFIG_KEYS", "HETERO_NPUS_PER_SERVER", "RELAY", "TOPO_SUBSET_MODES",
+           "RELAY_SWITCH", "named_topology", "build_topology", "regroup_npus"]
 
 NAME_FORMS = ("ring<N>", "uniring<N>", "fc<N>", "switch<N>", "mesh<X>x<Y>[x<Z>...]", "torus<X>x<Y>[x<Z>...]",
               "bhypercube<N>", "hypercube<N>", "dragonfly<G>x<R>", "hetero<N>", "hetero<SX>x<SY>x<P>",
               "hetero_mesh<X>x<Y>", "three_tier<P>x<S>x<N>", "three_tier_ring<P>x<S>x<N>", "unequal<A>-<B>-...",
-              "random<N>d<D>s<SEED>")
+              "random<N>d<D>s<SEED>", "switched<N>", "switched<N>_sf", "switched<N>_nvls", "dgx_a100x<K>[_<R>to1]",
+              "dgx_h100x<K>[_<R>to1]", "ndv2x<K>", "mi250x_node", "mi250x_x<K>", "tpuv4_<X>x<Y>x<Z>",
+              "leafspine<L>x<P>[_<R>to1]")
 
-KINDS = ("ring", "uniring", "fc", "switch", "mesh", "torus", "hypercube", "dragonfly", "hetero", "named", "file")
+KINDS = ("ring", "uniring", "fc", "switch", "mesh", "torus", "hypercube", "dragonfly", "hetero", "switched", "rail",
+         "named", "file")
+
+# subset_mode: "induced" (the members and the links among them) or "relay" (every node kept; non-members relay)
+RELAY = "relay"
+TOPO_SUBSET_MODES = tuple(SUBSET_MODES) + (RELAY,)
+# what a non-member NPU becomes under subset_mode=relay: it may hold and forward anything, and needs nothing
+RELAY_SWITCH = Switch(STORE_FORWARD, multicast=True, reduce=True)
 
 CONFIG_KEYS = ("name", "kind", "dims", "bw_GiBps", "lat_us", "path", "params", "failed_npus", "failed_links", "subset",
                "subset_mode")
@@ -67,6 +95,14 @@ def _near_square(servers: int) -> tuple[int, int]:
     """``(sx, sy)`` with ``sx * sy == servers``, ``sy <= sx`` and ``sy`` as large as possible."""
     sy = max(d for d in range(1, math.isqrt(servers) + 1) if servers % d == 0)
     return servers // sy, sy
+
+
+_RATIO = r"(?:_(\d+(?:\.\d+)?)to1)?"
+
+
+def _ratio(text: str | None) -> float:
+    """The ``R`` of a name's ``_<R>to1`` suffix (1 when absent)."""
+    return float(text) if text else 1.0
 
 
 def _hetero_by_count(n: int) -> Topology:
@@ -99,6 +135,21 @@ _NAMED: list[tuple[re.Pattern, Callable[..., Topology]]] = [
     (re.compile(r"random(\d+)d(\d+)s(\d+)"),
      lambda m, bw, lat: gen.random_directed(int(m[1]), int(m[2]), int(m[3]))),
     (re.compile(r"unequal(\d+(?:-\d+)+)"), lambda m, bw, lat: gen.unequal_servers([int(x) for x in m[1].split("-")])),
+    # switched fabrics (docs/fabric_clusters.md)
+    (re.compile(r"switched(\d+)"), lambda m, bw, lat: fab.switched(int(m[1]), bw, lat)),
+    (re.compile(r"switched(\d+)_sf"), lambda m, bw, lat: fab.switched(int(m[1]), bw, lat, STORE_FORWARD)),
+    (re.compile(r"switched(\d+)_nvls"),
+     lambda m, bw, lat: fab.switched(int(m[1]), bw, lat, CUT_THROUGH, multicast=True, reduce=True)),
+    (re.compile(r"dgx_a100x(\d+)" + _RATIO),
+     lambda m, bw, lat: fab.dgx_a100(int(m[1]), oversubscription=_ratio(m[2]))),
+    (re.compile(r"dgx_h100x(\d+)" + _RATIO),
+     lambda m, bw, lat: fab.dgx_h100(int(m[1]), oversubscription=_ratio(m[2]))),
+    (re.compile(r"ndv2x(\d+)"), lambda m, bw, lat: fab.ndv2(int(m[1]))),
+    (re.compile(r"mi250x_node"), lambda m, bw, lat: fab.mi250x(1)),
+    (re.compile(r"mi250x_x(\d+)"), lambda m, bw, lat: fab.mi250x(int(m[1]))),
+    (re.compile(r"tpuv4_" + _DIMS), lambda m, bw, lat: fab.tpuv4(_dims(m[1]))),
+    (re.compile(r"leafspine(\d+)x(\d+)" + _RATIO),
+     lambda m, bw, lat: fab.leaf_spine(int(m[1]), int(m[2]), oversubscription=_ratio(m[3]), bw_GiBps=bw, lat_us=lat)),
 ]
 
 
@@ -183,6 +234,119 @@ def _need_dims(kind: str, dims: list[int], count: int | None, shape: str) -> Non
         raise ConfigError(f"topo.dims for kind={kind} must be {shape}, got {dims}")
 
 
+def _flag(cfg_key: str, v) -> bool:
+    if not isinstance(v, bool):
+        raise ConfigError(f"topo.params.{cfg_key} must be true or false, got {v!r}")
+    return v
+
+
+_RAIL_NUMBERS = {"nvlink_GiBps": (fab.gbyte_to_gib(fab.H100_NVLINK_GBPS), True),
+                 "nvlink_lat_us": (fab.NVSWITCH_HOP_US, False), "nic_GiBps": (fab.gbit_to_gib(fab.NDR_GBIT), True),
+                 "nic_lat_us": (fab.NIC_HOP_US, False), "oversubscription": (1.0, True),
+                 "spine_lat_us": (fab.SPINE_HOP_US, False)}
+_RAIL_FLAGS = tuple(f"{tier}_{f}" for tier in ("nvswitch", "leaf", "spine") for f in ("multicast", "reduce"))
+
+
+def _rail_from_config(dims: list[int], params: Mapping) -> Topology:
+    """``kind: rail``: dims ``[nodes]`` or ``[nodes, gpus_per_node]``, params as :func:`fabrics.rail_cluster`."""
+    allowed = {k: v for k, (v, _) in _RAIL_NUMBERS.items()}
+    allowed["spines"] = None
+    allowed.update({f: False for f in _RAIL_FLAGS})
+    p = _take_params("rail", params, allowed)
+    if len(dims) not in (1, 2):
+        raise ConfigError(f"topo.dims for kind=rail must be [nodes] or [nodes, gpus_per_node], got {dims}")
+    nodes, gpus = dims[0], (dims[1] if len(dims) == 2 else 8)
+    kw = {k: _num(f"params.{k}", p[k], positive) for k, (_, positive) in _RAIL_NUMBERS.items()}
+    kw.update({f: _flag(f, p[f]) for f in _RAIL_FLAGS})
+    spines = p["spines"]
+    if spines is not None and (isinstance(spines, bool) or not isinstance(spines, int) or spines < 0):
+        raise ConfigError(f"topo.params.spines must be an integer >= 0 (or null: nodes // 2 in 1..8), got {spines!r}")
+    return fab.rail_cluster(nodes, gpus, spines=spines, **kw)
+
+
+def _remove_fabric_links(topo: Topology, pairs: np.ndarray) -> Topology:
+    """:func:`~tacos_bench.topology.transforms.remove_links` for a switched fabric: endpoints may be switches."""
+    pairs = np.asarray(pairs, np.int64).reshape(-1, 2)
+    bad = np.flatnonzero((pairs < 0) | (pairs >= topo.num_nodes))
+    if bad.size:
+        v = int(pairs.ravel()[bad[0]])
+        raise TopologyError(f"topo.failed_links: unknown node id {v} (topology {topo.name!r} has NPUs "
+                            f"0..{topo.num_npus - 1} and switches {topo.num_npus}..{topo.num_nodes - 1})")
+    ids = topo.link_ids(pairs[:, 0], pairs[:, 1])
+    missing = np.flatnonzero(ids < 0)
+    if missing.size:
+        u, v = pairs[missing[0]]
+        raise TopologyError(f"topo.failed_links: topology {topo.name!r} has no link {u}->{v}")
+    keep = np.ones(topo.num_links, dtype=bool)
+    keep[ids] = False
+    meta = {"kind": "degraded", "parent": topo.name, "parent_kind": topo.meta.get("kind"),
+            "failed_links": [list(q) for q in sorted(set(map(tuple, pairs.tolist())))]}
+    meta.update({k: topo.meta[k] for k in ("original_ids", "node_labels", "header_name") if k in topo.meta})
+    return Topology(topo.num_npus, topo.src[keep], topo.dst[keep], topo.bw_GiBps[keep], topo.lat_us[keep],
+                    name=topo.name, meta=meta, switches=topo.switches)
+
+
+_DROP, _MEMBER, _RELAY = 0, 1, 2
+
+
+def regroup_npus(topo: Topology, roles, name: str, relay_switch: Switch = RELAY_SWITCH, **extra_meta) -> Topology:
+    """Keep every node but give each NPU a role: a member NPU, a relay (a switch node) or dropped.
+
+    ``roles[i]`` for NPU ``i``: 1 member, 2 relay, 0 dropped (a failed NPU; its links go). The result's NPUs
+    are the members in id order (``0 .. M-1``), then come the relays in id order (switches ``relay_switch``),
+    then ``topo``'s own switches in id order; a switch or relay left without links is dropped.
+    ``meta["original_ids"]`` maps each new NPU to its id as built (composed with ``topo``'s), and
+    ``meta["node_labels"]`` each new node to its label as built (``topo``'s labels where it has them for every
+    node, else the id as built).
+
+    Examples
+    --------
+    >>> r = regroup_npus(gen.ring(6), [1, 2, 0, 1, 2, 2], "r")   # NPU 2 failed, 1, 4, 5 relay
+    >>> r.num_npus, r.num_switches, r.meta["original_ids"], r.meta["node_labels"]
+    (2, 3, [0, 3], [0, 3, 1, 4, 5])
+    >>> r.has_link(0, 4), r.has_link(2, 3)      # old 0 - 5 is a link, old 1 - 4 is not
+    (True, False)
+    """
+    roles = np.asarray(roles, dtype=np.int64).ravel()
+    n, nn = topo.num_npus, topo.num_nodes
+    if roles.shape != (n,) or np.any((roles < _DROP) | (roles > _RELAY)):
+        raise TopologyError(f"regroup_npus: need one role 0/1/2 per NPU ({n}), got {roles.tolist()}")
+    members = np.flatnonzero(roles == _MEMBER)
+    if members.size == 0:
+        raise TopologyError(f"no NPU of topology {topo.name!r} would remain")
+    src = topo.src.astype(np.int64)
+    dst = topo.dst.astype(np.int64)
+    alive = np.ones(nn, dtype=bool)
+    alive[:n] = roles != _DROP
+    lk = alive[src] & alive[dst]
+    linked = np.zeros(nn, dtype=bool)
+    linked[src[lk]] = True
+    linked[dst[lk]] = True
+    relays = np.flatnonzero((roles == _RELAY) & linked[:n])
+    switches = n + np.flatnonzero(linked[n:])
+    order = np.concatenate([members, relays, switches])
+    new_id = np.full(nn, -1, dtype=np.int64)
+    new_id[order] = np.arange(order.size)
+    lk &= (new_id[src] >= 0) & (new_id[dst] >= 0)
+    parent_orig = topo.meta.get("original_ids")
+    as_built = np.arange(nn, dtype=np.int64)
+    if parent_orig is not None and len(parent_orig) == n:
+        as_built[:n] = np.asarray(parent_orig, dtype=np.int64)
+    labels = topo.meta.get("node_labels")
+    if labels is not None and len(labels) == nn:
+        node_labels = [labels[i] for i in order.tolist()]
+    else:
+        node_labels = as_built[order].tolist()
+    meta = {"kind": RELAY if relays.size or np.any(roles == _RELAY) else "induced", "parent": topo.name,
+            "parent_kind": topo.meta.get("kind"), "original_ids": as_built[members].tolist(),
+            "node_labels": node_labels, "relay_npus": as_built[relays].tolist(), **extra_meta}
+    if "failed_links" in topo.meta:
+        meta["failed_links"] = topo.meta["failed_links"]
+    new_switches = [relay_switch] * relays.size + [topo.switches[i - n] for i in switches.tolist()]
+    return Topology(int(members.size), new_id[src[lk]], new_id[dst[lk]], topo.bw_GiBps[lk], topo.lat_us[lk],
+                    name=name, meta=meta, switches=tuple(new_switches))
+
+
 def build_topology(cfg: Mapping) -> Topology:
     """Build the topology described by a ``conf/topo`` mapping.
 
@@ -202,17 +366,30 @@ def build_topology(cfg: Mapping) -> Topology:
                                                             ``inter_lat`` (default bw_GiBps/lat_us)
     hetero            ``[servers_x, servers_y, npus]``      ``intra_bw``, ``intra_lat``, ``inter_bw``,
                                                             ``inter_lat`` (default bw_GiBps/lat_us)
+    switched          ``[N]``                               ``mode`` (``cut_through``), ``multicast``,
+                                                            ``reduce`` (false); one switch node, ports of
+                                                            bw_GiBps/lat_us
+    rail              ``[nodes]`` or                        ``nvlink_GiBps``, ``nvlink_lat_us``,
+                      ``[nodes, gpus_per_node]`` (8)        ``nic_GiBps``, ``nic_lat_us``, ``spines``,
+                                                            ``oversubscription`` (1), ``spine_lat_us``,
+                                                            ``{nvswitch,leaf,spine}_{multicast,reduce}``
+                                                            (defaults: DGX H100 figures, no flags; see
+                                                            :func:`~tacos_bench.topology.fabrics.rail_cluster`;
+                                                            bw_GiBps/lat_us are not used)
     named             ``[]`` (``name`` is parsed)           none; bw_GiBps/lat_us apply to homogeneous
                                                             names
     file              ``[]`` (``path`` is read)             none; bw/lat come from the file
     ================  ====================================  ==============================================
 
     Then the directed links in ``failed_links`` (``[[u, v], ...]``; ``[u, v, "both"]`` for both
-    directions) are removed, the NPUs in ``failed_npus`` are removed and, if ``subset`` is given, only
-    those NPUs and the links among them are kept (``subset_mode`` must be
-    ``"induced"``). All three lists use the ids of the topology as built, and the
-    survivors are renumbered densely (``meta["original_ids"]`` maps back);
-    the result must still be strongly connected. The topology is named
+    directions; in a switched fabric ``u``, ``v`` may be switches) are removed, the NPUs in ``failed_npus`` are
+    removed and, if ``subset`` is given, only those NPUs are the collective's: with ``subset_mode="induced"``
+    only they and the links among them are kept (a fabric keeps its switches that still have links); with
+    ``subset_mode="relay"`` every node is kept, the members are the NPUs ``0 .. M-1`` (in id order), every
+    other surviving NPU becomes a relay switch (``store_forward``, multicast, reduce) numbered after them and
+    the existing switches come last (``meta["node_labels"][new_id]`` is the id each node had as built). All
+    three lists use the ids of the topology as built, the NPUs are renumbered densely
+    (``meta["original_ids"]`` maps back); the result must still be strongly connected over its NPUs. The topology is named
     ``name`` (for ``kind=named``: the canonical form of the name); with ``kind=file`` and the placeholder
     name ``file`` (or no name) it is named after the file's stem, and a name the file declares (JSON/GraphML
     name, edge-list ``# name:`` comment) is kept as ``meta["header_name"]``.
@@ -230,6 +407,9 @@ def build_topology(cfg: Mapping) -> Topology:
     >>> t = build_topology({"name": "m", "kind": "mesh", "dims": [4, 4], "failed_npus": [5]})
     >>> t.num_npus, t.meta["original_ids"][5]
     (15, 6)
+    >>> r = build_topology({"kind": "ring", "dims": [8], "subset": [0, 2, 4, 6], "subset_mode": "relay"})
+    >>> r.num_npus, r.num_switches, r.meta["node_labels"]
+    (4, 4, [0, 2, 4, 6, 1, 3, 5, 7])
     """
     cfg = _plain(cfg)
     if not isinstance(cfg, Mapping):
@@ -288,6 +468,15 @@ def build_topology(cfg: Mapping) -> Topology:
         else:
             _need_dims(kind, dims, 3, "[servers_x, servers_y, npus_per_server]")
             topo = gen.hetero_cluster(dims[0], dims[1], dims[2], **vals)
+    elif kind == "switched":
+        p = _take_params(kind, params, {"mode": CUT_THROUGH, "multicast": False, "reduce": False})
+        _need_dims(kind, dims, 1, "[N]")
+        if p["mode"] not in SWITCH_MODES:
+            raise ConfigError(f"topo.params.mode must be one of {', '.join(SWITCH_MODES)}, got {p['mode']!r}")
+        topo = fab.switched(dims[0], bw, lat, p["mode"], multicast=_flag("multicast", p["multicast"]),
+                            reduce=_flag("reduce", p["reduce"]))
+    elif kind == "rail":
+        topo = _rail_from_config(dims, params)
     elif kind == "named":
         _take_params(kind, params, {})
         if dims:
@@ -308,25 +497,23 @@ def build_topology(cfg: Mapping) -> Topology:
         stem = Path(str(path)).stem
         if topo.name != stem:
             topo = Topology(topo.num_npus, topo.src, topo.dst, topo.bw_GiBps, topo.lat_us, name=stem,
-                            meta={**topo.meta, "header_name": topo.name})
+                            meta={**topo.meta, "header_name": topo.name}, switches=topo.switches)
 
     failed_links = cfg.get("failed_links") or []
     if failed_links:
-        from .transforms import parse_links, remove_links
+        from .transforms import remove_links
 
         base = topo
-        topo = remove_links(base, parse_links(failed_links, "topo.failed_links"), "topo.failed_links")
+        pairs = parse_links(failed_links, "topo.failed_links")
+        topo = _remove_fabric_links(base, pairs) if base.is_fabric else \
+            remove_links(base, pairs, "topo.failed_links")
         if not (cfg.get("failed_npus") or cfg.get("subset") is not None):
             _check_connected_configured_ids(topo, f"{name or base.name} after removing failed_links")
     failed = cfg.get("failed_npus") or []
     members = cfg.get("subset")
     mode = cfg.get("subset_mode") or "induced"
-    if mode not in SUBSET_MODES:
-        if mode == "relay":
-            raise TopologyError("subset_mode='relay' is not supported: relaying through non-member NPUs would "
-                                "make the collective's participants differ from the topology's NPUs; "
-                                "use subset_mode='induced'")
-        raise ConfigError(f"unknown topo.subset_mode {mode!r}; valid: {', '.join(SUBSET_MODES)}")
+    if mode not in TOPO_SUBSET_MODES:
+        raise ConfigError(f"unknown topo.subset_mode {mode!r}; valid: {', '.join(TOPO_SUBSET_MODES)}")
     if failed or members is not None:
         failed_ids = _as_ids(topo, _int_list("failed_npus", failed), "failed_npus")
         keep = np.zeros(topo.num_npus, dtype=bool)
@@ -340,13 +527,24 @@ def build_topology(cfg: Mapping) -> Topology:
             if np.any(counts > 1):
                 raise ConfigError(f"topo.subset lists NPU(s) {uniq[counts > 1].tolist()} more than once")
             keep[member_ids] = True
-        keep[failed_ids] = False
+        alive = np.ones(topo.num_npus, dtype=bool)
+        alive[failed_ids] = False
+        keep &= alive
         base = topo
         extra = {"removed_npus": np.unique(failed_ids).tolist()} if failed else {}
-        topo = induced_subtopology(base, keep, base.name, **extra)
+        if members is not None:
+            extra["parent_num_npus"] = base.num_npus   # a configured root outside the subset is told apart
+        relay = mode == RELAY and members is not None
+        if relay or base.is_fabric:
+            roles = np.where(keep, _MEMBER, np.where(alive & relay, _RELAY, _DROP)).astype(np.int8)
+            topo = regroup_npus(base, roles, base.name, **extra)
+        else:
+            topo = induced_subtopology(base, keep, base.name, **extra)
         what = " and ".join(x for x, on in (("removing failed_links", bool(failed_links)),
                                             ("removing failed_npus", bool(failed)),
-                                            ("keeping only the subset", members is not None)) if on)
+                                            ("keeping only the subset" if not relay else
+                                             "relaying the subset through the other NPUs", members is not None))
+                            if on)
         _check_connected_configured_ids(topo, f"{name or base.name} after {what}")
     # conf/topo/file.yaml is named "file", which says nothing: a loaded topology keeps its file's name then;
     # with kind=named the name is the spec and the generator's canonical form (hypercube16 -> bhypercube16) wins.

@@ -9,6 +9,7 @@ import numpy as np
 from ..errors import VerificationError
 from ..problem import Problem
 from ..schedule import COPY, OPS, REDUCE, Schedule
+from .fabric import verify_fabric
 from .result import REL_TOL, TOL_LINK_FRACTION, Verification
 
 DENSE_LIMIT = 200_000_000
@@ -23,6 +24,8 @@ def verify(problem: Problem, schedule: Schedule, fault=None) -> Verification:
     """Replay ``schedule`` on ``problem``; raise :class:`VerificationError` if invalid.
 
     ``fault`` (a :class:`tacos_bench.faults.Fault`): the schedule was executed through that failure.
+    A switched fabric, or a schedule with a non-empty route, is replayed by
+    :func:`tacos_bench.verify.fabric.verify_fabric` (docs/fabrics.md) instead.
 
     Examples
     --------
@@ -34,6 +37,8 @@ def verify(problem: Problem, schedule: Schedule, fault=None) -> Verification:
     >>> verify(p, s).collective_time_us == t
     True
     """
+    if problem.topology.is_fabric or (schedule.route is not None and bool(np.any(schedule.route != ""))):
+        return verify_fabric(problem, schedule, fault)
     topo = problem.topology
     n, C = problem.num_npus, problem.num_chunks
     T = len(schedule)

@@ -1,0 +1,332 @@
+"""The TACOS greedy on switched fabrics: free sender ports matched to free receiver ports through switches.
+
+Time advances event by event, as in TACOS. At each event every NPU (in a seeded random order) is offered, over
+each *hop* into it (:mod:`solvers.greedy.fabric_routes`: a path through switches from another NPU) whose links
+are all free, the chunks the hop's sender holds and it still needs; it takes the rarest (fewest holders, then
+a seeded random key), and repeats while a hop into it is free and useful — so an NPU with an NVSwitch port and
+a NIC receives on both. Where the chosen hop crosses a switch with ``multicast``, every other NPU that needs
+the chunk and whose hop from the same sender branches off the reserved links at a multicast switch, over free
+links, joins the transfer (in-network multicast: the shared links carry the chunk once).
+
+Unicast collectives (Gather, Scatter, All-to-All) move each chunk along hops that shorten its remaining time
+to its destination (an NPU may relay); a chunk has one holder at a time.
+
+Reducing collectives come from the copy ones by :mod:`solvers.compose` (the reversed fabric swaps
+``multicast`` and ``reduce``, so a multicast tree becomes an in-network reduction). All-Reduce runs its
+All-Gather phase forward from the Reduce-Scatter's end state (:func:`fabric_copy` with ``link_free`` and
+``chunk_ready``).
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from tacos_bench.collective import MULTICAST_KINDS
+from tacos_bench.errors import SolverError
+from tacos_bench.problem import Problem
+from tacos_bench.schedule import COPY, Schedule
+
+from .fabric_routes import Hops, build_hops
+
+EPS_REL = 1e-12
+
+
+def _eps(t: float) -> float:
+    return 1e-9 * max(1.0, abs(t))
+
+
+def fabric_copy(problem: Problem, *, seed: int = 0, max_switches: int = 0, chunk_order: str = "rarest",
+                link_free: np.ndarray | None = None, chunk_ready: np.ndarray | None = None,
+                hops: Hops | None = None, stats: dict | None = None) -> Schedule:
+    """A schedule of the copy collective of ``problem`` (a switched fabric or not).
+
+    Parameters
+    ----------
+    problem : Problem
+        A copy collective (All-Gather, Broadcast, Gather, Scatter, All-to-All).
+    seed : int
+        Orders NPUs at each event and breaks ties between chunks.
+    max_switches : int
+        Hops through at most this many switches (0: the fewest that connect the NPUs).
+    chunk_order : {"rarest", "random"}
+        ``rarest``: the chunk fewest NPUs hold or receive (pipelines a Broadcast); ``random``: TACOS's rule.
+    link_free, chunk_ready : array, optional
+        A start state: link ``l`` is free from ``link_free[l]``; chunk ``c`` is at its source from
+        ``chunk_ready[c]`` (All-Reduce's All-Gather phase after its Reduce-Scatter).
+
+    Examples
+    --------
+    >>> from tacos_bench import Collective, Problem
+    >>> from tacos_bench.topology import Switch, Topology
+    >>> from tacos_bench.verify import verify
+    >>> e = [(i, 8, 50, 0.5) for i in range(8)] + [(8, i, 50, 0.5) for i in range(8)]
+    >>> p = Problem(Topology.from_edges(8, e, switches=[Switch()]), Collective("broadcast", 8, 1024))
+    >>> s = fabric_copy(p)
+    >>> t = 1.0 + 128 * 2**20 / (50 * 2**30) * 1e6     # one chunk through the switch
+    >>> round(verify(p, s).collective_time_us / t, 3)  # 8 sends out of the root, then one more hop
+    9.0
+    """
+    if not problem.collective.copies:
+        raise SolverError(f"fabric_copy schedules copy collectives, not {problem.kind}")
+    if chunk_order not in ("rarest", "random"):
+        raise SolverError(f"chunk_order must be rarest or random on a fabric, got {chunk_order!r}")
+    topo = problem.topology
+    n, C = problem.num_npus, problem.num_chunks
+    hops = hops or build_hops(topo, problem.chunk_bytes, max_switches)
+    rng = np.random.default_rng(seed)
+    key = rng.random(C)                    # tie-break between chunks
+    multicast_kind = problem.kind in MULTICAST_KINDS
+    src_of = np.asarray(problem.sources)
+    dst_of = np.asarray(problem.destinations)
+
+    has = np.zeros((n, C), dtype=bool)     # holds the chunk (arrived)
+    coming = np.zeros((n, C), dtype=bool)  # a transfer of the chunk to it is under way
+    holders = np.zeros(C, dtype=np.int64)  # NPUs holding or receiving each chunk
+    got = np.zeros(n, dtype=np.int64)      # chunks each NPU holds or receives
+    ready = np.zeros(C) if chunk_ready is None else np.asarray(chunk_ready, dtype=np.float64)
+    busy = np.zeros(topo.num_links) if link_free is None else np.array(link_free, dtype=np.float64)
+    events: list = []                      # (time, kind, npu, chunk): kind 0 = arrival
+    for c in range(C):
+        s = int(src_of[c])
+        holders[c] += 1
+        coming[s, c] = True
+        got[s] += 1
+        heapq.heappush(events, (float(ready[c]), 0, s, c))
+    if multicast_kind:
+        need = ~np.eye(n, dtype=bool)[:, src_of]          # need[v, c]: v must end up with c
+        missing = int(need.sum())
+        dist = None
+    else:
+        need = np.zeros((n, C), dtype=bool)
+        need[dst_of, np.arange(C)] = True
+        need[src_of, np.arange(C)] = False
+        missing = int(need.sum())
+        dist = _hop_distances(n, hops)
+        at = src_of.copy()                 # the one holder of each unicast chunk (-1 while moving)
+    if missing == 0:
+        return Schedule.empty()
+
+    rows: list[tuple] = []
+    hop_links = hops.links
+
+    def _best_chunk(h: int, v: int, taken: set):
+        """The chunk hop ``h`` would bring ``v`` and its score (lower is better), or None; ``taken``: chunks
+        already picked at this event (for ``v``, or moving unicast chunks)."""
+        u = int(hops.src[h])
+        if multicast_kind:
+            cand = np.flatnonzero(has[u] & ~has[v] & ~coming[v])
+        else:
+            cand = np.flatnonzero((at == u) & has[u] & ~has[v] & ~coming[v])
+            if cand.size:
+                d = dst_of[cand]
+                cand = cand[(d == v) | (dist[v, d] + hops.dur[h] <= dist[u, d] * (1 + 1e-9) + 1e-9)]
+        if taken and cand.size:
+            cand = cand[[int(c) not in taken for c in cand]]
+        if not cand.size:
+            return None
+        if chunk_order == "rarest":
+            i = np.lexsort((key[cand], holders[cand]))[0]
+            return (int(holders[cand[i]]), float(hops.dur[h]), float(key[cand[i]])), int(cand[i])
+        i = int(np.argmin(key[cand]))
+        return (0, float(hops.dur[h]), float(key[cand[i]])), int(cand[i])
+    t = float(ready.min())
+    while True:
+        while events and events[0][0] <= t + _eps(t):
+            _, _, v, c = heapq.heappop(events)
+            if not has[v, c]:
+                has[v, c] = True
+                coming[v, c] = False
+                if need[v, c]:
+                    missing -= 1
+                if not multicast_kind:
+                    at[c] = v
+        if not missing:
+            break
+        # the neediest receivers first (fewest chunks held or coming; ties at random): a Broadcast's root then
+        # feeds NPUs that hold nothing yet, and the holders multiply as in a binomial tree
+        order = np.lexsort((rng.random(n), got)).tolist()
+        picks = _match(order, hops, t, busy, lambda h, v, taken: _best_chunk(h, v, taken))
+        for v, h, c in picks:
+            if not multicast_kind:
+                at[c] = -1
+            tree = _grow_tree(problem, hops, h, c, t, busy, has, coming, need if multicast_kind else None)
+            for w, end in _reserve(topo, hops, tree, c, t, busy, rows):
+                coming[w, c] = True
+                holders[c] += 1
+                got[w] += 1
+                heapq.heappush(events, (end, 0, w, c))
+        # the next event: an arrival, or a link becoming free
+        nxt = [events[0][0]] if events else []
+        later = busy[busy > t + _eps(t)]
+        if later.size:
+            nxt.append(float(later.min()))
+        if not nxt:
+            raise SolverError(f"{topo.name}: the fabric greedy is stuck with {missing} (NPU, chunk) pairs "
+                              "unreached (no hop reaches them)")
+        t = min(nxt)
+    if stats is not None:
+        stats.update(engine="fabric", hops=len(hops), max_route_switches=hops.max_switches, transfers=len(rows))
+    return _rows_to_schedule(rows)
+
+
+def _match(order: list[int], hops: Hops, t: float, busy, best_chunk) -> list[tuple[int, int, int]]:
+    """The (receiver, hop, chunk) transfers to start at ``t``: greedily in ``order`` (each receiver takes its
+    best free hop, again while another is free), then augmented: a receiver left without a transfer takes a
+    hop blocked by one other receiver's pick when that one can move to another free hop. Picks share no link
+    (a multicast tree is grown around each afterwards)."""
+    eps = _eps(t)
+    free_hops = {}
+    for v in order:
+        hv = hops.into[v]
+        ok = [h for h in hv.tolist() if not np.any(busy[hops.links[h]] > t + hops.off[h] + eps)]
+        if ok:
+            free_hops[v] = ok
+    owner: dict[int, int] = {}          # link -> index of the pick that holds it
+    picks: list[list] = []              # [v, h, c] (None once moved away)
+    chunks_of: dict[int, set] = {}      # v -> chunks picked for it (a receiver gets distinct chunks)
+    moving: set = set()                 # unicast chunks picked (one holder moves each)
+
+    def options(v, exclude_links):
+        got = []
+        for h in free_hops.get(v, ()):
+            if any(int(l) in exclude_links for l in hops.links[h]):
+                continue
+            r = best_chunk(h, v, chunks_of.get(v, set()) | moving)
+            if r is not None:
+                got.append((r[0], h, r[1]))
+        return sorted(got)
+
+    def place(v, h, c):
+        picks.append([v, h, c])
+        for l in hops.links[h].tolist():
+            owner[l] = len(picks) - 1
+        chunks_of.setdefault(v, set()).add(c)
+
+    for v in order:
+        while True:
+            opts = options(v, owner)
+            if not opts:
+                break
+            _, h, c = opts[0]
+            place(v, h, c)
+    # augment: one level of reassignment for receivers that got nothing
+    for v in order:
+        if v in chunks_of or v not in free_hops:
+            continue
+        done = False
+        for h in free_hops[v]:
+            blockers = {owner[int(l)] for l in hops.links[h] if int(l) in owner}
+            if len(blockers) != 1:
+                continue
+            (k,) = blockers
+            w, hw, cw = picks[k]
+            r = best_chunk(h, v, moving)
+            if r is None:
+                continue
+            held = {l for l, o in owner.items() if o == k}
+            for l in held:
+                del owner[l]
+            alt = [o for o in options(w, set(owner) | {int(l) for l in hops.links[h]}) if o[1] != hw]
+            if alt:
+                _, h2, c2 = alt[0]
+                chunks_of[w].discard(cw)
+                picks[k] = [w, h2, c2]
+                for l in hops.links[h2].tolist():
+                    owner[l] = k
+                chunks_of[w].add(c2)
+                place(v, h, r[1])
+                done = True
+                break
+            for l in held:
+                owner[l] = k
+        if done:
+            continue
+    return [(v, h, c) for v, h, c in picks]
+
+
+def _hop_distances(n: int, hops: Hops) -> np.ndarray:
+    """Least total hop time between NPUs (Floyd-Warshall on the hop graph; fabrics here are small enough)."""
+    D = np.full((n, n), np.inf)
+    np.fill_diagonal(D, 0.0)
+    np.minimum.at(D, (hops.src, hops.dst), hops.dur)
+    for k in range(n):
+        D = np.minimum(D, D[:, k:k + 1] + D[k:k + 1, :])
+    return D
+
+
+def _grow_tree(problem, hops: Hops, h: int, c: int, t: float, busy, has, coming, need) -> list[int]:
+    """Hop ``h`` plus, for a multicast collective, the hops from the same sender that branch off it at a
+    multicast switch over free links to NPUs needing chunk ``c``."""
+    tree = [h]
+    if need is None:
+        return tree
+    topo = problem.topology
+    nodes0 = hops.nodes[h]
+    if not any(topo.is_switch(x) and topo.switch(x).multicast for x in nodes0[1:-1]):
+        return tree
+    u = int(hops.src[h])
+    used = {int(l) for l in hops.links[h]}
+    # the tree's paths from u, as node prefixes -> link: a branch must follow one of them, then leave it
+    prefixes = {nodes0[:k + 2] for k in range(len(nodes0) - 1)}
+    taken = {int(hops.dst[h])}
+    for h2 in hops.out_of[u].tolist():
+        w = int(hops.dst[h2])
+        if w in taken or has[w, c] or coming[w, c] or not need[w, c]:
+            continue
+        nodes = hops.nodes[h2]
+        k = 0
+        while k + 2 <= len(nodes) and nodes[:k + 2] in prefixes:
+            k += 1
+        # nodes[k] is where h2 leaves the tree: a multicast switch, not the sender itself
+        if k == 0 or not topo.is_switch(nodes[k]) or not topo.switch(nodes[k]).multicast:
+            continue
+        rest = hops.links[h2][k:]
+        if any(int(l) in used for l in rest):
+            continue
+        if np.any(busy[rest] > t + hops.off[h2][k:] + _eps(t)):
+            continue
+        tree.append(h2)
+        taken.add(w)
+        used.update(int(l) for l in rest)
+        prefixes.update(nodes[:j + 2] for j in range(len(nodes) - 1))
+    return tree
+
+
+def _reserve(topo, hops: Hops, tree: list[int], c: int, t: float, busy, rows: list) -> list[tuple[int, float]]:
+    """Reserve the links of a transfer tree starting at ``t``; append its rows; return (receiver, arrival).
+
+    Rows are per segment. Branches of one tree that start a segment at the same node and time share its
+    first links, so they must end together (the verifier's multicast group): they get the latest end."""
+    seg_rows = {}   # (seg_src, seg_start) -> list of [dst, start, end, route, links]
+    for h in tree:
+        nodes = hops.nodes[h]
+        for a, b in hops.segments[h]:
+            start = t + float(hops.off[h][a])
+            end = t + float(hops.end[h][a])
+            path = nodes[a:b + 2]
+            r = (path[-1], start, end, ">".join(map(str, path)) if len(path) > 2 else "",
+                 hops.links[h][a:b + 1])
+            group = seg_rows.setdefault((path[0], round(start, 9)), [])
+            if not any(x[3] == r[3] and x[0] == r[0] for x in group):
+                group.append(list(r))
+    arrivals = {}
+    for (s, _), group in seg_rows.items():
+        end = max(x[2] for x in group)
+        for d, start, _, route, links in group:
+            rows.append((c, s, d, start, end, route))
+            busy[links] = np.maximum(busy[links], end)
+            if d < topo.num_npus:
+                arrivals[d] = end
+    # a receiver's arrival is its last segment's end
+    return [(int(hops.dst[h]), arrivals[int(hops.dst[h])]) for h in tree]
+
+
+def _rows_to_schedule(rows: list[tuple]) -> Schedule:
+    if not rows:
+        return Schedule.empty()
+    c, s, d, a, b, r = zip(*rows)
+    routed = any(r)
+    return Schedule(c, s, d, a, b, np.full(len(rows), COPY, dtype=np.int8),
+                    route=list(r) if routed else None).sorted()

@@ -1,0 +1,172 @@
+"""Hops of a switched fabric: the ways one NPU reaches another through switches (docs/fabrics.md).
+
+A *hop* is a path from an NPU to another NPU whose interior nodes are switches. Its links are occupied as the
+switches forward: a run of ``cut_through`` switches is one *segment* (every link of it busy from the segment's
+start for the route's latencies plus the chunk at the slowest link's bandwidth); a ``store_forward`` switch
+ends a segment, and the next one starts when the chunk has arrived there. The greedy matches hops, not links,
+so a sender's and a receiver's ports are matched through the switches between them.
+
+Only hops through at most ``max_switches`` switches are kept (the fewest that connect every NPU to every other
+one when ``max_switches=0``): on a rail-optimized cluster that is one switch (NVSwitch within a node, the rail's
+leaf across nodes; traffic between rails relays through an NPU, as NCCL's PXN does), on a leaf-spine three.
+Between two NPUs, every hop of the least duration is kept (one per spine), so the greedy picks a free one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tacos_bench.cost import link_time_us
+from tacos_bench.errors import SolverError
+from tacos_bench.topology import CUT_THROUGH, Topology
+
+MAX_ROUTE_SWITCHES = 6   # the auto search gives up beyond this many switches on a hop
+DUR_REL = 1e-9           # hops within this fraction of the shortest count as equally short
+
+
+@dataclass(frozen=True)
+class Hops:
+    """Every hop, column-wise: hop ``h`` goes ``src[h] -> dst[h]`` over the nodes ``nodes[h]`` (a tuple); its
+    ``k``-th link ``links[h][k]`` is busy from ``start + off[h][k]`` to ``start + end[h][k]``; it lasts
+    ``dur[h]``; ``segments[h]`` lists ``(first_link, last_link)`` index pairs of its segments."""
+
+    src: np.ndarray
+    dst: np.ndarray
+    dur: np.ndarray
+    nodes: list
+    links: list
+    off: list
+    end: list
+    segments: list
+    into: list      # into[v]: hop ids ending at NPU v
+    out_of: list    # out_of[u]: hop ids starting at NPU u
+    max_switches: int
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+
+def _segments(topo: Topology, path: list[int]) -> list[tuple[int, int]]:
+    """Split a path's links at store-and-forward switches."""
+    segs, first = [], 0
+    for k in range(1, len(path) - 1):
+        if topo.switch(path[k]).mode != CUT_THROUGH:
+            segs.append((first, k - 1))
+            first = k
+    segs.append((first, len(path) - 2))
+    return segs
+
+
+def _timing(segs, lat, bw, chunk_bytes):
+    """Per-link (offset, end) and the total duration of a hop with these links."""
+    off, end, t = [], [], 0.0
+    for a, b in segs:
+        d = float(lat[a:b + 1].sum() + link_time_us(bw[a:b + 1].min(), 0.0, chunk_bytes))
+        off += [t] * (b - a + 1)
+        end += [t + d] * (b - a + 1)
+        t += d
+    return off, end, t
+
+
+def _paths_from(topo: Topology, u: int, max_switches: int):
+    """Simple paths from NPU ``u`` to other NPUs through at most ``max_switches`` switches (depth-first)."""
+    n = topo.num_npus
+    out_ptr, ldst = topo.out_ptr, topo.dst
+    stack = [(u, [u], [])]
+    while stack:
+        x, path, links = stack.pop()
+        for lid in range(int(out_ptr[x]), int(out_ptr[x + 1])):
+            y = int(ldst[lid])
+            if y in path:
+                continue
+            if y < n:
+                yield path + [y], links + [lid]
+            elif len(path) - 1 < max_switches:  # path[1:] are switches
+                stack.append((y, path + [y], links + [lid]))
+
+
+def build_hops(topo: Topology, chunk_bytes: int, max_switches: int = 0) -> Hops:
+    """The hops of ``topo`` for chunks of ``chunk_bytes`` (see the module docstring).
+
+    Examples
+    --------
+    >>> from tacos_bench.topology import Switch, Topology
+    >>> e = [(i, 4, 50, 0.5) for i in range(4)] + [(4, i, 50, 0.5) for i in range(4)]
+    >>> h = build_hops(Topology.from_edges(4, e, switches=[Switch()]), 2**20)
+    >>> len(h), h.nodes[0], round(float(h.dur[0]), 4)
+    (12, (0, 4, 1), 20.5312)
+    """
+    if max_switches <= 0:
+        for m in range(0, MAX_ROUTE_SWITCHES + 1):
+            if _connected(topo, m):
+                max_switches = m
+                break
+        else:
+            raise SolverError(f"{topo.name!r}: some NPU reaches another only through more than "
+                              f"{MAX_ROUTE_SWITCHES} switches")
+    lat, bw = topo.lat_us, topo.bw_GiBps
+    best: dict[tuple[int, int], list] = {}
+    for u in range(topo.num_npus):
+        for path, links in _paths_from(topo, u, max_switches):
+            segs = _segments(topo, path)
+            off, end, dur = _timing(segs, lat[links], bw[links], chunk_bytes)
+            key = (path[0], path[-1])
+            cur = best.get(key)
+            if cur is None or dur < cur[0][0] * (1 - DUR_REL):
+                best[key] = [(dur, path, links, off, end, segs)]
+            elif dur <= cur[0][0] * (1 + DUR_REL):
+                cur.append((dur, path, links, off, end, segs))
+    rows = [r for key in sorted(best) for r in sorted(best[key], key=lambda r: r[1])]
+    n = topo.num_npus
+    into: list[list[int]] = [[] for _ in range(n)]
+    out_of: list[list[int]] = [[] for _ in range(n)]
+    for h, r in enumerate(rows):
+        out_of[r[1][0]].append(h)
+        into[r[1][-1]].append(h)
+    return Hops(src=np.array([r[1][0] for r in rows], dtype=np.int64),
+                dst=np.array([r[1][-1] for r in rows], dtype=np.int64),
+                dur=np.array([r[0] for r in rows], dtype=np.float64),
+                nodes=[tuple(r[1]) for r in rows], links=[np.array(r[2], dtype=np.int64) for r in rows],
+                off=[np.array(r[3]) for r in rows], end=[np.array(r[4]) for r in rows],
+                segments=[r[5] for r in rows], into=[np.array(x, dtype=np.int64) for x in into],
+                out_of=[np.array(x, dtype=np.int64) for x in out_of], max_switches=max_switches)
+
+
+def _connected(topo: Topology, m: int) -> bool:
+    """True when hops through at most ``m`` switches connect every NPU to every other one (via NPUs)."""
+    n = topo.num_npus
+    adj = [set() for _ in range(n)]
+    for u in range(n):
+        for path, _ in _paths_from(topo, u, m):
+            adj[u].add(path[-1])
+    for forward in (True, False):
+        nbr = adj if forward else [set() for _ in range(n)]
+        if not forward:
+            for u in range(n):
+                for v in adj[u]:
+                    nbr[v].add(u)
+        seen, todo = {0}, [0]
+        while todo:
+            x = todo.pop()
+            for y in nbr[x]:
+                if y not in seen:
+                    seen.add(y)
+                    todo.append(y)
+        if len(seen) < n:
+            return False
+    return True
+
+
+def route_links(topo: Topology, schedule) -> list[np.ndarray]:
+    """The link ids each row of ``schedule`` occupies: its route's links, or the link ``src -> dst``."""
+    routes = schedule.route if getattr(schedule, "route", None) is not None else [""] * len(schedule)
+    out = []
+    for s, d, r in zip(schedule.src.tolist(), schedule.dst.tolist(), routes):
+        if r:
+            nodes = [int(x) for x in r.split(">")]
+            out.append(topo.link_ids(nodes[:-1], nodes[1:]))
+        else:
+            out.append(topo.link_ids([s], [d]))
+    return out

@@ -1,0 +1,105 @@
+"""``greedy`` and ``greedy_plus`` on a switched fabric (docs/fabrics.md): every collective from
+:func:`solvers.greedy.fabric.fabric_copy`.
+
+``greedy`` keeps TACOS's rule (a random chunk the receiver needs); ``greedy_plus`` takes the rarest chunk and
+the best of several seeds, and for an All-Reduce on a switch that multicasts and reduces it also tries the
+in-switch pipeline (:func:`solvers.in_switch.nvls_all_reduce`).
+
+Reduce-Scatter and Reduce are the copy mirrors on the reversed fabric (multicast becomes in-network reduction);
+All-Reduce is that Reduce-Scatter, then the All-Gather synthesized forward from its end state (each link free
+after its last Reduce-Scatter transfer, each chunk at its owner once reduced), or after a barrier with
+``collective.overlap=false``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from tacos_bench.collective import ALL_GATHER, ALL_REDUCE
+from tacos_bench.problem import Problem
+from tacos_bench.schedule import Schedule
+
+from ..compose import mirrored
+from .fabric import fabric_copy
+from .fabric_routes import build_hops, route_links
+from .options import GreedyOptions, restart_count, restart_seeds
+
+# options of the point-to-point rules that a fabric run does not read (named in the run's statistics)
+_POINT_TO_POINT = ("imports", "import_gate", "link_order", "group_matching", "matching", "engine", "routing",
+                   "decompose", "tacos_candidate", "relabel_tries")
+
+
+def _chunk_order(opts: GreedyOptions) -> str:
+    return "random" if opts.chunk_order == "random" else "rarest"
+
+
+def solve_fabric(problem: Problem, opts: GreedyOptions, plus: bool, deadline: float | None) -> tuple[Schedule, dict]:
+    """The best schedule of ``problem`` over the seeds ``opts`` asks for, and its statistics."""
+    order = _chunk_order(opts)
+    runs = restart_count(problem, opts)
+    seeds = [int(s % (2**63)) for s in restart_seeds(opts.seed, runs)] if runs > 1 else [opts.seed]
+    hop_cache: dict = {}
+
+    def copy_solve(p: Problem, seed: int, **start) -> Schedule:
+        key = (id(p.topology), p.chunk_bytes)
+        if key not in hop_cache:
+            hop_cache[key] = (p.topology, build_hops(p.topology, p.chunk_bytes))
+        return fabric_copy(p, seed=seed, chunk_order=order, hops=hop_cache[key][1], **start)
+
+    def one(seed: int) -> Schedule:
+        if problem.collective.copies:
+            return copy_solve(problem, seed)
+        if problem.kind != ALL_REDUCE:
+            return mirrored(problem, lambda p: copy_solve(p, seed))
+        rs = mirrored(problem, lambda p: copy_solve(p, seed))
+        ag_problem = problem.with_collective(ALL_GATHER)
+        if not problem.collective.overlap:
+            return Schedule.concat([rs, copy_solve(ag_problem, seed).shifted(rs.makespan_us)])
+        free = link_last_use(problem, rs)
+        ready = chunk_done_at_owner(problem, rs)
+        return Schedule.concat([rs, copy_solve(ag_problem, seed, link_free=free, chunk_ready=ready)])
+
+    found: dict[str, Schedule] = {}
+    ends = []
+    spans = []
+    t0 = time.perf_counter()
+    for i, seed in enumerate(seeds):
+        if i and deadline is not None and time.perf_counter() > deadline:
+            break
+        s = one(seed)
+        spans.append(s.makespan_us)
+        if "greedy" not in found or s.makespan_us < found["greedy"].makespan_us * (1 - 1e-12):
+            found["greedy"] = s
+        ends.append((time.perf_counter(), found["greedy"].makespan_us))
+    if plus and problem.kind == ALL_REDUCE:
+        from ..in_switch import nvls_all_reduce, nvls_switch
+
+        if nvls_switch(problem.topology) is not None:
+            found["in_switch_pipeline"] = nvls_all_reduce(problem)
+            ends.append((time.perf_counter(), min(s.makespan_us for s in found.values())))
+    chosen = min(found, key=lambda k: found[k].makespan_us)
+    stats = {"engine": "fabric", "chunk_order_used": order, "restarts": len(seeds), "restarts_run": len(spans),
+             "makespans_us": spans, "best_seed": seeds[int(np.argmin(spans))], "chosen": chosen,
+             "candidates_us": {k: s.makespan_us for k, s in found.items()}, "candidate_ends": ends,
+             "transfers": len(found[chosen]), "fabric_ignores": ",".join(_POINT_TO_POINT),
+             "fabric_time_s": time.perf_counter() - t0}
+    return found[chosen], stats
+
+
+def link_last_use(problem: Problem, schedule: Schedule) -> np.ndarray:
+    """Per-link end of the last transfer crossing it (routes expanded; 0 where unused)."""
+    free = np.zeros(problem.num_links)
+    for links, end in zip(route_links(problem.topology, schedule), schedule.end_us.tolist()):
+        np.maximum.at(free, links, end)
+    return free
+
+
+def chunk_done_at_owner(problem: Problem, schedule: Schedule) -> np.ndarray:
+    """Per-chunk time of the last arrival at its owner (NPU ``c mod N``)."""
+    done = np.zeros(problem.num_chunks)
+    if len(schedule):
+        at_owner = schedule.dst == schedule.chunk % problem.num_npus
+        np.maximum.at(done, schedule.chunk[at_owner], schedule.end_us[at_owner])
+    return done

@@ -1,0 +1,234 @@
+"""Lower bounds on the collective time of a switched fabric (docs/fabrics.md): ports, cuts around switches,
+the broadcast's start-up, distance.
+
+Every argument counts whole chunks through links. A transfer that enters link ``l`` occupies it for at least
+``occ[l]``: its latency, the chunk at its bandwidth, and — through cut-through switches, where one transfer
+holds every link of its route for the route's whole duration — the least latency from the last
+store-and-forward node before it and to the next one after it.
+
+* **ingress / egress (ports)**: an NPU receives every chunk it needs over its in-links, and every chunk that
+  leaves it (each of its chunks someone else needs, at least once) over its out-links: ``count_time_us``.
+* **cut** (switch uplinks, oversubscription): around each switch with the NPUs joined to it both ways (a
+  node's NVSwitch and its GPUs, a leaf and its NPUs), every chunk needed inside from outside crosses the links
+  into the set at least once, and every chunk needed outside from inside crosses the links out.
+* **start-up** (Broadcast without multicast anywhere): the NPUs holding something at most multiply by ``1 + p``
+  per shortest transfer (``p``: the most out-links of an NPU), so the last NPU receives its first chunk only
+  after ``ceil(log_{1+p} N)`` of them, and the rest of its ``K`` chunks after that over its in-links.
+* **distance**: the least route latency between a chunk's source and a destination, plus the chunk at the
+  fastest link.
+
+Reduce-Scatter and Reduce take their copy mirror's bounds (the reversed fabric, multicast and reduction
+swapped: a contribution leaves each NPU at least once, as a copy reaches it at least once). All-Reduce: every
+NPU receives something of every chunk and sends its contribution to every chunk at least once (``N K``
+chunks each way; in-network reduction can reach it), and the distance.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .collective import ALL_REDUCE, MULTICAST_KINDS, REDUCE, REDUCE_SCATTER
+from .cost import link_time_us
+from .count_bound import count_time_us
+from .problem import Problem
+from .topology import CUT_THROUGH, Topology
+
+
+def _is_relay_point(topo: Topology) -> np.ndarray:
+    """Nodes where a segment starts or ends: NPUs and store-and-forward switches."""
+    n = topo.num_npus
+    ep = np.ones(topo.num_nodes, dtype=bool)
+    for i, sw in enumerate(topo.switches):
+        ep[n + i] = sw.mode != CUT_THROUGH
+    return ep
+
+
+def occupancy_us(topo: Topology, chunk_bytes: int) -> np.ndarray:
+    """Least time one transfer holds each link (see the module docstring)."""
+    ep = _is_relay_point(topo)
+    lat = topo.lat_us
+    src, dst = topo.src.astype(np.int64), topo.dst.astype(np.int64)
+    # least latency from a node to the next segment end (0 at one), and from the last segment start to it
+    to_ep = np.where(ep, 0.0, np.inf)
+    from_ep = np.where(ep, 0.0, np.inf)
+    for _ in range(topo.num_nodes):
+        a = np.full(topo.num_nodes, np.inf)
+        np.minimum.at(a, src, lat + to_ep[dst])
+        b = np.full(topo.num_nodes, np.inf)
+        np.minimum.at(b, dst, lat + from_ep[src])
+        new_to = np.where(ep, 0.0, np.minimum(to_ep, a))
+        new_from = np.where(ep, 0.0, np.minimum(from_ep, b))
+        if np.array_equal(new_to, to_ep) and np.array_equal(new_from, from_ep):
+            break
+        to_ep, from_ep = new_to, new_from
+    extra = np.where(np.isfinite(to_ep[dst]), to_ep[dst], 0.0) + np.where(np.isfinite(from_ep[src]), from_ep[src], 0.0)
+    return link_time_us(topo.bw_GiBps, lat, chunk_bytes) + extra
+
+
+def lead_lag_us(topo: Topology, occ: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per link: the least time before a chunk can be at its sender (``lead``: 0 unless the sender is a
+    store-and-forward switch, which holds nothing until a transfer into it ends) and after it leaves the link
+    until it can be at an NPU (``lag``: 0 unless the receiver is a store-and-forward switch)."""
+    n = topo.num_npus
+    sf = np.zeros(topo.num_nodes, dtype=bool)
+    for i, sw in enumerate(topo.switches):
+        sf[n + i] = sw.mode != CUT_THROUGH
+    src, dst = topo.src.astype(np.int64), topo.dst.astype(np.int64)
+    at = np.zeros(topo.num_nodes)     # earliest a chunk can be at a node
+    to = np.zeros(topo.num_nodes)     # least time from a node to an NPU
+    at[sf] = np.inf
+    to[sf] = np.inf
+    for _ in range(topo.num_nodes):
+        a = np.full(topo.num_nodes, np.inf)
+        np.minimum.at(a, dst, at[src] + occ)
+        b = np.full(topo.num_nodes, np.inf)
+        np.minimum.at(b, src, occ + to[dst])
+        new_at, new_to = np.where(sf, a, 0.0), np.where(sf, b, 0.0)
+        if np.array_equal(new_at, at) and np.array_equal(new_to, to):
+            break
+        at, to = new_at, new_to
+    return at[src], to[dst]
+
+
+def _count(occ: np.ndarray, links: np.ndarray, need: int, lead=None, lag=None) -> float:
+    """The count bound on ``links``, plus the least lead before and lag after any of them."""
+    if need <= 0:
+        return 0.0
+    if not len(links):
+        return math.inf
+    extra = (float(lead[links].min()) if lead is not None else 0.0) + (float(lag[links].min()) if lag is not None else 0.0)
+    return extra + float(count_time_us(occ[links], np.array([0, len(links)]), np.array([need]))[0])
+
+
+def _needs(problem: Problem) -> np.ndarray:
+    """``need[v, c]``: NPU ``v`` must receive chunk ``c`` (copy collectives)."""
+    n, C = problem.num_npus, problem.num_chunks
+    src, dst = np.asarray(problem.sources), np.asarray(problem.destinations)
+    if problem.kind in MULTICAST_KINDS:
+        need = np.ones((n, C), dtype=bool)
+    else:
+        need = np.zeros((n, C), dtype=bool)
+        need[dst, np.arange(C)] = True
+    need[src, np.arange(C)] = False
+    return need
+
+
+def _groups(topo: Topology) -> list[np.ndarray]:
+    """Each switch with the NPUs joined to it both ways (node id sets)."""
+    n = topo.num_npus
+    out = []
+    for s in range(n, topo.num_nodes):
+        down = set(topo.out_neighbors(s).tolist())
+        up = set(topo.in_neighbors(s).tolist())
+        members = sorted(v for v in down & up if v < n)
+        if 0 < len(members) < n:
+            out.append(np.array([s] + members))
+    return out
+
+
+def _distance(topo: Topology, pairs_src: np.ndarray, pairs_dst: np.ndarray, chunk_bytes: int) -> float:
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import dijkstra
+
+    if not len(pairs_src):
+        return 0.0
+    g = csr_matrix((topo.lat_us + 1e-300, (topo.src, topo.dst)), shape=(topo.num_nodes, topo.num_nodes))
+    sources = np.unique(pairs_src)
+    D = dijkstra(g, indices=sources)
+    row = np.searchsorted(sources, pairs_src)
+    lat = float(D[row, pairs_dst].max())
+    return lat + float(link_time_us(topo.bw_GiBps.max(), 0.0, chunk_bytes))
+
+
+def _copy_bounds(problem: Problem) -> dict:
+    topo = problem.topology
+    n = problem.num_npus
+    occ = occupancy_us(topo, problem.chunk_bytes)
+    need = _needs(problem)
+    src = np.asarray(problem.sources)
+    in_links = [topo.in_order[topo.in_ptr[v]:topo.in_ptr[v + 1]] for v in range(n)]
+    out_links = [np.arange(topo.out_ptr[u], topo.out_ptr[u + 1]) for u in range(n)]
+    in_need = need.sum(axis=1)
+    wanted = need.any(axis=0)
+    out_need = np.bincount(src[wanted], minlength=n)
+    lead, lag = lead_lag_us(topo, occ)
+    ingress = max(_count(occ, in_links[v], int(in_need[v]), lead=lead) for v in range(n))
+    egress = max(_count(occ, out_links[u], int(out_need[u]), lag=lag) for u in range(n))
+    cut = 0.0
+    for X in _groups(topo):
+        inside = np.zeros(topo.num_nodes, dtype=bool)
+        inside[X] = True
+        npu_in = inside[:n]
+        into = np.flatnonzero(~inside[topo.src] & inside[topo.dst])
+        out = np.flatnonzero(inside[topo.src] & ~inside[topo.dst])
+        need_in = int((need[npu_in].any(axis=0) & ~npu_in[src]).sum())
+        need_out = int((need[~npu_in].any(axis=0) & npu_in[src]).sum())
+        if problem.kind not in MULTICAST_KINDS:  # unicast: every (chunk, destination) pair is its own chunk
+            need_in = int((need[npu_in] & ~npu_in[src][None, :]).sum())
+            need_out = int((need[~npu_in] & npu_in[src][None, :]).sum())
+        cut = max(cut, _count(occ, into, need_in), _count(occ, out, need_out))
+    startup = None
+    multicast_somewhere = any(sw.multicast for sw in topo.switches)
+    if problem.kind == "broadcast" and n > 2 and not multicast_somewhere:
+        t_min = float((occ + lag)[np.concatenate(out_links)].min())
+        p = int(max(len(x) for x in out_links))
+        rounds = math.ceil(math.log(n) / math.log(1 + p) - 1e-12)
+        K = problem.num_chunks
+        rest = min(_count(occ, in_links[v], K - len(in_links[v])) for v in range(n) if v != problem.collective.root)
+        startup = rounds * t_min + rest
+    pv, pc = np.nonzero(need)
+    distance = _distance(topo, src[pc], pv, problem.chunk_bytes)
+    return {"ingress_us": ingress, "egress_us": egress, "cut_us": cut or None, "pipeline_us": startup,
+            "distance_us": distance}
+
+
+def _all_reduce_bounds(problem: Problem) -> dict:
+    topo = problem.topology
+    n, C = problem.num_npus, problem.num_chunks
+    occ = occupancy_us(topo, problem.chunk_bytes)
+    lead, lag = lead_lag_us(topo, occ)
+    in_links = [topo.in_order[topo.in_ptr[v]:topo.in_ptr[v + 1]] for v in range(n)]
+    ingress = max(_count(occ, in_links[v], C, lead=lead) for v in range(n))
+    egress = max(_count(occ, np.arange(topo.out_ptr[u], topo.out_ptr[u + 1]), C, lag=lag) for u in range(n))
+    # Without in-network reduction, each chunk's N-1 partial sums reach an NPU before its first complete copy
+    # exists and N-1 complete copies reach NPUs after: 2 (N-1) arrivals per chunk over the NPUs' in-links
+    # (Patarasuk and Yuan's All-Reduce bandwidth bound, counted in whole chunks)
+    if not any(sw.reduce for sw in topo.switches):
+        ingress = max(ingress, _count(occ, np.concatenate(in_links), 2 * (n - 1) * C, lead=lead))
+    a, b = np.nonzero(~np.eye(n, dtype=bool))
+    return {"ingress_us": ingress, "egress_us": egress, "cut_us": None, "pipeline_us": None,
+            "distance_us": _distance(topo, a, b, problem.chunk_bytes)}
+
+
+def fabric_lower_bounds(problem: Problem) -> dict:
+    """The bounds of the module docstring, keyed as :func:`tacos_bench.bounds.lower_bounds` keys its own.
+
+    Examples
+    --------
+    >>> from tacos_bench import Collective, Problem
+    >>> from tacos_bench.topology import Switch, Topology
+    >>> e = [(i, 8, 50, 0.5) for i in range(8)] + [(8, i, 50, 0.5) for i in range(8)]
+    >>> p = Problem(Topology.from_edges(8, e, switches=[Switch()]), Collective("broadcast", 8, 1024))
+    >>> b = fabric_lower_bounds(p)
+    >>> t = 1.0 + p.chunk_bytes / (50 * 2**30) * 1e6
+    >>> round(b["egress_us"] / t, 6), round(b["pipeline_us"] / t, 6), b["best_source"]
+    (8.0, 10.0, 'pipeline')
+    """
+    if problem.num_npus < 2:
+        res = {"ingress_us": 0.0, "egress_us": 0.0, "cut_us": None, "pipeline_us": None, "distance_us": 0.0}
+    elif problem.kind in (REDUCE_SCATTER, REDUCE):
+        res = _copy_bounds(problem.mirror())
+    elif problem.kind == ALL_REDUCE:
+        res = _all_reduce_bounds(problem)
+    else:
+        res = _copy_bounds(problem)
+    parts = {k: res[f"{k}_us"] for k in ("ingress", "egress", "distance", "cut", "pipeline")}
+    best = max(v for v in parts.values() if v is not None)
+    source = next(k for k, v in parts.items() if v is not None and v >= best * (1 - 1e-12))
+    res.update(best_us=float(best), best_source=source, kind=problem.kind, step_us=None, ingress_steps=None,
+               ingress_basic_us=res["ingress_us"], ingress_basic_steps=None, ingress_refined=False,
+               distance_exact=True, cut_bw_us=None, cut_exact=False, cut_method="switch groups", cut_flows=0,
+               cut_size=None, drain_us=None, linkload_us=None, gossip_us=None, fabric=True)
+    return res
