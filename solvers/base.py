@@ -235,6 +235,7 @@ _REGISTRY: dict[str, str] = {
     "binomial": "solvers.baselines.collectives:BinomialSolver",
     "chain": "solvers.baselines.collectives:ChainSolver",
     "hier": "solvers.greedy.hierarchical:HierarchicalSolver",
+    "nvls": "solvers.baselines.nvls:NvlsSolver",
 }
 
 

@@ -381,7 +381,7 @@ def test_rule6_postcondition_over_npus_only():
 def test_csv_round_trip_of_a_routed_schedule(tmp_path):
     p = Problem(leaf_spine(multicast=True), Collective("all_gather", 1, 1))
     t = t_route(p, 4, bw=25.0)
-    s = Schedule.from_rows(leaf_spine_all_gather(p, t) + [])
+    s = Schedule.from_rows(leaf_spine_all_gather(p, t))
     s.to_csv(tmp_path / "s.csv")
     back = Schedule.from_csv(tmp_path / "s.csv")
     assert back.route is not None and set(back.route) >= {"0>4>1", "0>4>6>5>2"}

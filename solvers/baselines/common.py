@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import time
 
+from tacos_bench.errors import SolverError
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import Schedule
 
-from ..base import Solver, SolveResult
+from ..base import CAP_FABRIC, Solver, SolveResult
 from ..compose import solve_collective
 from ..plan import Plan
 
@@ -46,12 +47,31 @@ def compose_plans(problem: Problem, build_ag, clock: Clock) -> Schedule:
 class BaselineSolver(Solver):
     """A deterministic baseline: it ignores ``seed``, ``time_limit_s`` and ``threads`` (no capability flags)."""
 
+    native_fabric = False   # True: _build schedules a switched fabric itself
+
+    def __init_subclass__(cls, **kwargs):
+        # every baseline also runs on a switched fabric, through its logical topology (solvers.baselines.fabric)
+        super().__init_subclass__(**kwargs)
+        cls.capabilities = frozenset(cls.capabilities) | {CAP_FABRIC}
+
     def _solve(self, problem: Problem, opts) -> SolveResult:
         clock = Clock()
         if problem.num_npus == 1:
             return clock.result(Schedule.empty(), {"note": "single NPU: nothing to send"})
+        if problem.topology.is_fabric and not self.native_fabric:
+            from .fabric import solve_on_fabric
+
+            schedule, stats = solve_on_fabric(problem, lambda p: self._copy_phase(p, opts, clock, problem.kind))
+            return clock.result(schedule, stats)
         schedule, stats = self._build(problem, opts, clock)
         return clock.result(schedule, stats)
+
+    def _copy_phase(self, p: Problem, opts, clock: Clock, kind: str) -> Schedule:
+        """The copy phase ``p`` of a fabric run of ``kind`` (on the logical topology)."""
+        if not self.supports(p.kind):
+            raise SolverError(f"{self.name} runs {kind} on a switched fabric as its copy phase {p.kind}, "
+                              f"which {self.name} does not have")
+        return self._build(p, opts, clock)[0].to_schedule()
 
     def _build(self, problem: Problem, opts, clock: Clock):  # pragma: no cover - abstract
         raise NotImplementedError

@@ -1,7 +1,7 @@
 """The TACOS greedy on switched fabrics: free sender ports matched to free receiver ports through switches.
 
 Time advances event by event, as in TACOS. At each event every NPU (in a seeded random order) is offered, over
-each *hop* into it (:mod:`solvers.greedy.fabric_routes`: a path through switches from another NPU) whose links
+each *hop* into it (:mod:`solvers.fabric_routes`: a path through switches from another NPU) whose links
 are all free, the chunks the hop's sender holds and it still needs; it takes the rarest (fewest holders, then
 a seeded random key), and repeats while a hop into it is free and useful — so an NPU with an NVSwitch port and
 a NIC receives on both. Where the chosen hop crosses a switch with ``multicast``, every other NPU that needs
@@ -28,7 +28,7 @@ from tacos_bench.errors import SolverError
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import COPY, Schedule
 
-from .fabric_routes import Hops, build_hops
+from ..fabric_routes import Hops, build_hops
 
 EPS_REL = 1e-12
 

@@ -23,7 +23,7 @@ from tacos_bench.schedule import Schedule
 
 from ..compose import mirrored
 from .fabric import fabric_copy
-from .fabric_routes import build_hops, route_links
+from ..fabric_routes import build_hops, route_links
 from .options import GreedyOptions, restart_count, restart_seeds
 
 # options of the point-to-point rules that a fabric run does not read (named in the run's statistics)

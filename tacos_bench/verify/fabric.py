@@ -86,8 +86,9 @@ def verify_fabric(problem: Problem, schedule: Schedule, fault=None) -> Verificat
     Returns
     -------
     Verification
-        ``valid=True`` with the collective time (the last arrival), the rows, the link busy time (a link a
-        group shares counted once) and the utilization.
+        ``valid=True`` with the collective time (the last arrival), the rows, the link busy time and the
+        utilization. Each link of a row is busy for the row's minimum duration (rule 2), as each link is
+        for its link time without switches; a link a group shares counts once, at its members' longest.
 
     Raises
     ------
@@ -201,7 +202,7 @@ class _Segments:
     """
 
     def __init__(self, schedule: Schedule, topo, kind: np.ndarray):
-        T, V, L = len(schedule), topo.num_nodes, topo.num_links
+        T, L = len(schedule), topo.num_links
         src, dst = schedule.src, schedule.dst
         code = np.full(T, -1, np.int64)
         uroutes: list[str] = []

@@ -1,0 +1,27 @@
+"""The ``nvls`` baseline: NVLS-like All-Reduce inside a switch that multicasts and reduces
+(:mod:`solvers.in_switch`)."""
+
+from __future__ import annotations
+
+from tacos_bench.collective import ALL_REDUCE
+from tacos_bench.errors import SolverError
+from tacos_bench.problem import Problem
+
+from ..base import CAP_ALL_REDUCE
+from ..in_switch import nvls_all_reduce
+from .common import BaselineSolver
+
+
+class NvlsSolver(BaselineSolver):
+    """Every chunk reduced inside the switch on its way to its owner, then multicast back from it, pipelined
+    owner by owner (a fabric with a cut-through switch that has ``multicast`` and ``reduce`` and a port to
+    every NPU: NVSwitch's NVLS, as NCCL's NVLS algorithm uses it)."""
+
+    name = "nvls"
+    capabilities = frozenset({CAP_ALL_REDUCE})
+    native_fabric = True   # schedules the fabric itself, not through the logical topology
+
+    def _build(self, problem: Problem, opts, clock):
+        if problem.kind != ALL_REDUCE:  # pragma: no cover - check_supported refuses it first
+            raise SolverError(f"nvls schedules all_reduce only, not {problem.kind}")
+        return nvls_all_reduce(problem), {"algorithm": "in-switch reduce + multicast pipeline"}
