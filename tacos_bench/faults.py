@@ -100,7 +100,7 @@ class Fault:
                 u, v = pairs[np.flatnonzero(ids < 0)[0]]
                 raise TopologyError(f"fault.links: topology {topo.name!r} has no link {u}->{v}")
         if self.npus:
-            dead = np.zeros(topo.num_npus, bool)
+            dead = np.zeros(topo.num_nodes, bool)
             dead[list(self.npus)] = True
             ids = np.concatenate([ids, np.flatnonzero(dead[topo.src] | dead[topo.dst])])
         return np.unique(ids)
@@ -115,7 +115,8 @@ class Fault:
         """The links that survive, NPU ids unchanged (failed NPUs are left without links)."""
         keep = self.surviving_links(topo)
         return Topology(topo.num_npus, topo.src[keep], topo.dst[keep], topo.bw_GiBps[keep], topo.lat_us[keep],
-                        name=f"{topo.name}-fault", meta={"kind": "degraded", "parent": topo.name})
+                        name=f"{topo.name}-fault", meta={"kind": "degraded", "parent": topo.name},
+                        switches=topo.switches)
 
     def scratch_topology(self, topo: Topology) -> Topology:
         """The topology a from-scratch run after the failure would use: the failed links and NPUs removed

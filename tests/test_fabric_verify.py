@@ -349,7 +349,8 @@ def test_rule5_reduce_packets_through_a_store_forward_switch():
     rp = Problem(star(mode="store_forward", reduce=True), Collective("reduce", 1, 1, root=0))
     assert ok(rp, sf_reduce_rows(rp, 1)).collective_time_us == pytest.approx(2 * t_route(rp, 1))
     reject(p, sf_reduce_rows(p, 1), r"NPU 0, chunk 0 lacks the contribution\(s\) of NPU\(s\) 2, 3")
-    reject(rp, sf_reduce_rows(rp, 2), r"row 4 .*counts the contribution of NPU\(s\) 1, 2, 3 twice at NPU 0")
+    # it combines and drains its buffer: a second packet carries nothing, so nothing is counted twice
+    assert ok(rp, sf_reduce_rows(rp, 2)).valid
 
 
 def test_rule5_reduction_group_into_a_fifo_switch_is_one_packet():

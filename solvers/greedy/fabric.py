@@ -148,10 +148,15 @@ def fabric_copy(problem: Problem, *, seed: int = 0, max_switches: int = 0, chunk
         # feeds NPUs that hold nothing yet, and the holders multiply as in a binomial tree
         order = np.lexsort((rng.random(n), got)).tolist()
         picks = _match(order, hops, t, busy, lambda h, v, taken: _best_chunk(h, v, taken))
-        for v, h, c in picks:
+        for i, (v, h, c) in enumerate(picks):
+            # an earlier pick's multicast tree may have reached v or taken a link of this hop
+            if coming[v, c] or has[v, c] or np.any(busy[hop_links[h]] > t + hops.off[h] + _eps(t)):
+                continue
             if not multicast_kind:
                 at[c] = -1
-            tree = _grow_tree(problem, hops, h, c, t, busy, has, coming, need if multicast_kind else None)
+            later = {int(l) for _, h2, _ in picks[i + 1:] for l in hop_links[h2]}
+            tree = _grow_tree(problem, hops, h, c, t, busy, has, coming, need if multicast_kind else None,
+                              forbidden=later)
             for w, end in _reserve(topo, hops, tree, c, t, busy, rows):
                 coming[w, c] = True
                 holders[c] += 1
@@ -256,9 +261,11 @@ def _hop_distances(n: int, hops: Hops) -> np.ndarray:
     return D
 
 
-def _grow_tree(problem, hops: Hops, h: int, c: int, t: float, busy, has, coming, need) -> list[int]:
+def _grow_tree(problem, hops: Hops, h: int, c: int, t: float, busy, has, coming, need,
+               forbidden: set = frozenset()) -> list[int]:
     """Hop ``h`` plus, for a multicast collective, the hops from the same sender that branch off it at a
-    multicast switch over free links to NPUs needing chunk ``c``."""
+    multicast switch over free links (none of ``forbidden``: other transfers starting now) to NPUs needing
+    chunk ``c``."""
     tree = [h]
     if need is None:
         return tree
@@ -283,7 +290,7 @@ def _grow_tree(problem, hops: Hops, h: int, c: int, t: float, busy, has, coming,
         if k == 0 or not topo.is_switch(nodes[k]) or not topo.switch(nodes[k]).multicast:
             continue
         rest = hops.links[h2][k:]
-        if any(int(l) in used for l in rest):
+        if any(int(l) in used or int(l) in forbidden for l in rest):
             continue
         if np.any(busy[rest] > t + hops.off[h2][k:] + _eps(t)):
             continue

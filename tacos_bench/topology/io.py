@@ -309,8 +309,8 @@ def _save_edge_list(topo: Topology, path: Path) -> None:
     name = " ".join(topo.name.split()) or "custom"  # one line, or the comment would break the file
     if topo.is_fabric:
         out = [f"# name: {name}",
-               f"# tacos-bench topology: {topo.num_npus} NPUs, {topo.num_switches} switches (ids {topo.num_npus}.."
-               f"{topo.num_nodes - 1}), {topo.num_links} directed links",
+               (f"# tacos-bench topology: {topo.num_npus} NPUs, {topo.num_switches} switches (ids {topo.num_npus}.."
+                f"{topo.num_nodes - 1}), {topo.num_links} directed links"),
                "# first line: N S; then one line per switch: switch ID MODE [multicast] [reduce];",
                "# then one directed link per line: src dst bw_GiBps lat_us",
                f"{topo.num_npus} {topo.num_switches}"]

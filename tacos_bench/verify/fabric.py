@@ -14,8 +14,9 @@ A row ``chunk, src, dst, start_us, end_us, op, route`` is checked for
    ``dst``, routes merging at ``cut_through`` switches with ``reduce``); a shared link is occupied once;
 4. the state: it reads the sender's contributions at ``start`` and applies them at ``end`` (copy overwrites,
    reduce adds without counting a contribution twice); arrivals at an instant apply before reads;
-5. a ``store_forward`` switch starts empty; it sends copies from its state when it has ``multicast`` and
-   reductions from its state when it has ``reduce``, and otherwise forwards what arrived first in, first out;
+5. a ``store_forward`` switch starts empty; it sends copies from its state when it has ``multicast``, and
+   with ``reduce`` a reduce row carries everything it buffered and not yet sent on (its buffer then empties:
+   each contribution leaves it once); otherwise it forwards what arrived first in, first out;
 6. the postcondition, over the NPUs only.
 
 Choices where docs/fabrics.md leaves room (each for the stricter, physical reading):
@@ -29,7 +30,7 @@ Choices where docs/fabrics.md leaves room (each for the stricter, physical readi
   packet (the union of their contributions, which must be disjoint);
 * a switch keeps the two streams apart unless it has both flags: without ``multicast`` a copy that arrived
   is only forwarded (never read by a reduce row), without ``reduce`` a reduce packet is only forwarded
-  (never read by a copy row); with both it is an NPU without data of its own (a relay);
+  (never read by a copy row); with both it is a relay without data of its own;
 * packets that arrive (or leave) a FIFO switch at the same instant are taken in row order.
 """
 
@@ -600,7 +601,11 @@ def _replay_general(problem: Problem, schedule: Schedule, seg: _Segments, kind, 
                     v = state.get(key)
                     if v is None:
                         v = initial(key)
-                    if v == 0:
+                    if s >= n and o == REDUCE:
+                        # a store-and-forward switch that reduces combines what it buffered into this packet
+                        # and drains its buffer: each contribution leaves it once (an empty packet carries nothing)
+                        state[key] = 0
+                    elif v == 0:
                         raise VerificationError(
                             f"{_row(schedule, i)}: non-causal: {_node(kind, s)} holds no part of chunk {c} "
                             f"at {schedule.start_us[i]:.6f} µs")
