@@ -29,6 +29,8 @@ CAPABILITY_MEANINGS = {
     "threads": "honours `threads`",
     "overlap": "All-Reduce follows `collective.overlap` (the composed Reduce-Scatter and All-Gather overlap "
                "per link and chunk, or run with a barrier)",
+    "fabric": "schedules switched fabrics (switches as nodes, docs/fabrics.md)",
+    "fabric_only": "needs a switched fabric (it runs inside a switch)",
     "from_state": "can complete a copy collective from a given state (`Solver.solve_from`), so "
                   "`solvers/repair.py` can repair its schedules after a fault",
 }

@@ -71,6 +71,7 @@ CAP_THREADS = "threads"        # honours threads
 CAP_OVERLAP = "overlap"        # All-Reduce follows collective.overlap (composed RS + AG)
 CAP_FROM_STATE = "from_state"  # can start a copy collective from a given state (solve_from; solvers.repair)
 CAP_FABRIC = "fabric"          # schedules switched fabrics (switches as nodes, docs/fabrics.md)
+CAP_FABRIC_ONLY = "fabric_only"  # needs a switched fabric (an in-switch algorithm)
 
 
 @dataclass(frozen=True)
@@ -210,6 +211,9 @@ class Solver(abc.ABC):
             can = [n for n in available_solvers() if CAP_FABRIC in solver_class(n).capabilities]
             raise SolverError(f"solver {self.name!r} does not model switches, and {problem.topology.name!r} is a "
                               f"switched fabric (solvers that do: {', '.join(can)})")
+        if CAP_FABRIC_ONLY in self.capabilities and not problem.topology.is_fabric:
+            raise SolverError(f"solver {self.name!r} runs inside switches, and {problem.topology.name!r} has none "
+                              "(try topo=switched8_nvls)")
         if not self.supports(problem.kind):
             can = [n for n in available_solvers() if get_solver(n).supports(problem.kind)]
             raise SolverError(f"solver {self.name!r} does not support {problem.kind}"

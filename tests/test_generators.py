@@ -432,7 +432,6 @@ def test_build_topology_failed_and_subset_use_configured_ids():
     ({"name": "blob4", "kind": "named"}, TopologyError, ["unknown topology name", "valid forms"]),
     ({"kind": "ring", "dims": [4], "failed_npus": [7]}, TopologyError, ["failed_npus", "7"]),
     ({"kind": "ring", "dims": [4], "subset": [0, 9]}, TopologyError, ["subset", "9"]),
-    ({"kind": "ring", "dims": [4], "subset": [0, 1], "subset_mode": "relay"}, TopologyError, ["relay", "participants"]),
     ({"kind": "ring", "dims": [4], "subset_mode": "magic"}, ConfigError, ["subset_mode", "induced"]),
     ({"kind": "uniring", "dims": [4], "failed_npus": [1]}, TopologyError, ["disconnected", "cut off"]),
     ({"kind": "mesh", "dims": [4, 4], "failed_npus": [1, 4]}, TopologyError, ["NPU(s) 0 are cut off"]),

@@ -8,16 +8,18 @@ import pytest
 import yaml
 
 from solvers import available_solvers, get_solver
-from solvers.base import CAP_RANDOMIZED, CAP_THREADS, CAP_TIME_LIMIT, solver_class
+from solvers.base import CAP_FABRIC_ONLY, CAP_RANDOMIZED, CAP_THREADS, CAP_TIME_LIMIT, solver_class
 from solvers.options import COMMON, SolverOptions
 from tacos_bench import Collective, Problem
 from tacos_bench.errors import SolverError
+from tacos_bench.topology import named_topology
 from tacos_bench.topology.generators import hetero_cluster, ring
 from tacos_bench.runner.conf import foreign_options, SOLVER_SCHEMAS
 
 NAMES = available_solvers()
 P = Problem(ring(4), Collective("all_reduce", 1, 4))
 HP = Problem(hetero_cluster(2, 1, 2), Collective("all_reduce", 1, 4))   # groups and rails, for hier
+FP = Problem(named_topology("switched8_nvls"), Collective("all_reduce", 2, 1))
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -67,12 +69,13 @@ def test_capabilities_say_what_the_backend_honours(name):
     if not s.supports("all_reduce"):
         pytest.skip(f"{name} has no All-Reduce")
     kw = {"time_limit_s": 30} if "exact" in s.capabilities else {}
-    p = HP if name == "hier" else P
+    p = HP if name == "hier" else FP if CAP_FABRIC_ONLY in s.capabilities else P
     a = s.solve(p, seed=0, **kw).schedule
     b = s.solve(p, seed=12345, **kw).schedule
     if CAP_RANDOMIZED not in s.capabilities:  # a deterministic backend must really ignore the seed
         assert a.sorted().start_us.tolist() == b.sorted().start_us.tolist()
-    assert {CAP_TIME_LIMIT, CAP_THREADS} & s.capabilities or name in ("ring", "direct", "rhd", "dbt", "bfs", "hier")
+    assert {CAP_TIME_LIMIT, CAP_THREADS} & s.capabilities or name in ("ring", "direct", "rhd", "dbt", "bfs", "hier",
+                                                                         "nvls")
 
 
 def test_options_object_and_keywords_are_the_same():

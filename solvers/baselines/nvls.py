@@ -7,7 +7,7 @@ from tacos_bench.collective import ALL_REDUCE
 from tacos_bench.errors import SolverError
 from tacos_bench.problem import Problem
 
-from ..base import CAP_ALL_REDUCE
+from ..base import CAP_ALL_REDUCE, CAP_FABRIC_ONLY
 from ..in_switch import nvls_all_reduce
 from .common import BaselineSolver
 
@@ -18,7 +18,7 @@ class NvlsSolver(BaselineSolver):
     every NPU: NVSwitch's NVLS, as NCCL's NVLS algorithm uses it)."""
 
     name = "nvls"
-    capabilities = frozenset({CAP_ALL_REDUCE})
+    capabilities = frozenset({CAP_ALL_REDUCE, CAP_FABRIC_ONLY})
     native_fabric = True   # schedules the fabric itself, not through the logical topology
 
     def _build(self, problem: Problem, opts, clock):

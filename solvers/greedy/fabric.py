@@ -39,7 +39,7 @@ def _eps(t: float) -> float:
 
 def fabric_copy(problem: Problem, *, seed: int = 0, max_switches: int = 0, chunk_order: str = "rarest",
                 link_free: np.ndarray | None = None, chunk_ready: np.ndarray | None = None,
-                hops: Hops | None = None, stats: dict | None = None) -> Schedule:
+                hops: Hops | None = None, local_first: bool = False, stats: dict | None = None) -> Schedule:
     """A schedule of the copy collective of ``problem`` (a switched fabric or not).
 
     Parameters
@@ -52,6 +52,9 @@ def fabric_copy(problem: Problem, *, seed: int = 0, max_switches: int = 0, chunk
         Hops through at most this many switches (0: the fewest that connect the NPUs).
     chunk_order : {"rarest", "random"}
         ``rarest``: the chunk fewest NPUs hold or receive (pipelines a Broadcast); ``random``: TACOS's rule.
+    local_first : bool
+        Over a hop, offer only chunks that no NPU with a faster hop to the receiver holds or is receiving
+        (a slow NIC then brings what the node lacks, and the NVSwitch spreads it).
     link_free, chunk_ready : array, optional
         A start state: link ``l`` is free from ``link_free[l]``; chunk ``c`` is at its source from
         ``chunk_ready[c]`` (All-Reduce's All-Gather phase after its Reduce-Scatter).
@@ -110,8 +113,9 @@ def fabric_copy(problem: Problem, *, seed: int = 0, max_switches: int = 0, chunk
 
     rows: list[tuple] = []
     hop_links = hops.links
+    near = _faster_senders(n, hops) if local_first else None
 
-    def _best_chunk(h: int, v: int, taken: set):
+    def _best_chunk(h: int, v: int, taken: set, picked: dict):
         """The chunk hop ``h`` would bring ``v`` and its score (lower is better), or None; ``taken``: chunks
         already picked at this event (for ``v``, or moving unicast chunks)."""
         u = int(hops.src[h])
@@ -124,6 +128,12 @@ def fabric_copy(problem: Problem, *, seed: int = 0, max_switches: int = 0, chunk
                 cand = cand[(d == v) | (dist[v, d] + hops.dur[h] <= dist[u, d] * (1 + 1e-9) + 1e-9)]
         if taken and cand.size:
             cand = cand[[int(c) not in taken for c in cand]]
+        if near is not None and cand.size and len(near[h]):
+            w = near[h]
+            cand = cand[~(has[w][:, cand] | coming[w][:, cand]).any(axis=0)]
+            local = set().union(*(picked.get(int(x), ()) for x in w))   # picked at this event
+            if local and cand.size:
+                cand = cand[[int(c) not in local for c in cand]]
         if not cand.size:
             return None
         if chunk_order == "rarest":
@@ -147,7 +157,7 @@ def fabric_copy(problem: Problem, *, seed: int = 0, max_switches: int = 0, chunk
         # the neediest receivers first (fewest chunks held or coming; ties at random): a Broadcast's root then
         # feeds NPUs that hold nothing yet, and the holders multiply as in a binomial tree
         order = np.lexsort((rng.random(n), got)).tolist()
-        picks = _match(order, hops, t, busy, lambda h, v, taken: _best_chunk(h, v, taken))
+        picks = _match(order, hops, t, busy, _best_chunk)
         for i, (v, h, c) in enumerate(picks):
             # an earlier pick's multicast tree may have reached v or taken a link of this hop
             if coming[v, c] or has[v, c] or np.any(busy[hop_links[h]] > t + hops.off[h] + _eps(t)):
@@ -198,7 +208,7 @@ def _match(order: list[int], hops: Hops, t: float, busy, best_chunk) -> list[tup
         for h in free_hops.get(v, ()):
             if any(int(l) in exclude_links for l in hops.links[h]):
                 continue
-            r = best_chunk(h, v, chunks_of.get(v, set()) | moving)
+            r = best_chunk(h, v, chunks_of.get(v, set()) | moving, chunks_of)
             if r is not None:
                 got.append((r[0], h, r[1]))
         return sorted(got)
@@ -227,7 +237,7 @@ def _match(order: list[int], hops: Hops, t: float, busy, best_chunk) -> list[tup
                 continue
             (k,) = blockers
             w, hw, cw = picks[k]
-            r = best_chunk(h, v, moving)
+            r = best_chunk(h, v, moving, chunks_of)
             if r is None:
                 continue
             held = {l for l, o in owner.items() if o == k}
@@ -249,6 +259,14 @@ def _match(order: list[int], hops: Hops, t: float, busy, best_chunk) -> list[tup
         if done:
             continue
     return [(v, h, c) for v, h, c in picks]
+
+
+def _faster_senders(n: int, hops: Hops) -> list[np.ndarray]:
+    """Per hop ``u -> v``: the other NPUs with a hop to ``v`` faster than it."""
+    best = np.full((n, n), np.inf)
+    np.minimum.at(best, (hops.src, hops.dst), hops.dur)
+    return [np.flatnonzero((best[:, v] < d * (1 - 1e-9)) & (np.arange(n) != u))
+            for u, v, d in zip(hops.src.tolist(), hops.dst.tolist(), hops.dur.tolist())]
 
 
 def _hop_distances(n: int, hops: Hops) -> np.ndarray:

@@ -46,7 +46,7 @@ def solve_fabric(problem: Problem, opts: GreedyOptions, plus: bool, deadline: fl
         key = (id(p.topology), p.chunk_bytes)
         if key not in hop_cache:
             hop_cache[key] = (p.topology, build_hops(p.topology, p.chunk_bytes))
-        return fabric_copy(p, seed=seed, chunk_order=order, hops=hop_cache[key][1], **start)
+        return fabric_copy(p, seed=seed, chunk_order=order, hops=hop_cache[key][1], local_first=plus, **start)
 
     def one(seed: int) -> Schedule:
         if problem.collective.copies:

@@ -44,6 +44,7 @@ import numpy as np
 from ..problem import Problem
 from ..schedule import REDUCE, Schedule
 from .common import ExportError, verified
+from .fabric import is_fabric_case, npu_transfers
 from .msccl import COLL_NAMES
 
 SCHEMA_TAG = "1.0.2-chakra.0.0.4"   # the schema string ASTRA-sim's collective converter writes
@@ -72,10 +73,33 @@ def build_chakra_nodes(problem: Problem, schedule: Schedule, *, reduce_time_us: 
     size = int(problem.chunk_bytes)
     sources = problem.sources.tolist()
     destinations = problem.destinations.tolist()
-    sched = schedule.sorted()
+    fabric = is_fabric_case(problem, schedule)
+    rows = len(schedule)
+    if rows >= 2**31:
+        raise ExportError(f"{rows} transfers do not fit Chakra's 32-bit comm_tag")
+    if fabric:
+        # NPU-to-NPU sends: cut-through rows as they are, store-and-forward hops paired into one send each
+        x = npu_transfers(problem, schedule, "Chakra")
+        canon = np.empty(rows, np.int64)       # a row's index in the canonical order (its tag, as in the JSON)
+        canon[_canonical_order(schedule)] = np.arange(rows)
+        order_t = _canonical_order(x.schedule)
+        sched = x.schedule.take(order_t)
+        tags = [int(canon[x.hops[k][0]]) for k in order_t.tolist()]
+        hop_tags = [[int(canon[h]) for h in x.hops[k]] for k in order_t.tolist()]
+        routes = sched.route.tolist()
+        # a send waits for the previous one on its first link when it holds its whole route until it lands
+        # (one link, a cut-through route); a store-and-forward transfer frees its first link after one hop,
+        # which no Chakra node marks, so it waits only for the previous transfer to the same NPU
+        link_key = []
+        for u, v, r, h in zip(sched.src.tolist(), sched.dst.tolist(), routes, hop_tags):
+            if len(h) > 1:
+                link_key.append((u, v, "store_forward"))
+            else:
+                link_key.append((u, int(r.split(">")[1]) if r else v))
+    else:
+        sched = schedule.sorted()
+        tags = list(range(len(sched)))
     T = len(sched)
-    if T >= 2**31:
-        raise ExportError(f"{T} transfers do not fit Chakra's 32-bit comm_tag")
     chunk, src, dst, op = (sched.chunk.tolist(), sched.src.tolist(), sched.dst.tolist(), sched.op.tolist())
     tol = REL_TOL * max(1.0, abs(sched.makespan_us))
     times = np.concatenate([sched.end_us - tol, sched.start_us])
@@ -89,7 +113,7 @@ def build_chakra_nodes(problem: Problem, schedule: Schedule, *, reduce_time_us: 
     holds: set[tuple[int, int]] = set()       # (rank, chunk): a receive there reduces instead of overwriting
     for c, s0 in enumerate(sources):
         holds.update([(s0, c)] if s0 >= 0 else ((v, c) for v in range(n)))
-    last_send_on_link: dict[tuple[int, int], int] = {}
+    last_send_on_link: dict[tuple, int] = {}
 
     def new_node(rank: int, name: str, ntype: int):
         node = pb.Node()
@@ -105,22 +129,31 @@ def build_chakra_nodes(problem: Problem, schedule: Schedule, *, reduce_time_us: 
         node.attr.append(pb.AttributeProto(name=peer_key, int32_val=peer))
         node.attr.append(pb.AttributeProto(name="comm_tag", int32_val=tag))
 
+    def route_attrs(node, t: int):
+        if fabric and routes[t]:
+            node.attr.append(pb.AttributeProto(name="route", string_val=routes[t]))
+            if len(hop_tags[t]) > 1:
+                node.attr.append(pb.AttributeProto(name="hop_rows", int64_list=pb.Int64List(values=hop_tags[t])))
+
     for e in order:
         t = ids[e]
-        c, u, v = chunk[t], src[t], dst[t]
+        c, u, v, tag = chunk[t], src[t], dst[t], tags[t]
         if kinds[e]:
-            node = new_node(u, f"send_c{c}_to{v}_t{t}", pb.COMM_SEND_NODE)
-            comm_attrs(node, "comm_dst", v, t, pb.COMM_SEND_NODE)
+            node = new_node(u, f"send_c{c}_to{v}_t{tag}", pb.COMM_SEND_NODE)
+            comm_attrs(node, "comm_dst", v, tag, pb.COMM_SEND_NODE)
+            route_attrs(node, t)
+            key = link_key[t] if fabric else (u, v)
             deps = [writer[(u, c)]] if (u, c) in writer else []
-            if (u, v) in last_send_on_link:
-                deps.append(last_send_on_link[(u, v)])
+            if key in last_send_on_link:
+                deps.append(last_send_on_link[key])
             node.data_deps.extend(sorted(set(deps)))
-            last_send_on_link[(u, v)] = node.id
+            last_send_on_link[key] = node.id
         else:
-            node = new_node(v, f"recv_c{c}_from{u}_t{t}", pb.COMM_RECV_NODE)
-            comm_attrs(node, "comm_src", u, t, pb.COMM_RECV_NODE)
+            node = new_node(v, f"recv_c{c}_from{u}_t{tag}", pb.COMM_RECV_NODE)
+            comm_attrs(node, "comm_src", u, tag, pb.COMM_RECV_NODE)
+            route_attrs(node, t)
             if op[t] == REDUCE and (v, c) in holds:
-                comp = new_node(v, f"reduce_c{c}_t{t}", pb.COMP_NODE)
+                comp = new_node(v, f"reduce_c{c}_t{tag}", pb.COMP_NODE)
                 comp.duration_micros = int(reduce_time_us)
                 deps = [node.id] + ([writer[(v, c)]] if (v, c) in writer else [])
                 comp.data_deps.extend(sorted(deps))
@@ -144,7 +177,20 @@ def build_chakra_nodes(problem: Problem, schedule: Schedule, *, reduce_time_us: 
         pb.AttributeProto(name="chunk_sources", int64_list=pb.Int64List(values=sources)),
         pb.AttributeProto(name="chunk_destinations", int64_list=pb.Int64List(values=destinations)),
     ])
+    if fabric:   # switched fabrics only (docs/fabrics.md): the switches, and the rows the tags number
+        topo = problem.topology
+        meta.attr.extend([
+            pb.AttributeProto(name="num_switches", int64_val=topo.num_switches),
+            pb.AttributeProto(name="switches", string_list=pb.StringList(
+                values=[f"{n + j} {sw.spec()}" for j, sw in enumerate(topo.switches)])),
+            pb.AttributeProto(name="num_rows", int64_val=rows),
+        ])
     return meta, nodes
+
+
+def _canonical_order(schedule: Schedule) -> np.ndarray:
+    """Row indices in the canonical order of :meth:`Schedule.sorted`."""
+    return np.lexsort((schedule.chunk, schedule.dst, schedule.src, schedule.end_us, schedule.start_us))
 
 
 def export_chakra(problem: Problem, schedule: Schedule, prefix: str | os.PathLike, *,
