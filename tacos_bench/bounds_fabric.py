@@ -20,7 +20,8 @@ store-and-forward node before it and to the next one after it.
 Reduce-Scatter and Reduce take their copy mirror's bounds (the reversed fabric, multicast and reduction
 swapped: a contribution leaves each NPU at least once, as a copy reaches it at least once). All-Reduce: every
 NPU receives something of every chunk and sends its contribution to every chunk at least once (``N K``
-chunks each way; in-network reduction can reach it), and the distance.
+chunks each way; in-network reduction can reach it), every chunk crosses each switch group's cut both ways,
+without in-network reduction ``2 (N-1)`` arrivals per chunk at NPUs, and the distance.
 """
 
 from __future__ import annotations
@@ -197,8 +198,16 @@ def _all_reduce_bounds(problem: Problem) -> dict:
     # (Patarasuk and Yuan's All-Reduce bandwidth bound, counted in whole chunks)
     if not any(sw.reduce for sw in topo.switches):
         ingress = max(ingress, _count(occ, np.concatenate(in_links), 2 * (n - 1) * C, lead=lead))
+    # every chunk's complete value on each side of a cut needs a transfer of it across, each way
+    cut = 0.0
+    for X in _groups(topo):
+        inside = np.zeros(topo.num_nodes, dtype=bool)
+        inside[X] = True
+        into = np.flatnonzero(~inside[topo.src] & inside[topo.dst])
+        out = np.flatnonzero(inside[topo.src] & ~inside[topo.dst])
+        cut = max(cut, _count(occ, into, C), _count(occ, out, C))
     a, b = np.nonzero(~np.eye(n, dtype=bool))
-    return {"ingress_us": ingress, "egress_us": egress, "cut_us": None, "pipeline_us": None,
+    return {"ingress_us": ingress, "egress_us": egress, "cut_us": cut or None, "pipeline_us": None,
             "distance_us": _distance(topo, a, b, problem.chunk_bytes)}
 
 

@@ -100,7 +100,7 @@ def fabric_copy(problem: Problem, *, seed: int = 0, max_switches: int = 0, chunk
     if multicast_kind:
         need = ~np.eye(n, dtype=bool)[:, src_of]          # need[v, c]: v must end up with c
         missing = int(need.sum())
-        dist = None
+        dist = route_next = None
     else:
         need = np.zeros((n, C), dtype=bool)
         need[dst_of, np.arange(C)] = True
@@ -108,12 +108,14 @@ def fabric_copy(problem: Problem, *, seed: int = 0, max_switches: int = 0, chunk
         missing = int(need.sum())
         dist = _hop_distances(n, hops)
         at = src_of.copy()                 # the one holder of each unicast chunk (-1 while moving)
+        # greedy_plus: every chunk follows a route of hops chosen up front to spread the links' load
+        route_next = _balanced_routes(topo, hops, dist, src_of, dst_of, key) if local_first else None
     if missing == 0:
         return Schedule.empty()
 
     rows: list[tuple] = []
     hop_links = hops.links
-    near = _faster_senders(n, hops) if local_first else None
+    near = _faster_senders(n, hops) if local_first and multicast_kind else None
 
     def _best_chunk(h: int, v: int, taken: set, picked: dict):
         """The chunk hop ``h`` would bring ``v`` and its score (lower is better), or None; ``taken``: chunks
@@ -123,7 +125,9 @@ def fabric_copy(problem: Problem, *, seed: int = 0, max_switches: int = 0, chunk
             cand = np.flatnonzero(has[u] & ~has[v] & ~coming[v])
         else:
             cand = np.flatnonzero((at == u) & has[u] & ~has[v] & ~coming[v])
-            if cand.size:
+            if cand.size and route_next is not None:
+                cand = cand[[route_next.get((int(c), u)) == v for c in cand]]
+            elif cand.size:
                 d = dst_of[cand]
                 cand = cand[(d == v) | (dist[v, d] + hops.dur[h] <= dist[u, d] * (1 + 1e-9) + 1e-9)]
         if taken and cand.size:
@@ -136,6 +140,11 @@ def fabric_copy(problem: Problem, *, seed: int = 0, max_switches: int = 0, chunk
                 cand = cand[[int(c) not in local for c in cand]]
         if not cand.size:
             return None
+        if chunk_order == "rarest" and not multicast_kind:
+            # unicast: the chunk with the longest way still to go first, so far destinations never wait
+            rem = dist[u, dst_of[cand]]
+            i = np.lexsort((key[cand], -rem))[0]
+            return (-float(rem[i]), float(hops.dur[h]), float(key[cand[i]])), int(cand[i])
         if chunk_order == "rarest":
             i = np.lexsort((key[cand], holders[cand]))[0]
             return (int(holders[cand[i]]), float(hops.dur[h]), float(key[cand[i]])), int(cand[i])
@@ -267,6 +276,50 @@ def _faster_senders(n: int, hops: Hops) -> list[np.ndarray]:
     np.minimum.at(best, (hops.src, hops.dst), hops.dur)
     return [np.flatnonzero((best[:, v] < d * (1 - 1e-9)) & (np.arange(n) != u))
             for u, v, d in zip(hops.src.tolist(), hops.dst.tolist(), hops.dur.tolist())]
+
+
+def _balanced_routes(topo, hops: Hops, dist, src_of, dst_of, key) -> dict:
+    """For each unicast chunk a shortest route of hops (by time) that keeps the busiest link it crosses, then
+    the sum of its links' loads, least; chunks with the longest way first (ties: ``key``). A link's load is
+    the time the chunks routed over it hold it. Returns ``{(chunk, npu): next npu}``."""
+    n = dist.shape[0]
+    load = np.zeros(topo.num_links)
+    by_src = [[] for _ in range(n)]
+    for h in range(len(hops)):
+        by_src[int(hops.src[h])].append(h)
+    hop_occ = [hops.end[h] - hops.off[h] for h in range(len(hops))]
+    C = len(src_of)
+    order = np.lexsort((key, -dist[src_of, dst_of]))
+    nxt: dict = {}
+    for c in order.tolist():
+        s, d = int(src_of[c]), int(dst_of[c])
+        if s == d:
+            continue
+        # NPUs on a shortest route to d, nearest first; best (max load, sum load, hop) from each
+        on = np.flatnonzero(np.isfinite(dist[:, d]) & (dist[s, :] + dist[:, d] <= dist[s, d] * (1 + 1e-9) + 1e-9))
+        best: dict[int, tuple] = {d: (0.0, 0.0, -1)}
+        for x in on[np.argsort(dist[on, d])].tolist():
+            if x == d:
+                continue
+            cur = None
+            for h in by_src[x]:
+                v = int(hops.dst[h])
+                if v not in best or abs(dist[x, d] - hops.dur[h] - dist[v, d]) > 1e-9 * max(1.0, dist[x, d]):
+                    continue
+                ls = load[hops.links[h]] + hop_occ[h]
+                cand = (max(float(ls.max()), best[v][0]), float(ls.sum()) + best[v][1], h)
+                if cur is None or cand[:2] < cur[:2]:
+                    cur = cand
+            if cur is not None:
+                best[x] = cur
+        x = s
+        while x != d:
+            h = best[x][2]
+            load[hops.links[h]] += hop_occ[h]
+            v = int(hops.dst[h])
+            nxt[(c, x)] = v
+            x = v
+    return nxt
 
 
 def _hop_distances(n: int, hops: Hops) -> np.ndarray:

@@ -54,8 +54,9 @@ def _parser() -> argparse.ArgumentParser:
     a = sub.add_parser("astra-sim", help="a directory that runs in ASTRA-sim as is (DIR/run.sh ASTRA_SIM_BINARY)")
     a.add_argument("result_dir", type=Path)
     a.add_argument("-o", "--output", type=Path, help="bundle directory (default RESULT_DIR/astra-sim)")
-    a.add_argument("--network", default="auto", choices=("auto", "fully_connected", "ring"),
-                   help="ASTRA-sim network: auto = Ring when exact, else FullyConnected")
+    a.add_argument("--network", default="auto", choices=("auto", "fully_connected", "ring", "switch"),
+                   help="ASTRA-sim network: auto = Ring when exact, else FullyConnected; Switch for a fabric of "
+                        "one store_forward switch")
     a.add_argument("--reduce-time-us", type=int, default=0, help="duration of each reduction node (µs)")
 
     k = sub.add_parser("check", help="validate and simulate an MSCCL-IR XML file (tacos_bench.export.msccl_check)")

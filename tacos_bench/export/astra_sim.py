@@ -11,7 +11,7 @@ writes everything that takes::
     DIR/workload.<rank>.et     one COMM_COLL_NODE (ALL_GATHER / REDUCE_SCATTER / ALL_REDUCE / ALL_TO_ALL)
     DIR/chakra/algo.<rank>.et  the synthesized schedule (sends, receives, reductions)
     DIR/system.json            "preferred-dataset-splits": 1, "<coll>-implementation-custom"
-    DIR/network.yml            the exact embedding of the topology (FullyConnected or Ring)
+    DIR/network.yml            the exact embedding of the topology (FullyConnected, Ring or Switch)
     DIR/remote_memory.json     no memory expansion
     DIR/bundle.json            what was exported and the time tacos-bench's verifier measured
 
@@ -37,9 +37,20 @@ When every link joins ring neighbours (``v = u +- 1 mod N``, ``N >= 3``),
 ``Ring(N)`` is exact as well and is written instead (``network="auto"``).
 Mixed link speeds (heterogeneous meshes, multi-tier clusters) have no exact
 embedding and raise :class:`~tacos_bench.errors.ExportError`. ASTRA-sim's
-``Switch`` is never used: it is two store-and-forward hops through shared
-ports, not tacos-bench's unwound switch (a fully connected graph of per-pair
-links), so it would time a different network.
+``Switch(N)`` (every message NPU -> switch -> NPU, two store-and-forward hops
+through one up-link and one down-link per NPU) is written only for a switched
+fabric (docs/fabrics.md) of exactly that shape: one ``store_forward`` switch
+without ``multicast`` or ``reduce``, joined both ways to every NPU, one
+bandwidth and one latency. Its hops ``u -> s``, ``s -> v`` are paired into
+NPU-to-NPU sends ``u -> v`` (first in, first out per chunk at the switch:
+:func:`tacos_bench.export.fabric.npu_transfers`) before the traces are
+written; ASTRA-sim routes each through its switch. Every other fabric raises
+:class:`~tacos_bench.errors.ExportError`. tacos-bench's unwound switch
+(``switch<N>``, a fully connected graph of per-pair links) is not this network
+and keeps ``FullyConnected``. ASTRA-sim's ``Switch`` does not replay a
+store-and-forward schedule exactly (docs/export.md, "Switched fabrics"): a link
+there is busy for the serialization only, and the trace cannot hold back a
+ready send, so an NPU's up-link sends in the order the data arrives.
 
 **Units.** ASTRA-sim's ``bandwidth`` is in GB/s converted with 2^30, i.e.
 GiB/s like ours; ``latency`` is in ns (ours is µs). It truncates each hop's
@@ -90,7 +101,7 @@ UNSUPPORTED = {
                 "path serves only ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER and ALL_TO_ALL"),
 }
 
-NETWORKS = ("auto", "fully_connected", "ring")
+NETWORKS = ("auto", "fully_connected", "ring", "switch")
 TRACE_PREFIX = "chakra/algo"      # relative to the bundle directory (ASTRA-sim resolves it against the cwd)
 WORKLOAD_PREFIX = "workload"
 BUNDLE_SCHEMA = "tacos-bench/astra-sim-bundle"
@@ -134,33 +145,46 @@ def embed_network(topology, network: str = "auto") -> dict:
     Parameters
     ----------
     topology : tacos_bench.topology.Topology
-        Any topology; it embeds when all its links share one bandwidth and one latency.
-    network : {"auto", "fully_connected", "ring"}
-        ``auto`` picks ``Ring`` when the topology's links all join ring neighbours and
-        ``FullyConnected`` otherwise; ``ring`` raises when a ring is not exact.
+        Any topology; it embeds when all its links share one bandwidth and one latency. A switched
+        fabric embeds only when it is exactly one ``store_forward`` switch without ``multicast`` or
+        ``reduce``, joined both ways to every NPU and to nothing else: ASTRA-sim's ``Switch(N)``.
+    network : {"auto", "fully_connected", "ring", "switch"}
+        ``auto`` picks ``Switch`` for such a fabric, ``Ring`` when the topology's links all join ring
+        neighbours and ``FullyConnected`` otherwise; ``ring`` and ``switch`` raise when not exact.
 
     Returns
     -------
     dict
-        ``topology`` (``"FullyConnected"`` or ``"Ring"``), ``npus_count``, ``bandwidth`` (GiB/s,
-        ASTRA-sim's "GB/s" with 2^30) and ``latency`` (ns).
+        ``topology`` (``"FullyConnected"``, ``"Ring"`` or ``"Switch"``), ``npus_count``, ``bandwidth``
+        (GiB/s, ASTRA-sim's "GB/s" with 2^30) and ``latency`` (ns).
 
     Raises
     ------
     ExportError
-        Mixed link speeds (no exact embedding), no links, or an impossible ``network``.
+        Mixed link speeds (no exact embedding), no links, any other switched fabric, or an impossible
+        ``network`` (one line: why).
 
     Examples
     --------
+    >>> from tacos_bench.topology import Switch, Topology
     >>> from tacos_bench.topology.generators import mesh2d, ring
     >>> embed_network(ring(8))
     {'topology': 'Ring', 'npus_count': 8, 'bandwidth': 50.0, 'latency': 500.0}
     >>> embed_network(mesh2d(4, 4))["topology"]
     'FullyConnected'
+    >>> e = [(i, 4, 50.0, 0.5) for i in range(4)] + [(4, i, 50.0, 0.5) for i in range(4)]
+    >>> embed_network(Topology.from_edges(4, e, switches=[Switch("store_forward")]))
+    {'topology': 'Switch', 'npus_count': 4, 'bandwidth': 50.0, 'latency': 500.0}
     """
     n = int(topology.num_npus)
     if network not in NETWORKS:
         raise ExportError(f"network must be one of {', '.join(NETWORKS)}, got {network!r}")
+    if topology.is_fabric:
+        return _embed_switch(topology, network)
+    if network == "switch":
+        raise ExportError(f"topology {topology.name!r} has no switch node, so ASTRA-sim's Switch({n}) is not exact: it "
+                          f"routes every message NPU -> switch -> NPU through one shared port per NPU, while "
+                          f"{topology.name!r} links NPUs directly; use FullyConnected")
     if topology.num_links == 0 or n < 2:
         raise ExportError(f"topology {topology.name!r} has no links: nothing for ASTRA-sim to simulate")
     bw, lat = np.asarray(topology.bw_GiBps), np.asarray(topology.lat_us)
@@ -178,6 +202,45 @@ def embed_network(topology, network: str = "auto") -> dict:
                           f"(a link joins non-neighbours), so Ring({n}) is not exact; use FullyConnected")
     kind = "Ring" if (ring_ok and network != "fully_connected") else "FullyConnected"
     return {"topology": kind, "npus_count": n, "bandwidth": float(bw[0]), "latency": float(lat[0]) * 1000.0}
+
+
+SWITCH_FABRIC = ("ASTRA-sim takes a switched fabric only as its Switch(N): exactly one store_forward switch "
+                 "without multicast or reduce, joined both ways to every NPU, one bandwidth and one latency, "
+                 "no other links")
+
+
+def _embed_switch(topology, network: str) -> dict:
+    """``Switch(N)`` for a fabric of one plain store-and-forward switch (see :func:`embed_network`)."""
+    n = int(topology.num_npus)
+
+    def refuse(why: str):
+        raise ExportError(f"topology {topology.name!r} has no exact ASTRA-sim network: {why}; {SWITCH_FABRIC}")
+
+    if network not in ("auto", "switch"):
+        refuse(f"it is a switched fabric, which network={network!r} cannot take")
+    if topology.num_switches != 1:
+        refuse(f"it has {topology.num_switches} switches")
+    s = n
+    sw = topology.switch(s)
+    if sw.mode != "store_forward":
+        refuse(f"switch {s} is {sw.mode}")
+    if sw.multicast or sw.reduce:
+        refuse(f"switch {s} has {' and '.join(w for w, on in (('multicast', sw.multicast), ('reduce', sw.reduce)) if on)}")
+    src, dst = np.asarray(topology.src, np.int64), np.asarray(topology.dst, np.int64)
+    other = np.flatnonzero((src != s) & (dst != s))
+    if other.size:
+        refuse(f"link {int(src[other[0]])}->{int(dst[other[0]])} does not touch switch {s}")
+    for what, ends in (("to", src[dst == s]), ("from", dst[src == s])):
+        ends = np.sort(ends)
+        if not np.array_equal(ends, np.arange(n)):
+            miss = sorted(set(range(n)) - set(ends.tolist()))
+            refuse(f"NPU {miss[0]} has no link {what} switch {s}")
+    bw, lat = np.asarray(topology.bw_GiBps), np.asarray(topology.lat_us)
+    if np.ptp(bw) != 0 or np.ptp(lat) != 0:
+        spread = [f"{what} {a.min():g}-{a.max():g} {unit}" for what, a, unit in
+                  (("bandwidth", bw, "GiB/s"), ("latency", lat, "µs")) if np.ptp(a) != 0]
+        refuse(f"its links mix speeds ({', '.join(spread)})")
+    return {"topology": "Switch", "npus_count": n, "bandwidth": float(bw[0]), "latency": float(lat[0]) * 1000.0}
 
 
 def network_yaml(net: dict) -> str:
@@ -237,12 +300,29 @@ def causal_depth(problem: Problem, schedule: Schedule) -> int:
     >>> causal_depth(rs, s)  # one hop, then two reductions in a row at each owner
     3
     """
+    from .fabric import is_fabric_case, npu_transfers
+
+    if is_fabric_case(problem, schedule):
+        # what the Chakra traces hold: NPU-to-NPU sends, store-and-forward hops paired (export_chakra); each
+        # hop is one truncation, and a paired send waits only for the previous send to the same NPU
+        x = npu_transfers(problem, schedule, "ASTRA-sim")
+        return _causal_depth(x.schedule, x.num_links.tolist(), x.send_keys())
+    return _causal_depth(schedule, None, None)
+
+
+def _causal_depth(schedule: Schedule, weights, keys) -> int:
+    """:func:`causal_depth` of NPU-to-NPU rows: ``weights[t]`` truncations per transfer (default 1), each send
+    after the previous one of its ``keys[t]`` (default ``(src, dst)``; None: after none)."""
     from ..verify import REL_TOL
 
-    sched = schedule.sorted()
+    order0 = np.lexsort((schedule.chunk, schedule.dst, schedule.src, schedule.end_us, schedule.start_us))
+    sched = schedule.take(order0)
     T = len(sched)
     if T == 0:
         return 0
+    o = order0.tolist()
+    weight = [1] * T if weights is None else [int(weights[i]) for i in o]
+    key = None if keys is None else [keys[i] for i in o]
     chunk, src, dst, op = sched.chunk.tolist(), sched.src.tolist(), sched.dst.tolist(), sched.op.tolist()
     tol = REL_TOL * max(1.0, abs(sched.makespan_us))
     times = np.concatenate([sched.end_us - tol, sched.start_us])      # arrivals before departures
@@ -250,20 +330,22 @@ def causal_depth(problem: Problem, schedule: Schedule) -> int:
     ids = np.concatenate([np.arange(T), np.arange(T)])
     order = np.lexsort((ids, kinds, times)).tolist()
     value: dict[tuple[int, int], int] = {}     # (npu, chunk) -> depth of the node holding its value
-    link: dict[tuple[int, int], int] = {}      # (src, dst) -> depth of the last send on the link
+    link: dict[tuple, int] = {}                # (src, dst) -> depth of the last send on the link
     depth = [0] * T
     best = 0
     for e in order:
         t = int(ids[e])
         if kinds[e]:
-            d = 1 + max(value.get((src[t], chunk[t]), 0), link.get((src[t], dst[t]), 0))
+            k = (src[t], dst[t]) if key is None else key[t]
+            d = weight[t] + max(value.get((src[t], chunk[t]), 0), link.get(k, 0) if k is not None else 0)
             depth[t] = d
-            link[(src[t], dst[t])] = d
+            if k is not None:
+                link[k] = d
         else:
-            key = (dst[t], chunk[t])
+            vk = (dst[t], chunk[t])
             # a reduction is one more node after its receive and the previous partial sum
-            d = 1 + max(depth[t], value.get(key, 0)) if op[t] == REDUCE else depth[t]
-            value[key] = d
+            d = 1 + max(depth[t], value.get(vk, 0)) if op[t] == REDUCE else depth[t]
+            value[vk] = d
             best = max(best, d)
     return max(best, max(depth))
 
@@ -404,7 +486,7 @@ def export_astra_sim(problem: Problem, schedule: Schedule, out_dir: str | os.Pat
     topo = problem.topology
     c = problem.collective
     comment = (f"{kind} on {topo.name}: {n} NPUs, {c.chunks_per_npu} chunk(s) per NPU of {problem.chunk_bytes} B, "
-               f"{len(schedule)} transfers\n"
+               f"{len(schedule)} transfers{' (store-and-forward hops, paired into NPU-to-NPU sends)' if topo.is_fabric else ''}\n"
                f"network: {net['topology']}({n}), {_num(net['bandwidth'])} GiB/s, {_num(net['latency'])} ns\n"
                f"tacos-bench verified collective_time_us: {T!r}")
     script = out / "run.sh"
@@ -425,6 +507,13 @@ def export_astra_sim(problem: Problem, schedule: Schedule, out_dir: str | os.Pat
         "collective_time_us": T,
         "command": "./run.sh PATH/TO/AstraSim_Analytical_Congestion_Aware",
     }
+    if topo.is_fabric:
+        from .fabric import npu_transfers
+
+        x = npu_transfers(problem, schedule, "ASTRA-sim")
+        # the traces hold one NPU-to-NPU send per pair of store-and-forward hops (u -> switch -> v)
+        manifest["fabric"] = {"switch": n, "mode": topo.switch(n).mode, "num_rows": len(schedule),
+                              "num_sends": len(x.schedule), "dropped_rows": int(x.dropped)}
     if record:
         manifest["run"] = {k: _plain(record.get(k)) for k in ("solver", "seed", "status", "collective_time_us",
                                                                "lower_bound_us", "run_id", "git_commit")

@@ -87,15 +87,8 @@ def build_chakra_nodes(problem: Problem, schedule: Schedule, *, reduce_time_us: 
         tags = [int(canon[x.hops[k][0]]) for k in order_t.tolist()]
         hop_tags = [[int(canon[h]) for h in x.hops[k]] for k in order_t.tolist()]
         routes = sched.route.tolist()
-        # a send waits for the previous one on its first link when it holds its whole route until it lands
-        # (one link, a cut-through route); a store-and-forward transfer frees its first link after one hop,
-        # which no Chakra node marks, so it waits only for the previous transfer to the same NPU
-        link_key = []
-        for u, v, r, h in zip(sched.src.tolist(), sched.dst.tolist(), routes, hop_tags):
-            if len(h) > 1:
-                link_key.append((u, v, "store_forward"))
-            else:
-                link_key.append((u, int(r.split(">")[1]) if r else v))
+        keys = x.send_keys()
+        link_key = [keys[k] for k in order_t.tolist()]
     else:
         sched = schedule.sorted()
         tags = list(range(len(sched)))
@@ -144,10 +137,11 @@ def build_chakra_nodes(problem: Problem, schedule: Schedule, *, reduce_time_us: 
             route_attrs(node, t)
             key = link_key[t] if fabric else (u, v)
             deps = [writer[(u, c)]] if (u, c) in writer else []
-            if key in last_send_on_link:
-                deps.append(last_send_on_link[key])
+            if key is not None:
+                if key in last_send_on_link:
+                    deps.append(last_send_on_link[key])
+                last_send_on_link[key] = node.id
             node.data_deps.extend(sorted(set(deps)))
-            last_send_on_link[key] = node.id
         else:
             node = new_node(v, f"recv_c{c}_from{u}_t{tag}", pb.COMM_RECV_NODE)
             comm_attrs(node, "comm_src", u, tag, pb.COMM_RECV_NODE)

@@ -141,6 +141,19 @@ class NpuTransfers:
         """Links each transfer crosses (ASTRA-sim truncates each hop to whole ns)."""
         return np.array([sum(len(p) - 1 for p in h) for h in self.paths], np.int64)
 
+    def send_keys(self) -> list:
+        """Per transfer, the link whose previous send a trace makes it wait for, or None.
+
+        A transfer that holds its whole path until it lands (one link, or one row through cut-through
+        switches) waits for the previous send on its first link, ``(src, next node)``, as on a point-to-point
+        topology: in a trace a send completes when it lands, which is then exactly when the link is free. A
+        store-and-forward transfer frees its first link after the first hop, which no trace node marks, so
+        it waits for no earlier send (None): only for its data.
+        """
+        s = self.schedule
+        return [None if len(h) > 1 else (u, int(r.split(">")[1]) if r else v)
+                for u, v, r, h in zip(s.src.tolist(), s.dst.tolist(), s.route.tolist(), self.hops)]
+
     @property
     def paired(self) -> bool:
         """True when some transfer is made of several rows (store-and-forward hops)."""
@@ -151,8 +164,10 @@ def npu_transfers(problem: Problem, schedule: Schedule, fmt: str) -> NpuTransfer
     """Pair the store-and-forward hops of a (verified) fabric schedule into NPU-to-NPU transfers.
 
     Raises a one-line :class:`ExportError` for an in-switch operation: rows sharing a link
-    (:func:`refuse_in_switch`), or a row a ``store_forward`` switch sends from its own state (a copy from a
-    switch with ``multicast``, a reduction from one with ``reduce``).
+    (:func:`refuse_in_switch`), or a ``store_forward`` switch that sends from its own state (``multicast`` for
+    copies, ``reduce`` for reductions) more than it forwards: more copies of a chunk than arrived, or a
+    reduction carrying more than one incoming packet. A relay (both flags) that receives a chunk on both streams
+    is refused too.
 
     Examples
     --------
@@ -174,18 +189,14 @@ def npu_transfers(problem: Problem, schedule: Schedule, fmt: str) -> NpuTransfer
     chunk, src, dst, op = (schedule.chunk.tolist(), schedule.src.tolist(), schedule.dst.tolist(),
                            schedule.op.tolist())
     start, end = schedule.start_us.tolist(), schedule.end_us.tolist()
+    from ..verify import REL_TOL
+
+    tol = REL_TOL * max(1.0, abs(schedule.makespan_us))
     for i in range(T):
-        s = src[i]
-        if s >= n:
-            sw = topo.switch(s)
-            if sw.mode == CUT_THROUGH:   # the verifier rejects this; say so rather than pair nonsense
-                raise ExportError(f"cannot export to {fmt}: {row_text(schedule, i)} starts at cut_through switch {s}")
-            if (op[i] == COPY and sw.multicast) or (op[i] == REDUCE and sw.reduce):
-                what = "copy from its state (multicast)" if op[i] == COPY else "partial sum (in-switch reduction)"
-                raise ExportError(
-                    f"cannot export to {fmt}: {row_text(schedule, i)} is a {what} sent by "
-                    f"{_switch_text(topo, s)}, an in-switch operation; {fmt} has only NPU-to-NPU sends")
-    # FIFO pairing per (switch, chunk, op): incoming by (end, row), outgoing by (start, row)
+        if src[i] >= n and topo.switch(src[i]).mode == CUT_THROUGH:   # the verifier rejects this
+            raise ExportError(f"cannot export to {fmt}: {row_text(schedule, i)} starts at cut_through switch "
+                              f"{src[i]}")
+    # pairing per (switch, chunk, op): incoming by (end, row), outgoing by (start, row)
     incoming: dict[tuple, list] = {}
     outgoing: dict[tuple, list] = {}
     for i in range(T):
@@ -195,11 +206,29 @@ def npu_transfers(problem: Problem, schedule: Schedule, fmt: str) -> NpuTransfer
             outgoing.setdefault((src[i], chunk[i], op[i]), []).append(i)
     nxt = [-1] * T
     for key, outs in outgoing.items():
+        s, c, o = key
+        sw = topo.switch(s)
         ins = sorted(incoming.get(key, []), key=lambda i: (end[i], i))
         outs = sorted(outs, key=lambda i: (start[i], i))
-        if len(outs) > len(ins):
-            raise ExportError(f"cannot export to {fmt}: switch {key[0]} forwards {len(outs)} copies of chunk "
-                              f"{key[1]} but receives {len(ins)} (is the schedule verified?)")
+        from_state = sw.multicast if o == COPY else sw.reduce
+        # A switch that forwards first in, first out pairs the k-th packet out with the k-th in (rule 5). One
+        # that sends from its state (multicast for copies, reduce for reductions) is forwarding just the same
+        # when each copy out has its own earlier copy in, or its one reduction out carries the one packet in;
+        # anything more duplicates or combines in the switch.
+        bad = next((b for k, b in enumerate(outs) if k >= len(ins) or end[ins[k]] > start[b] + tol), None)
+        if from_state and bad is None and o == REDUCE and len(outs) > 0:
+            later = [i for i in ins if end[i] <= start[outs[-1]] + tol]
+            bad = outs[0] if len(outs) > 1 or len(later) > 1 else None
+        if from_state and bad is None and sw.multicast and sw.reduce and (s, c, 1 - o) in incoming:
+            bad = outs[0]     # a relay keeps one state per chunk: a packet out may mix both streams
+        if bad is not None:
+            if not from_state:
+                raise ExportError(f"cannot export to {fmt}: {row_text(schedule, bad)} leaves switch {s} with no "
+                                  f"packet of chunk {c} to forward (is the schedule verified?)")
+            what = ("duplicates a copy (multicast)" if o == COPY else "combines contributions (in-switch reduction)")
+            raise ExportError(
+                f"cannot export to {fmt}: {row_text(schedule, bad)} is sent by {_switch_text(topo, s)} from its "
+                f"state and {what}, an in-switch operation; {fmt} has only NPU-to-NPU sends")
         for a, b in zip(ins, outs):
             nxt[a] = b
     rows, hops, paths = [], [], []

@@ -19,8 +19,10 @@ from typing import Any, Mapping
 from ..collective import Collective
 from ..problem import Problem
 from ..schedule import COLUMNS, OPS, Schedule
-from ..topology import Topology
+from ..topology import Switch, Topology
+from ..topology.model import CUT_THROUGH
 from .common import ExportError, verified
+from .fabric import is_fabric_case
 
 SCHEMA = "tacos-bench/schedule"
 SCHEMA_VERSION = 1
@@ -61,6 +63,7 @@ def schedule_to_dict(problem: Problem, schedule: Schedule, *, record: Mapping[st
     sched = schedule.sorted()
     link = topo.link_ids(sched.src, sched.dst).tolist()
     lt = problem.link_time_us.tolist()
+    fabric = is_fabric_case(problem, schedule)
     doc: dict[str, Any] = {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
@@ -92,6 +95,20 @@ def schedule_to_dict(problem: Problem, schedule: Schedule, *, record: Mapping[st
         ],
         "summary": {"num_transfers": len(sched), "collective_time_us": ver.collective_time_us, "verified": True},
     }
+    if fabric:
+        # switched fabrics (docs/fabrics.md): the switches, and every transfer's route
+        doc["topology"]["num_switches"] = topo.num_switches
+        doc["topology"]["switches"] = [{"id": topo.num_npus + j, "mode": sw.mode, "multicast": sw.multicast,
+                                        "reduce": sw.reduce} for j, sw in enumerate(topo.switches)]
+        routes = sched.route.tolist() if sched.route is not None else [""] * len(sched)
+        for tr, r in zip(doc["transfers"], routes):
+            tr["route"] = r
+            nodes = [int(x) for x in r.split(">")] if r else []
+            if len(nodes) > 2:       # several links: no single one; route_links lists them in order
+                tr["link"] = None
+                tr["route_links"] = topo.link_ids(nodes[:-1], nodes[1:]).tolist()
+            elif nodes:
+                tr["link"] = int(topo.link_ids(nodes[0], nodes[1]))
     if record:
         doc["run"] = {k: _clean(record[k]) for k in _RECORD_KEYS if k in record}
     return doc
@@ -131,9 +148,15 @@ def load_json(source: str | os.PathLike | Mapping) -> tuple[Problem, Schedule]:
                           f"(this tacos-bench reads {SCHEMA_VERSION})")
     try:
         t = doc["topology"]
-        topo = Topology.from_edges(int(t["num_npus"]),
+        n_npus = int(t["num_npus"])
+        listed = sorted(t.get("switches", []), key=lambda sw: int(sw["id"]))
+        if [int(sw["id"]) for sw in listed] != list(range(n_npus, n_npus + int(t.get("num_switches", len(listed))))):
+            raise ValueError(f"topology.switches must list the ids {n_npus}.. of its num_switches switches once each")
+        switches = [Switch(sw.get("mode", CUT_THROUGH), bool(sw.get("multicast", False)), bool(sw.get("reduce", False)))
+                    for sw in listed]
+        topo = Topology.from_edges(n_npus,
                                    [(lk["src"], lk["dst"], lk["bw_GiBps"], lk["lat_us"]) for lk in t["links"]],
-                                   name=str(t.get("name", "custom")))
+                                   name=str(t.get("name", "custom")), switches=switches)
         c = doc["collective"]
         extra = {}
         if c.get("root") is not None:       # documents written before roots existed carry none
@@ -143,11 +166,12 @@ def load_json(source: str | os.PathLike | Mapping) -> tuple[Problem, Schedule]:
         problem = Problem(topo, Collective(c["kind"], int(c["chunks_per_npu"]), float(c["buffer_mib"]), **extra))
         rows = doc["transfers"]
         cols = {k: [r[k] for r in rows] for k in COLUMNS}
+        route = [str(r.get("route") or "") for r in rows] if any("route" in r for r in rows) else None
     except (KeyError, TypeError, ValueError) as e:
         raise ExportError(f"{where}: malformed document ({type(e).__name__}: {e})") from None
     try:
         schedule = Schedule(cols["chunk"], cols["src"], cols["dst"], cols["start_us"], cols["end_us"],
-                            [OPS.index(o) if o in OPS else -1 for o in cols["op"]])
+                            [OPS.index(o) if o in OPS else -1 for o in cols["op"]], route=route)
     except (TypeError, ValueError) as e:
         raise ExportError(f"{where}: malformed transfers ({e})") from None
     if problem.chunk_bytes != int(c.get("chunk_bytes", problem.chunk_bytes)):

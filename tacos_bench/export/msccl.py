@@ -94,6 +94,7 @@ from ..collective import REDUCE as REDUCE_KIND
 from ..problem import Problem
 from ..schedule import REDUCE, Schedule
 from .common import ExportError, msccl_index, safe_name, verified
+from .fabric import is_fabric_case, refuse_in_switch, refuse_switch_endpoints, row_text
 
 # The runtime's <algo coll> names (msccl_parser.cc, mscclGetAlgoFromXmlFile): every tacos-bench collective
 # has one. gather/scatter are reached only through RCCL's ncclGather/ncclScatter (NCCL has no such calls).
@@ -293,6 +294,8 @@ def lower_msccl(problem: Problem, schedule: Schedule, *, name: str | None = None
     if max_bytes and max_bytes < min_bytes:
         raise ExportError(f"max_bytes={max_bytes} is below min_bytes={min_bytes} (0 means no limit)")
     verified(problem, schedule)
+    if is_fabric_case(problem, schedule):
+        _check_fabric(problem, schedule)
     inplace = bool(inplace)
     kind = problem.kind
     coll = _coll_name(kind)
@@ -318,6 +321,27 @@ def lower_msccl(problem: Problem, schedule: Schedule, *, name: str | None = None
     return MscclProgram(name, coll, proto, inplace, n, cpn, buffers, tbs, nchannels, int(min_bytes),
                         int(max_bytes), layout.loop_chunks, problem.collective.root if problem.collective.rooted
                         else None)
+
+
+def _check_fabric(problem: Problem, schedule: Schedule) -> None:
+    """On a switched fabric MSCCL takes NPU-to-NPU sends only: a row through cut-through switches is one send
+    (the network routes it); a store-and-forward hop (a switch as endpoint) or an in-switch operation (rows
+    sharing a link: a multicast or reduction group) is refused, and so are rows between one pair of NPUs
+    that overlap in time (one in-order connection per pair and channel carries them)."""
+    from ..verify import REL_TOL
+
+    refuse_switch_endpoints(problem, schedule, "MSCCL", " (json and chakra take it)")
+    refuse_in_switch(problem, schedule, "MSCCL")
+    tol = REL_TOL * max(1.0, abs(schedule.makespan_us))
+    o = np.lexsort((schedule.end_us, schedule.start_us, schedule.dst, schedule.src))
+    src, dst = schedule.src[o], schedule.dst[o]
+    same = (src[1:] == src[:-1]) & (dst[1:] == dst[:-1])
+    bad = np.flatnonzero(same & (schedule.start_us[o][1:] < schedule.end_us[o][:-1] - tol))
+    if bad.size:
+        a, b = int(o[bad[0]]), int(o[bad[0] + 1])
+        raise ExportError(f"cannot export to MSCCL: {row_text(schedule, b)} overlaps {row_text(schedule, a)} "
+                          f"between the same two NPUs over different routes; MSCCL has one in-order connection "
+                          f"per pair of ranks")
 
 
 def _build_steps(problem: Problem, schedule: Schedule, layout: _Layout):
@@ -493,8 +517,9 @@ def _build_steps(problem: Problem, schedule: Schedule, layout: _Layout):
 def _assign_threadblocks(problem, schedule, steps_by_transfer, cpy_steps, max_steps):
     """Split each link's transfers into channels (<= max_steps per threadblock) and build the tbs."""
     n = problem.num_npus
-    link = problem.topology.link_ids(schedule.src, schedule.dst).tolist()
-    per_link: dict[int, list[int]] = defaultdict(list)
+    # one connection per (sender, receiver): a link, or on a switched fabric a route through switches
+    link = list(zip(schedule.src.tolist(), schedule.dst.tolist()))
+    per_link: dict[tuple, list[int]] = defaultdict(list)
     for t in sorted(range(len(steps_by_transfer)), key=lambda t: steps_by_transfer[t][0].pos):
         per_link[link[t]].append(t)
 
@@ -502,7 +527,7 @@ def _assign_threadblocks(problem, schedule, steps_by_transfer, cpy_steps, max_st
     for lid, ts in per_link.items():
         recv_order = sorted(ts, key=lambda t: steps_by_transfer[t][1].pos)
         if recv_order != ts:
-            raise ExportError(f"internal: link {lid} delivers chunks out of send order")
+            raise ExportError(f"internal: link {lid[0]}->{lid[1]} delivers chunks out of send order")
         chan, used_s, used_r = 0, 0, 0
         for t in ts:
             s_st, r_st = steps_by_transfer[t]
