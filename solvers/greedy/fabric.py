@@ -117,6 +117,50 @@ def fabric_copy(problem: Problem, *, seed: int = 0, max_switches: int = 0, chunk
     hop_links = hops.links
     near = _faster_senders(n, hops) if local_first and multicast_kind else None
 
+    best_in = None
+    if near is not None:
+        best_in = np.full((n, n), np.inf)
+        np.minimum.at(best_in, (hops.src, hops.dst), hops.dur)
+
+    def _offers(v: int, hs: list, taken: set, picked: dict) -> list:
+        """Multicast kinds, vectorized over the hops ``hs`` into ``v``: ``(score, hop, chunk)`` of each hop's
+        best chunk (see ``_best_chunk``)."""
+        hs = np.asarray(hs, dtype=np.int64)
+        base = ~(has[v] | coming[v])
+        if taken:
+            base[list(taken)] = False
+        M = has[hops.src[hs]] & base[None, :]
+        if near is not None:
+            durs = hops.dur[hs]
+            for d in np.unique(durs):
+                rows = np.flatnonzero(durs == d)
+                w = np.flatnonzero(best_in[:, v] < d * (1 - 1e-9))
+                if not w.size:
+                    continue
+                local = (has[w] | coming[w]).any(axis=0)
+                for x in w.tolist():
+                    for c in picked.get(x, ()):
+                        local[c] = True
+                own = np.isin(hops.src[hs[rows]], w)
+                M[rows[~own]] &= ~local
+                for r in rows[own].tolist():   # the sender itself is near: leave its own holdings out
+                    w2 = w[w != hops.src[hs[r]]]
+                    loc2 = (has[w2] | coming[w2]).any(axis=0) if w2.size else np.zeros(C, bool)
+                    for x in w2.tolist():
+                        for c in picked.get(x, ()):
+                            loc2[c] = True
+                    M[r] &= ~loc2
+        sc = holders + key * 0.5 if chunk_order == "rarest" else key
+        S = np.where(M, sc[None, :], np.inf)
+        best = S.argmin(axis=1)
+        out = []
+        for r in np.flatnonzero(np.isfinite(S[np.arange(len(hs)), best])).tolist():
+            c = int(best[r])
+            h = int(hs[r])
+            lead = int(holders[c]) if chunk_order == "rarest" else 0
+            out.append(((lead, float(hops.dur[h]), float(key[c])), h, c))
+        return out
+
     def _best_chunk(h: int, v: int, taken: set, picked: dict):
         """The chunk hop ``h`` would bring ``v`` and its score (lower is better), or None; ``taken``: chunks
         already picked at this event (for ``v``, or moving unicast chunks)."""
@@ -166,16 +210,20 @@ def fabric_copy(problem: Problem, *, seed: int = 0, max_switches: int = 0, chunk
         # the neediest receivers first (fewest chunks held or coming; ties at random): a Broadcast's root then
         # feeds NPUs that hold nothing yet, and the holders multiply as in a binomial tree
         order = np.lexsort((rng.random(n), got)).tolist()
-        picks = _match(order, hops, t, busy, _best_chunk)
-        for i, (v, h, c) in enumerate(picks):
+        picks = _match(order, hops, t, busy, _best_chunk, _offers if multicast_kind else None,
+                       unicast=not multicast_kind)
+        pending = np.zeros(topo.num_links, dtype=np.int64)   # links of the picks still to commit
+        for _, h, _ in picks:
+            pending[hop_links[h]] += 1
+        for v, h, c in picks:
+            pending[hop_links[h]] -= 1
             # an earlier pick's multicast tree may have reached v or taken a link of this hop
             if coming[v, c] or has[v, c] or np.any(busy[hop_links[h]] > t + hops.off[h] + _eps(t)):
                 continue
             if not multicast_kind:
                 at[c] = -1
-            later = {int(l) for _, h2, _ in picks[i + 1:] for l in hop_links[h2]}
             tree = _grow_tree(problem, hops, h, c, t, busy, has, coming, need if multicast_kind else None,
-                              forbidden=later)
+                              forbidden=pending)
             for w, end in _reserve(topo, hops, tree, c, t, busy, rows):
                 coming[w, c] = True
                 holders[c] += 1
@@ -195,42 +243,58 @@ def fabric_copy(problem: Problem, *, seed: int = 0, max_switches: int = 0, chunk
     return _rows_to_schedule(rows)
 
 
-def _match(order: list[int], hops: Hops, t: float, busy, best_chunk) -> list[tuple[int, int, int]]:
+def _match(order: list[int], hops: Hops, t: float, busy, best_chunk, offers=None,
+           unicast: bool = False) -> list[tuple[int, int, int]]:
     """The (receiver, hop, chunk) transfers to start at ``t``: greedily in ``order`` (each receiver takes its
     best free hop, again while another is free), then augmented: a receiver left without a transfer takes a
     hop blocked by one other receiver's pick when that one can move to another free hop. Picks share no link
-    (a multicast tree is grown around each afterwards)."""
+    (a multicast tree is grown around each afterwards); a unicast chunk is picked once."""
     eps = _eps(t)
+    L = len(busy)
+    bx = np.append(busy, -np.inf)          # the padding link is always free
+    free = np.all(bx[hops.link_pad] <= t + hops.off_pad + eps, axis=1)
     free_hops = {}
     for v in order:
         hv = hops.into[v]
-        ok = [h for h in hv.tolist() if not np.any(busy[hops.links[h]] > t + hops.off[h] + eps)]
-        if ok:
+        ok = hv[free[hv]]
+        if ok.size:
             free_hops[v] = ok
-    owner: dict[int, int] = {}          # link -> index of the pick that holds it
-    picks: list[list] = []              # [v, h, c] (None once moved away)
-    chunks_of: dict[int, set] = {}      # v -> chunks picked for it (a receiver gets distinct chunks)
-    moving: set = set()                 # unicast chunks picked (one holder moves each)
+    owner = np.full(L + 1, -1, dtype=np.int64)   # link -> index of the pick that holds it (-1: none)
+    picks: list[list] = []                       # [v, h, c]
+    chunks_of: dict[int, set] = {}               # v -> chunks picked for it (a receiver gets distinct chunks)
+    moving: set = set()                          # unicast chunks picked
 
-    def options(v, exclude_links):
+    def options(v, blocked):
+        hs = free_hops.get(v)
+        if hs is None:
+            return []
+        hs = hs[~(blocked[hops.link_pad[hs]]).any(axis=1)]
+        if not hs.size:
+            return []
+        taken = chunks_of.get(v, set()) | moving
+        if offers is not None:
+            return sorted(offers(v, hs, taken, chunks_of))
         got = []
-        for h in free_hops.get(v, ()):
-            if any(int(l) in exclude_links for l in hops.links[h]):
-                continue
-            r = best_chunk(h, v, chunks_of.get(v, set()) | moving, chunks_of)
+        for h in hs.tolist():
+            r = best_chunk(h, v, taken, chunks_of)
             if r is not None:
                 got.append((r[0], h, r[1]))
         return sorted(got)
 
-    def place(v, h, c):
-        picks.append([v, h, c])
-        for l in hops.links[h].tolist():
-            owner[l] = len(picks) - 1
+    def place(v, h, c, k=None):
+        if k is None:
+            picks.append([v, h, c])
+            k = len(picks) - 1
+        else:
+            picks[k] = [v, h, c]
+        owner[hops.links[h]] = k
         chunks_of.setdefault(v, set()).add(c)
+        if unicast:
+            moving.add(c)
 
     for v in order:
         while True:
-            opts = options(v, owner)
+            opts = options(v, owner >= 0)
             if not opts:
                 break
             _, h, c = opts[0]
@@ -239,9 +303,8 @@ def _match(order: list[int], hops: Hops, t: float, busy, best_chunk) -> list[tup
     for v in order:
         if v in chunks_of or v not in free_hops:
             continue
-        done = False
-        for h in free_hops[v]:
-            blockers = {owner[int(l)] for l in hops.links[h] if int(l) in owner}
+        for h in free_hops[v].tolist():
+            blockers = set(owner[hops.links[h]].tolist()) - {-1}
             if len(blockers) != 1:
                 continue
             (k,) = blockers
@@ -249,24 +312,23 @@ def _match(order: list[int], hops: Hops, t: float, busy, best_chunk) -> list[tup
             r = best_chunk(h, v, moving, chunks_of)
             if r is None:
                 continue
-            held = {l for l, o in owner.items() if o == k}
-            for l in held:
-                del owner[l]
-            alt = [o for o in options(w, set(owner) | {int(l) for l in hops.links[h]}) if o[1] != hw]
+            held = np.flatnonzero(owner == k)
+            owner[held] = -1
+            blocked = owner >= 0
+            blocked[hops.links[h]] = True
+            if unicast:
+                moving.discard(cw)
+            chunks_of[w].discard(cw)
+            alt = [o for o in options(w, blocked) if o[1] != hw]
             if alt:
                 _, h2, c2 = alt[0]
-                chunks_of[w].discard(cw)
-                picks[k] = [w, h2, c2]
-                for l in hops.links[h2].tolist():
-                    owner[l] = k
-                chunks_of[w].add(c2)
+                place(w, h2, c2, k)
                 place(v, h, r[1])
-                done = True
                 break
-            for l in held:
-                owner[l] = k
-        if done:
-            continue
+            owner[held] = k
+            chunks_of[w].add(cw)
+            if unicast:
+                moving.add(cw)
     return [(v, h, c) for v, h, c in picks]
 
 
@@ -333,9 +395,9 @@ def _hop_distances(n: int, hops: Hops) -> np.ndarray:
 
 
 def _grow_tree(problem, hops: Hops, h: int, c: int, t: float, busy, has, coming, need,
-               forbidden: set = frozenset()) -> list[int]:
+               forbidden=None) -> list[int]:
     """Hop ``h`` plus, for a multicast collective, the hops from the same sender that branch off it at a
-    multicast switch over free links (none of ``forbidden``: other transfers starting now) to NPUs needing
+    multicast switch over free links (none where ``forbidden`` > 0: other transfers starting now) to NPUs needing
     chunk ``c``."""
     tree = [h]
     if need is None:
@@ -361,7 +423,7 @@ def _grow_tree(problem, hops: Hops, h: int, c: int, t: float, busy, has, coming,
         if k == 0 or not topo.is_switch(nodes[k]) or not topo.switch(nodes[k]).multicast:
             continue
         rest = hops.links[h2][k:]
-        if any(int(l) in used or int(l) in forbidden for l in rest):
+        if any(int(l) in used for l in rest) or (forbidden is not None and np.any(forbidden[rest] > 0)):
             continue
         if np.any(busy[rest] > t + hops.off[h2][k:] + _eps(t)):
             continue

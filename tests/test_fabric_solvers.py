@@ -1,0 +1,219 @@
+"""Every backend that schedules switched fabrics, through the same checker (docs/fabrics.md).
+
+For each solver with the ``fabric`` capability, each collective it supports, on small fabrics (one cut-through
+switch, one store-and-forward switch, one NVLS-like switch, a 2-leaf / 1-spine leaf-spine with 2:1 uplinks, and
+ring8 whose odd NPUs only relay), at a few sizes (1-64 MiB): the schedule replays in the independent verifier
+(``tacos_bench.verify.check``) and its time is at least the fabric lower bound (``lower_bounds()["best_us"]``).
+A backend may refuse a problem only in one line and only for one of the reasons stated below (the test is then
+skipped with that line). Then the known optima on ``switched8`` (the pipeline and ingress bounds met), the
+in-switch All-Reduce against the same switch without in-network ops, and label independence over the roots.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+import numpy as np
+import pytest
+
+from solvers.base import CAP_FABRIC, available_solvers, get_solver, solver_class
+from tacos_bench import Collective, Problem, Topology
+from tacos_bench.bounds import lower_bounds
+from tacos_bench.collective import ALL_REDUCE, KINDS
+from tacos_bench.errors import SolverError
+from tacos_bench.topology.fabrics import leaf_spine
+from tacos_bench.topology.named import build_topology, named_topology
+from tacos_bench.verify import check
+
+REL = 1e-9
+ROOTED = ("broadcast", "reduce", "gather", "scatter")
+
+
+# ------------------------------------------------------------------------------------------------ fabrics
+def _ring8_relay() -> Topology:
+    return build_topology({"name": "ring8", "kind": "ring", "dims": [8], "bw_GiBps": 50.0, "lat_us": 0.5,
+                           "subset": [0, 2, 4, 6], "subset_mode": "relay"})
+
+
+BUILDERS = {
+    "switched8": lambda: named_topology("switched8"),
+    "switched8_sf": lambda: named_topology("switched8_sf"),
+    "switched8_nvls": lambda: named_topology("switched8_nvls"),
+    "leafspine2x4_2to1": lambda: leaf_spine(2, 4, spines=1, oversubscription=2.0),
+    "ring8_relay": _ring8_relay,
+}
+
+
+@functools.cache
+def fabric(name: str) -> Topology:
+    return BUILDERS[name]()
+
+
+def test_the_small_fabrics_are_what_the_matrix_assumes():
+    shapes = {name: (fabric(name).num_npus, fabric(name).num_switches, fabric(name).num_links,
+                     fabric(name).is_fabric) for name in BUILDERS}
+    assert shapes == {"switched8": (8, 1, 16, True), "switched8_sf": (8, 1, 16, True),
+                      "switched8_nvls": (8, 1, 16, True), "leafspine2x4_2to1": (8, 3, 20, True),
+                      "ring8_relay": (4, 4, 16, True)}
+    leaf = fabric("leafspine2x4_2to1")
+    assert float(leaf.bw_GiBps[leaf.link_id(8, 10)]) == 100.0   # 4 x 50 / (2 x 1): the uplink is shared 2:1
+    assert fabric("ring8_relay").meta["node_labels"] == [0, 2, 4, 6, 1, 3, 5, 7]
+
+
+# ------------------------------------------------------------------------------------------------ the matrix
+FABRIC_SOLVERS = [n for n in available_solvers() if CAP_FABRIC in solver_class(n).capabilities]
+
+# The only reasons a backend with the fabric capability may give for refusing a problem in this matrix.
+STATED_REASONS = {
+    # a baseline runs a fabric collective as its copy phase on the fabric's logical topology (solvers/baselines/
+    # fabric.py); dbt has All-Reduce only, so it has no copy phase to run (see test_every_fabric_solver_...)
+    "dbt": r"^dbt runs all_reduce on a switched fabric as its copy phase all_gather, which dbt does not have$",
+    # the in-switch All-Reduce needs a cut-through switch with multicast and reduce on every NPU
+    "nvls": r"has no cut-through switch with multicast and reduce joined to every NPU$",
+}
+
+# (chunks per NPU, buffer MiB, root: "first" or "last" NPU, All-Reduce overlap)
+SIZES = [(1, 1.0, "first", True), (4, 64.0, "last", True), (2, 16.0, "first", False)]
+
+
+def _cases():
+    for name in FABRIC_SOLVERS:
+        for kind in solver_class(name).supported_kinds():
+            for topo in BUILDERS:
+                yield pytest.param(name, kind, topo, id=f"{name}-{kind}-{topo}")
+
+
+def _problem(topo: Topology, kind: str, cpn: int, buffer_mib: float, root: str, overlap: bool) -> Problem:
+    r = 0 if root == "first" else topo.num_npus - 1
+    return Problem(topo, Collective(kind, cpn, buffer_mib, overlap=overlap, root=r if kind in ROOTED else 0))
+
+
+def _solve_or_skip(name: str, problem: Problem):
+    """The backend's result, or a skip with its one-line refusal (which must be a stated reason)."""
+    try:
+        return get_solver(name).solve(problem, seed=0)
+    except SolverError as e:
+        msg = str(e)
+        assert msg and "\n" not in msg, f"{name} refuses in more than one line: {msg!r}"
+        assert name in STATED_REASONS and re.search(STATED_REASONS[name], msg), \
+            f"{name} refuses {problem.kind} on {problem.topology.name} for an unstated reason: {msg}"
+        pytest.skip(f"{name} refuses: {msg}")
+
+
+@pytest.mark.parametrize("name,kind,topo", list(_cases()))
+def test_schedule_verifies_and_respects_the_fabric_bound(name, kind, topo):
+    t = fabric(topo)
+    sizes = SIZES if kind == ALL_REDUCE else [s for s in SIZES if s[3]]   # overlap only changes All-Reduce
+    for cpn, mib, root, overlap in sizes:
+        p = _problem(t, kind, cpn, mib, root, overlap)
+        case = f"{name} {kind} on {topo}, cpn {cpn}, {mib:g} MiB, root {p.collective.root}, overlap {overlap}"
+        result = _solve_or_skip(name, p)
+        assert result.status in ("feasible", "optimal"), f"{case}: status {result.status} ({result.message})"
+        assert result.schedule is not None and len(result.schedule) > 0, case
+        v = check(p, result.schedule)
+        assert v.valid, f"{case}: rejected by the verifier: {v.message}"
+        lb = lower_bounds(p)
+        assert lb["fabric"] is True and lb["best_us"] > 0, case
+        assert v.collective_time_us >= lb["best_us"] * (1 - REL), \
+            f"{case}: {v.collective_time_us} µs is below the lower bound {lb['best_us']} µs ({lb['best_source']})"
+
+
+def _schedules_something(name: str) -> bool:
+    solver = get_solver(name)
+    for kind in solver.supported_kinds():
+        for topo in BUILDERS:
+            try:
+                solver.solve(_problem(fabric(topo), kind, 1, 1.0, "first", True), seed=0)
+                return True
+            except SolverError:
+                pass
+    return False
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=pytest.mark.xfail(
+        strict=True, reason="dbt inherits the fabric capability from BaselineSolver but has no copy phase "
+                            "(All-Gather) to run on a fabric: it refuses every fabric")) if n == "dbt" else n
+    for n in FABRIC_SOLVERS])
+def test_every_fabric_solver_schedules_some_fabric(name):
+    """The capability is a promise: a backend that claims ``fabric`` schedules at least one of the small
+    fabrics (the capability also lists it under 'solvers that do' in every refusal of the others)."""
+    assert _schedules_something(name), f"{name} claims the fabric capability but refuses every small fabric"
+
+
+def test_a_solver_without_the_capability_refuses_in_one_line():
+    others = [n for n in available_solvers() if CAP_FABRIC not in solver_class(n).capabilities]
+    assert others, "every backend claims fabric now: this test has nothing left to check"
+    p = Problem(fabric("switched8"), Collective("all_gather", 1, 1.0))
+    for name in others:
+        with pytest.raises(SolverError) as e:
+            get_solver(name).solve(p, seed=0)
+        msg = str(e.value)
+        assert "\n" not in msg and "does not model switches" in msg and "switched8" in msg, msg
+
+
+# ------------------------------------------------------------------------------------------------ known optima
+def _run(topo: Topology, kind: str, cpn: int, mib: float, root: int = 0, solver: str = "greedy_plus"):
+    p = Problem(topo, Collective(kind, cpn, mib, root=root))
+    v = check(p, get_solver(solver).solve(p, seed=0).schedule)
+    assert v.valid, v.message
+    return v.collective_time_us, lower_bounds(p)
+
+
+def test_switched8_broadcast_is_ten_port_times():
+    """1 GiB in 8 chunks of 128 MiB through one cut-through switch without multicast: a transfer NPU -> switch
+    -> NPU takes 1.0 µs + 128 MiB at 50 GiB/s = 2501 µs (a port time); greedy_plus needs 10 of them, and the
+    bound's pipeline term proves 10 are needed."""
+    t, lb = _run(fabric("switched8"), "broadcast", 8, 1024.0)
+    port_time = 1.0 + 128 / 1024 / 50 * 1e6
+    assert port_time == 2501.0
+    assert t == pytest.approx(10 * port_time, rel=REL) and t == pytest.approx(25_010.0, rel=REL)
+    assert lb["pipeline_us"] == pytest.approx(25_010.0, rel=REL)
+    assert lb["best_us"] == pytest.approx(25_010.0, rel=REL) and lb["best_source"] == "pipeline"
+
+
+@pytest.mark.parametrize("cpn", [1, 4])
+def test_switched8_all_gather_meets_the_ingress_bound(cpn):
+    t, lb = _run(fabric("switched8"), "all_gather", cpn, 1024.0)
+    assert lb["best_source"] == "ingress"
+    assert t == pytest.approx(lb["ingress_us"], rel=REL) and t == pytest.approx(lb["best_us"], rel=REL)
+
+
+def test_in_switch_all_reduce_near_its_bound_and_faster_than_without():
+    t_nvls, lb = _run(fabric("switched8_nvls"), "all_reduce", 16, 64.0)
+    t_plain, _ = _run(fabric("switched8"), "all_reduce", 16, 64.0)
+    assert lb["best_us"] * (1 - REL) <= t_nvls <= 1.07 * lb["best_us"], (t_nvls, lb["best_us"])
+    assert t_plain >= 1.5 * t_nvls, (t_plain, t_nvls)
+
+
+@pytest.mark.parametrize("kind,cpn", [("all_gather", 1), ("broadcast", 8)])
+def test_ratio_to_the_bound_is_the_same_for_every_root(kind, cpn):
+    topo = fabric("switched8")
+    ratios = []
+    for root in range(topo.num_npus):
+        t, lb = _run(topo, kind, cpn, 1024.0, root=root)
+        ratios.append(t / lb["best_us"])
+    assert max(ratios) - min(ratios) <= REL, ratios
+    assert ratios[0] == pytest.approx(1.0, rel=REL)
+
+
+def _interleaved_leafspine() -> Topology:
+    """leafspine2x4_2to1 with NPU ids dealt to the leaves in turn (NPU i on leaf i % 2), not in blocks."""
+    base = fabric("leafspine2x4_2to1")
+    n = base.num_npus
+    perm = np.array([(i % 4) * 2 + i // 4 for i in range(n)] + list(range(n, base.num_nodes)))
+    edges = [(int(perm[u]), int(perm[v]), b, l) for u, v, b, l in base.edges()]
+    return Topology.from_edges(n, edges, name="leafspine2x4_2to1_interleaved", switches=base.switches)
+
+
+@pytest.mark.parametrize("kind,cpn", [("all_gather", 2), ("broadcast", 4)])
+def test_leafspine_ratio_does_not_depend_on_how_npus_are_numbered(kind, cpn):
+    """The same leaf-spine numbered by blocks and interleaved: the bounds agree and greedy_plus's ratio to them
+    is the same (its rules read tiers and switches, not ids)."""
+    blocks, mixed = fabric("leafspine2x4_2to1"), _interleaved_leafspine()
+    assert sorted(mixed.edges()) != sorted(blocks.edges())
+    tb, lbb = _run(blocks, kind, cpn, 64.0)
+    tm, lbm = _run(mixed, kind, cpn, 64.0)
+    assert lbm["best_us"] == pytest.approx(lbb["best_us"], rel=REL)
+    assert tm / lbm["best_us"] == pytest.approx(tb / lbb["best_us"], rel=1e-6), (tb, tm, lbb["best_us"])
