@@ -45,6 +45,7 @@ class Hops:
     max_switches: int
     link_pad: np.ndarray = None  # [H, longest] links of each hop, padded with the id num_links (a free dummy)
     off_pad: np.ndarray = None   # [H, longest] their offsets (0 on the padding)
+    end_pad: np.ndarray = None   # [H, longest] their ends (0 on the padding)
 
     def __len__(self) -> int:
         return len(self.src)
@@ -130,9 +131,11 @@ def build_hops(topo: Topology, chunk_bytes: int, max_switches: int = 0) -> Hops:
     width = max((len(r[2]) for r in rows), default=1)
     link_pad = np.full((len(rows), width), topo.num_links, dtype=np.int64)
     off_pad = np.zeros((len(rows), width))
+    end_pad = np.zeros((len(rows), width))
     for h, r in enumerate(rows):
         link_pad[h, :len(r[2])] = r[2]
         off_pad[h, :len(r[3])] = r[3]
+        end_pad[h, :len(r[4])] = r[4]
     return Hops(src=np.array([r[1][0] for r in rows], dtype=np.int64),
                 dst=np.array([r[1][-1] for r in rows], dtype=np.int64),
                 dur=np.array([r[0] for r in rows], dtype=np.float64),
@@ -140,7 +143,7 @@ def build_hops(topo: Topology, chunk_bytes: int, max_switches: int = 0) -> Hops:
                 off=[np.array(r[3]) for r in rows], end=[np.array(r[4]) for r in rows],
                 segments=[r[5] for r in rows], into=[np.array(x, dtype=np.int64) for x in into],
                 out_of=[np.array(x, dtype=np.int64) for x in out_of], max_switches=max_switches,
-                link_pad=link_pad, off_pad=off_pad)
+                link_pad=link_pad, off_pad=off_pad, end_pad=end_pad)
 
 
 def _connected(topo: Topology, m: int) -> bool:

@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 from solvers.base import CAP_FABRIC, available_solvers, get_solver, solver_class
-from tacos_bench import Collective, Problem, Topology
+from tacos_bench import Collective, Problem, Schedule, Topology
 from tacos_bench.bounds import lower_bounds
-from tacos_bench.collective import ALL_REDUCE, KINDS
+from tacos_bench.collective import ALL_REDUCE
 from tacos_bench.errors import SolverError
 from tacos_bench.topology.fabrics import leaf_spine
 from tacos_bench.topology.named import build_topology, named_topology
@@ -77,11 +77,22 @@ STATED_REASONS = {
 SIZES = [(1, 1.0, "first", True), (4, 64.0, "last", True), (2, 16.0, "first", False)]
 
 
+# Known violations, each strict: when the cause is fixed the case passes and the mark must go.
+SF_STARTUP_BUG = ("the Broadcast start-up bound (bounds_fabric._copy_bounds, pipeline_us) assumes the holders "
+                  "at most multiply by 1 + p per two hops through a store-and-forward switch, but a switch "
+                  "that buffers several copies lets them grow by Fibonacci: 1 MiB on switched8_sf is "
+                  "scheduled in 5 link times, the bound says 6 (test_store_forward_broadcast_...)")
+KNOWN = {(solver, kind, "switched8_sf"): SF_STARTUP_BUG
+         for solver in ("greedy", "greedy_plus") for kind in ("broadcast", "reduce")}
+
+
 def _cases():
     for name in FABRIC_SOLVERS:
         for kind in solver_class(name).supported_kinds():
             for topo in BUILDERS:
-                yield pytest.param(name, kind, topo, id=f"{name}-{kind}-{topo}")
+                why = KNOWN.get((name, kind, topo))
+                marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
+                yield pytest.param(name, kind, topo, id=f"{name}-{kind}-{topo}", marks=marks)
 
 
 def _problem(topo: Topology, kind: str, cpn: int, buffer_mib: float, root: str, overlap: bool) -> Problem:
@@ -208,12 +219,39 @@ def _interleaved_leafspine() -> Topology:
 
 
 @pytest.mark.parametrize("kind,cpn", [("all_gather", 2), ("broadcast", 4)])
-def test_leafspine_ratio_does_not_depend_on_how_npus_are_numbered(kind, cpn):
-    """The same leaf-spine numbered by blocks and interleaved: the bounds agree and greedy_plus's ratio to them
-    is the same (its rules read tiers and switches, not ids)."""
+def test_leafspine_numbering_changes_the_ratio_little(kind, cpn):
+    """The same leaf-spine numbered by blocks and interleaved: the bounds agree exactly; greedy_plus breaks
+    ties by id, so its ratio to them may differ a little (measured when written: All-Gather 1.0768 by blocks,
+    1.0714 interleaved; Broadcast 1.3355 and 1.3344), but not by more than 1 %."""
     blocks, mixed = fabric("leafspine2x4_2to1"), _interleaved_leafspine()
     assert sorted(mixed.edges()) != sorted(blocks.edges())
     tb, lbb = _run(blocks, kind, cpn, 64.0)
     tm, lbm = _run(mixed, kind, cpn, 64.0)
     assert lbm["best_us"] == pytest.approx(lbb["best_us"], rel=REL)
-    assert tm / lbm["best_us"] == pytest.approx(tb / lbb["best_us"], rel=1e-6), (tb, tm, lbb["best_us"])
+    assert abs(tm / lbm["best_us"] - tb / lbb["best_us"]) <= 0.01, (tb, tm, lbb["best_us"])
+
+
+# ------------------------------------------------------------------------------------------------ a bound to fix
+@pytest.mark.xfail(strict=True, reason=SF_STARTUP_BUG)
+def test_store_forward_broadcast_in_five_link_times_is_above_its_bound():
+    """Broadcast of one 1 MiB chunk from NPU 0 on switched8_sf (switch 8 buffers, no multicast: each copy it
+    sends consumes one copy it received). Link time tau = 0.5 + 1 MiB at 50 GiB/s = 20.03125 µs. The root
+    keeps feeding the switch while every NPU that has the chunk feeds it too; NPUs holding the chunk go
+    1, 2, 3, 5, 8 at 1..5 tau (Fibonacci), so the Broadcast ends at 5 tau. The verifier accepts it; the bound
+    must not exceed it."""
+    topo = fabric("switched8_sf")
+    p = Problem(topo, Collective("broadcast", 1, 1.0, root=0))
+    tau = 0.5 + 2**20 / (50 * 2**30 / 1e6)
+    assert tau == 20.03125
+    sw = 8
+    feeds = {1: [0], 2: [0, 2], 3: [0, 2, 4]}           # rounds (1-based, ending at r tau) -> NPUs sending in
+    serves = {1: [2], 2: [4], 3: [1, 3], 4: [5, 6, 7]}  # the switch's outgoing copies starting at r tau
+    rows = [(0, 0, sw, 0.0, tau, "copy")]
+    rows += [(0, u, sw, r * tau, (r + 1) * tau, "copy") for r, us in feeds.items() for u in us]
+    rows += [(0, sw, v, r * tau, (r + 1) * tau, "copy") for r, vs in serves.items() for v in vs]
+    v = check(p, Schedule.from_rows(rows))
+    assert v.valid, v.message
+    assert v.collective_time_us == pytest.approx(5 * tau, rel=REL)
+    lb = lower_bounds(p)
+    assert lb["best_us"] <= v.collective_time_us * (1 + REL), \
+        f"{lb['best_source']} bound {lb['best_us']} µs > a verified schedule's {v.collective_time_us} µs"

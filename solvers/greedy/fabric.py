@@ -39,7 +39,8 @@ def _eps(t: float) -> float:
 
 def fabric_copy(problem: Problem, *, seed: int = 0, max_switches: int = 0, chunk_order: str = "rarest",
                 link_free: np.ndarray | None = None, chunk_ready: np.ndarray | None = None,
-                hops: Hops | None = None, local_first: bool = False, stats: dict | None = None) -> Schedule:
+                hops: Hops | None = None, local_first: bool = False, engine: str = "auto",
+                stats: dict | None = None) -> Schedule:
     """A schedule of the copy collective of ``problem`` (a switched fabric or not).
 
     Parameters
@@ -55,6 +56,10 @@ def fabric_copy(problem: Problem, *, seed: int = 0, max_switches: int = 0, chunk
     local_first : bool
         Over a hop, offer only chunks that no NPU with a faster hop to the receiver holds or is receiving
         (a slow NIC then brings what the node lacks, and the NVSwitch spreads it).
+    engine : {"auto", "python"}
+        ``auto``: All-Gather and Broadcast on the compiled kernel (:mod:`solvers.greedy._kernel_fabric`; on
+        large problems it looks at no more than ``SCAN_CAP`` candidate chunks per hop), the rest in Python;
+        ``python``: everything in Python (the reference the kernel is tested against).
     link_free, chunk_ready : array, optional
         A start state: link ``l`` is free from ``link_free[l]``; chunk ``c`` is at its source from
         ``chunk_ready[c]`` (All-Reduce's All-Gather phase after its Reduce-Scatter).
@@ -68,8 +73,8 @@ def fabric_copy(problem: Problem, *, seed: int = 0, max_switches: int = 0, chunk
     >>> p = Problem(Topology.from_edges(8, e, switches=[Switch()]), Collective("broadcast", 8, 1024))
     >>> s = fabric_copy(p)
     >>> t = 1.0 + 128 * 2**20 / (50 * 2**30) * 1e6     # one chunk through the switch
-    >>> round(verify(p, s).collective_time_us / t, 3)  # 8 sends out of the root, then one more hop
-    9.0
+    >>> round(verify(p, s).collective_time_us / t, 3)  # 3 port times to reach all 8 NPUs, then 7 more chunks
+    10.0
     """
     if not problem.collective.copies:
         raise SolverError(f"fabric_copy schedules copy collectives, not {problem.kind}")
@@ -112,6 +117,9 @@ def fabric_copy(problem: Problem, *, seed: int = 0, max_switches: int = 0, chunk
         route_next = _balanced_routes(topo, hops, dist, src_of, dst_of, key) if local_first else None
     if missing == 0:
         return Schedule.empty()
+    if multicast_kind and engine != "python":
+        return _compiled_multicast(problem, hops, key, seed, chunk_order == "rarest", local_first, ready,
+                                   link_free, stats)
 
     rows: list[tuple] = []
     hop_links = hops.links
@@ -241,6 +249,104 @@ def fabric_copy(problem: Problem, *, seed: int = 0, max_switches: int = 0, chunk
     if stats is not None:
         stats.update(engine="fabric", hops=len(hops), max_route_switches=hops.max_switches, transfers=len(rows))
     return _rows_to_schedule(rows)
+
+
+def warmup_fabric() -> float:
+    """Compile the fabric kernel (once per machine: numba caches it) on a tiny switch; returns the seconds."""
+    import time
+
+    from tacos_bench.collective import Collective
+    from tacos_bench.topology import Switch, Topology
+
+    t0 = time.perf_counter()
+    e = [(i, 2, 50.0, 0.5) for i in range(2)] + [(2, i, 50.0, 0.5) for i in range(2)]
+    fabric_copy(Problem(Topology.from_edges(2, e, switches=[Switch(multicast=True)]), Collective("all_gather", 1, 1)))
+    return time.perf_counter() - t0
+
+
+# the compiled kernel scans every candidate chunk of a hop up to this many NPUs x chunks, else SCAN_CAP of them
+SCAN_ALL_MAX_PAIRS = 1 << 18
+SCAN_CAP = 32
+
+
+def _compiled_multicast(problem: Problem, hops: Hops, key, seed: int, rarest: bool, local_first: bool, ready,
+                        link_free, stats) -> Schedule:
+    """All-Gather / Broadcast on the compiled kernel; rows per segment, as :func:`_reserve` writes them."""
+    from ._kernel_fabric import fabric_multicast_kernel
+
+    topo = problem.topology
+    n, C, L = problem.num_npus, problem.num_chunks, topo.num_links
+    arr = _kernel_arrays(topo, hops)
+    busy0 = np.full(L + 1, -np.inf)
+    busy0[:L] = 0.0 if link_free is None else np.asarray(link_free, dtype=np.float64)
+    cap = 0 if n * C <= SCAN_ALL_MAX_PAIRS else SCAN_CAP
+    ch, hop, seg, start, end, left, n_events = fabric_multicast_kernel(
+        n, C, np.asarray(problem.sources, dtype=np.int64), key, int(seed) % (2**32), rarest, local_first, cap,
+        np.asarray(ready, dtype=np.float64), busy0, hops.src, hops.dst, hops.dur, hops.link_pad, hops.off_pad,
+        hops.end_pad, arr["hlen"], arr["into_ptr"], arr["into_idx"], arr["grp"], arr["grp_ptr"], arr["grp_idx"],
+        arr["mc_pos"], arr["seg_ptr"], arr["seg_a"], arr["seg_b"], arr["seg_start_node"], arr["near_ptr"],
+        arr["near_npu"], arr["near_dur"])
+    if left:
+        raise SolverError(f"{topo.name}: the fabric greedy is stuck with {left} (NPU, chunk) pairs unreached "
+                          "(no hop reaches them)")
+    if stats is not None:
+        stats.update(engine="fabric_kernel", hops=len(hops), max_route_switches=hops.max_switches,
+                     transfers=len(ch), events=int(n_events), scan_cap=cap)
+    routed = bool(np.any(arr["seg_route"] != ""))
+    return Schedule(ch, arr["seg_src"][seg], arr["seg_dst"][seg], start, end, np.zeros(len(ch), dtype=np.int8),
+                    route=arr["seg_route"][seg] if routed else None).sorted()
+
+
+def _kernel_arrays(topo, hops: Hops) -> dict:
+    """The hop structure as the kernel's arrays: CSR of hops into each NPU, multicast branch groups (hops from
+    one sender that share their links up to their first multicast switch), segments, faster senders."""
+    H, n = len(hops), topo.num_npus
+    hlen = np.array([len(x) for x in hops.links], dtype=np.int64)
+    into_ptr = np.zeros(n + 1, dtype=np.int64)
+    into_ptr[1:] = np.cumsum([len(x) for x in hops.into])
+    into_idx = np.concatenate(hops.into).astype(np.int64) if H else np.zeros(0, np.int64)
+    mc = np.zeros(topo.num_nodes, dtype=bool)
+    for i, sw in enumerate(topo.switches):
+        mc[n + i] = sw.multicast
+    mc_pos = np.full(H, -1, dtype=np.int64)
+    grp = np.full(H, -1, dtype=np.int64)
+    groups: dict = {}
+    for h in range(H):
+        nodes = hops.nodes[h]
+        p = next((k for k in range(1, len(nodes) - 1) if mc[nodes[k]]), -1)
+        if p > 0:
+            mc_pos[h] = p
+            grp[h] = groups.setdefault((nodes[0], tuple(hops.links[h][:p].tolist())), len(groups))
+    members: list[list[int]] = [[] for _ in groups]
+    for h in range(H):
+        if grp[h] >= 0:
+            members[grp[h]].append(h)
+    grp_ptr = np.zeros(len(members) + 1, dtype=np.int64)
+    grp_ptr[1:] = np.cumsum([len(m) for m in members])
+    grp_idx = np.array([h for m in members for h in m], dtype=np.int64)
+    seg_ptr = np.zeros(H + 1, dtype=np.int64)
+    seg_ptr[1:] = np.cumsum([len(s) for s in hops.segments])
+    seg_a = np.array([a for s in hops.segments for a, _ in s], dtype=np.int64)
+    seg_b = np.array([b for s in hops.segments for _, b in s], dtype=np.int64)
+    paths = [hops.nodes[h][a:b + 2] for h in range(H) for a, b in hops.segments[h]]
+    seg_start_node = np.array([p[0] for p in paths], dtype=np.int64)
+    seg_src = seg_start_node
+    seg_dst = np.array([p[-1] for p in paths], dtype=np.int64)
+    seg_route = np.array([">".join(map(str, p)) if len(p) > 2 else "" for p in paths], dtype=object)
+    best_in = np.full((n, n), np.inf)
+    np.minimum.at(best_in, (hops.src, hops.dst), hops.dur)
+    near_npu, near_dur, near_ptr = [], [], [0]
+    for v in range(n):
+        w = np.flatnonzero(np.isfinite(best_in[:, v]))
+        w = w[np.argsort(best_in[w, v], kind="stable")]
+        near_npu.extend(w.tolist())
+        near_dur.extend(best_in[w, v].tolist())
+        near_ptr.append(len(near_npu))
+    return dict(hlen=hlen, into_ptr=into_ptr, into_idx=into_idx, grp=grp, grp_ptr=grp_ptr, grp_idx=grp_idx,
+                mc_pos=mc_pos, seg_ptr=seg_ptr, seg_a=seg_a, seg_b=seg_b, seg_start_node=seg_start_node,
+                seg_src=seg_src, seg_dst=seg_dst, seg_route=seg_route,
+                near_ptr=np.array(near_ptr, dtype=np.int64), near_npu=np.array(near_npu, dtype=np.int64),
+                near_dur=np.array(near_dur, dtype=np.float64))
 
 
 def _match(order: list[int], hops: Hops, t: float, busy, best_chunk, offers=None,

@@ -1,0 +1,388 @@
+"""The fabric greedy's event loop for the multicast collectives (All-Gather, Broadcast), compiled (numba).
+
+The rules are those of :mod:`solvers.greedy.fabric` (which documents them and keeps the Python loop for the
+unicast collectives); this kernel runs them on arrays so a 1,024-GPU rail-optimized cluster synthesizes in
+seconds: holdings are bitsets (64 chunks per word), a hop's offer is the rarest chunk of ``sender holds and
+receiver lacks`` scanned word by word, and each event rebuilds only what changed.
+
+Outputs one row per (chunk, hop, segment): ``(chunk, hop, segment, start, end)``; the caller turns hops and
+segments into ``src``/``dst``/``route``.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+from numba import njit
+
+BIG = 1 << 40
+
+
+# the index of the lowest set bit of a 64-bit word (de Bruijn multiplication)
+_DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
+_DB_TABLE = np.array([0, 1, 48, 2, 57, 49, 28, 3, 61, 58, 50, 42, 38, 29, 17, 4, 62, 55, 59, 36, 53, 51, 43, 22,
+                      45, 39, 33, 30, 24, 18, 12, 5, 63, 47, 56, 27, 60, 41, 37, 16, 54, 35, 52, 21, 44, 32, 23, 11,
+                      46, 26, 40, 15, 34, 20, 31, 10, 25, 14, 19, 9, 13, 8, 7, 6], dtype=np.int64)
+
+
+@njit(cache=True)
+def _best_in_words(cand, holders, key, rarest, cap, start):
+    """The best chunk among the set bits of ``cand`` (min holders, then key; or min key), looking at no more
+    than ``cap`` candidates (0: all) from word ``start`` on: (chunk, holders, key)."""
+    best_c = -1
+    best_h = BIG
+    best_k = 2.0
+    W = cand.shape[0]
+    seen = 0
+    for step in range(W):
+        wi = (start + step) % W
+        x = cand[wi]
+        while x:
+            low = x & (~x + np.uint64(1))
+            c = wi * 64 + _DB_TABLE[(low * _DEBRUIJN) >> np.uint64(58)]
+            h = holders[c] if rarest else 0
+            k = key[c]
+            if h < best_h or (h == best_h and k < best_k):
+                best_c = c
+                best_h = h
+                best_k = k
+            x ^= low
+            seen += 1
+            if cap > 0 and seen >= cap:
+                return best_c, best_h, best_k
+    return best_c, best_h, best_k
+
+
+@njit(cache=True)
+def _offer(h, v, hsrc, has, coming, picked, near_ptr, near_npu, near_dur, hdur, holders, key, rarest,
+           local_first, cand, cap):
+    """Fill ``cand`` with the chunks hop ``h`` may bring ``v``; return its best (chunk, holders, key)."""
+    u = hsrc[h]
+    W = cand.shape[0]
+    for wi in range(W):
+        cand[wi] = has[u, wi] & ~(has[v, wi] | coming[v, wi] | picked[v, wi])
+    if local_first:
+        lim = hdur[h] * (1.0 - 1e-9)
+        for j in range(near_ptr[v], near_ptr[v + 1]):
+            if near_dur[j] >= lim:
+                break
+            w = near_npu[j]
+            if w == u:
+                continue
+            for wi in range(W):
+                cand[wi] &= ~(has[w, wi] | coming[w, wi] | picked[w, wi])
+    return _best_in_words(cand, holders, key, rarest, cap, (h + v) % W)
+
+
+@njit(cache=True)
+def _hop_free(h, t, eps, busy, link_pad, off_pad, owner):
+    for k in range(link_pad.shape[1]):
+        l = link_pad[h, k]
+        if busy[l] > t + off_pad[h, k] + eps or owner[l] != -1:
+            return False
+    return True
+
+
+@njit(cache=True)
+def fabric_multicast_kernel(n, C, src_of, key, seed, rarest, local_first, cap, ready, busy0,
+                            hsrc, hdst, hdur, link_pad, off_pad, end_pad, hlen,
+                            into_ptr, into_idx, grp, grp_ptr, grp_idx, mc_pos,
+                            seg_ptr, seg_a, seg_b, seg_start_node,
+                            near_ptr, near_npu, near_dur):
+    np.random.seed(seed)
+    W = (C + 63) // 64
+    L1 = busy0.shape[0]           # links + the padding link (always free)
+    busy = busy0.copy()
+    has = np.zeros((n, W), dtype=np.uint64)
+    coming = np.zeros((n, W), dtype=np.uint64)
+    picked = np.zeros((n, W), dtype=np.uint64)
+    holders = np.zeros(C, dtype=np.int64)
+    got = np.zeros(n, dtype=np.int64)
+    need = np.int64(0)
+    events = [(0.0, np.int64(0), np.int64(0))]
+    events.pop()
+    for c in range(C):
+        s = src_of[c]
+        holders[c] += 1
+        got[s] += 1
+        coming[s, c // 64] |= np.uint64(1) << np.uint64(c % 64)
+        heapq.heappush(events, (ready[c], np.int64(s), np.int64(c)))
+    need = np.int64(n - 1) * C
+    # rows out
+    r_chunk = []
+    r_hop = []
+    r_seg = []
+    r_start = []
+    r_end = []
+    owner = np.full(L1, -1, dtype=np.int64)
+    pending = np.zeros(L1, dtype=np.int64)
+    cand = np.zeros(W, dtype=np.uint64)
+    t = ready.min()
+    pk_v = np.empty(n * 4, dtype=np.int64)
+    pk_h = np.empty(n * 4, dtype=np.int64)
+    pk_c = np.empty(n * 4, dtype=np.int64)
+    touched = np.empty(n * 4, dtype=np.int64)
+    in_tree = np.zeros(n, dtype=np.bool_)
+    used = np.zeros(L1, dtype=np.bool_)
+    n_events = 0
+    while True:
+        eps = 1e-9 * max(1.0, abs(t))
+        while len(events) > 0 and events[0][0] <= t + eps:
+            e = heapq.heappop(events)
+            v = e[1]
+            c = e[2]
+            wi = c // 64
+            bit = np.uint64(1) << np.uint64(c % 64)
+            if not (has[v, wi] & bit):
+                has[v, wi] |= bit
+                coming[v, wi] &= ~bit
+                if src_of[c] != v:
+                    need -= 1
+        if need == 0:
+            break
+        n_events += 1
+        # the neediest receivers first, ties at random
+        order = np.argsort(got + np.random.random(n) * 0.5)
+        # ---- greedy matching
+        npk = 0
+        for oi in range(n):
+            v = order[oi]
+            while True:
+                bh = -1
+                bc = -1
+                bscore_h = BIG
+                bscore_d = 0.0
+                bscore_k = 2.0
+                for j in range(into_ptr[v], into_ptr[v + 1]):
+                    h = into_idx[j]
+                    if not _hop_free(h, t, eps, busy, link_pad, off_pad, owner):
+                        continue
+                    c, hh, kk = _offer(h, v, hsrc, has, coming, picked, near_ptr, near_npu, near_dur, hdur,
+                                       holders, key, rarest, local_first, cand, cap)
+                    if c < 0:
+                        continue
+                    d = hdur[h]
+                    if (hh < bscore_h or (hh == bscore_h and (d < bscore_d or (d == bscore_d and kk < bscore_k)))):
+                        bh = h
+                        bc = c
+                        bscore_h = hh
+                        bscore_d = d
+                        bscore_k = kk
+                if bh < 0:
+                    break
+                if npk >= pk_v.shape[0]:
+                    pk_v = np.concatenate((pk_v, np.empty(pk_v.shape[0], dtype=np.int64)))
+                    pk_h = np.concatenate((pk_h, np.empty(pk_h.shape[0], dtype=np.int64)))
+                    pk_c = np.concatenate((pk_c, np.empty(pk_c.shape[0], dtype=np.int64)))
+                    touched = np.concatenate((touched, np.empty(touched.shape[0], dtype=np.int64)))
+                pk_v[npk] = v
+                pk_h[npk] = bh
+                pk_c[npk] = bc
+                for k in range(hlen[bh]):
+                    owner[link_pad[bh, k]] = npk
+                picked[v, bc // 64] |= np.uint64(1) << np.uint64(bc % 64)
+                npk += 1
+        # ---- augment: a receiver without a pick takes a hop held by one other pick that can move
+        for q in range(npk):
+            in_tree[pk_v[q]] = True          # (borrowed as "has a pick" until the commit)
+        for oi in range(n):
+            v = order[oi]
+            if in_tree[v]:
+                continue
+            for j in range(into_ptr[v], into_ptr[v + 1]):
+                h = into_idx[j]
+                k_block = -1
+                ok = True
+                for k in range(link_pad.shape[1]):
+                    l = link_pad[h, k]
+                    if busy[l] > t + off_pad[h, k] + eps:
+                        ok = False
+                        break
+                    o = owner[l]
+                    if o >= 0:
+                        if k_block >= 0 and o != k_block:
+                            ok = False
+                            break
+                        k_block = o
+                if not ok or k_block < 0:
+                    continue
+                c, hh, kk = _offer(h, v, hsrc, has, coming, picked, near_ptr, near_npu, near_dur, hdur, holders,
+                                   key, rarest, local_first, cand, cap)
+                if c < 0:
+                    continue
+                w = pk_v[k_block]
+                hw = pk_h[k_block]
+                cw = pk_c[k_block]
+                # release k_block, block h's links, look for another hop for w
+                for k in range(hlen[hw]):
+                    owner[link_pad[hw, k]] = -1
+                for k in range(hlen[h]):
+                    owner[link_pad[h, k]] = -2
+                picked[w, cw // 64] &= ~(np.uint64(1) << np.uint64(cw % 64))
+                h2 = -1
+                c2 = -1
+                b2 = BIG
+                d2 = 0.0
+                k2 = 2.0
+                for j2 in range(into_ptr[w], into_ptr[w + 1]):
+                    g = into_idx[j2]
+                    if g == hw or not _hop_free(g, t, eps, busy, link_pad, off_pad, owner):
+                        continue
+                    cc, gh, gk = _offer(g, w, hsrc, has, coming, picked, near_ptr, near_npu, near_dur, hdur,
+                                        holders, key, rarest, local_first, cand, cap)
+                    if cc < 0:
+                        continue
+                    gd = hdur[g]
+                    if gh < b2 or (gh == b2 and (gd < d2 or (gd == d2 and gk < k2))):
+                        h2 = g
+                        c2 = cc
+                        b2 = gh
+                        d2 = gd
+                        k2 = gk
+                for k in range(hlen[h]):
+                    owner[link_pad[h, k]] = -1
+                if h2 >= 0:
+                    pk_h[k_block] = h2
+                    pk_c[k_block] = c2
+                    for k in range(hlen[h2]):
+                        owner[link_pad[h2, k]] = k_block
+                    picked[w, c2 // 64] |= np.uint64(1) << np.uint64(c2 % 64)
+                    if npk >= pk_v.shape[0]:
+                        pk_v = np.concatenate((pk_v, np.empty(pk_v.shape[0], dtype=np.int64)))
+                        pk_h = np.concatenate((pk_h, np.empty(pk_h.shape[0], dtype=np.int64)))
+                        pk_c = np.concatenate((pk_c, np.empty(pk_c.shape[0], dtype=np.int64)))
+                        touched = np.concatenate((touched, np.empty(touched.shape[0], dtype=np.int64)))
+                    pk_v[npk] = v
+                    pk_h[npk] = h
+                    pk_c[npk] = c
+                    for k in range(hlen[h]):
+                        owner[link_pad[h, k]] = npk
+                    picked[v, c // 64] |= np.uint64(1) << np.uint64(c % 64)
+                    npk += 1
+                    in_tree[v] = True
+                    break
+                for k in range(hlen[hw]):
+                    owner[link_pad[hw, k]] = k_block
+                picked[w, cw // 64] |= np.uint64(1) << np.uint64(cw % 64)
+        # ---- commit: each pick grows its multicast tree and reserves its links
+        for q in range(npk):
+            in_tree[pk_v[q]] = False
+        for q in range(npk):
+            for k in range(hlen[pk_h[q]]):
+                pending[link_pad[pk_h[q], k]] += 1
+        for q in range(npk):
+            v = pk_v[q]
+            h = pk_h[q]
+            c = pk_c[q]
+            for k in range(hlen[h]):
+                pending[link_pad[h, k]] -= 1
+            wi = c // 64
+            bit = np.uint64(1) << np.uint64(c % 64)
+            if (has[v, wi] & bit) or (coming[v, wi] & bit):
+                continue
+            okh = True
+            for k in range(hlen[h]):
+                if busy[link_pad[h, k]] > t + off_pad[h, k] + eps:
+                    okh = False
+                    break
+            if not okh:
+                continue
+            # the tree: h plus branches at its first multicast switch
+            tree = [h]
+            in_tree[v] = True
+            for k in range(hlen[h]):
+                used[link_pad[h, k]] = True
+            p = mc_pos[h]
+            if p >= 0:
+                g = grp[h]
+                for j in range(grp_ptr[g], grp_ptr[g + 1]):
+                    h2 = grp_idx[j]
+                    w = hdst[h2]
+                    if in_tree[w] or src_of[c] == w or (has[w, wi] & bit) or (coming[w, wi] & bit):
+                        continue
+                    okb = True
+                    for k in range(p, hlen[h2]):
+                        l = link_pad[h2, k]
+                        if used[l] or pending[l] > 0 or busy[l] > t + off_pad[h2, k] + eps:
+                            okb = False
+                            break
+                    if not okb:
+                        continue
+                    tree.append(h2)
+                    in_tree[w] = True
+                    for k in range(p, hlen[h2]):
+                        used[link_pad[h2, k]] = True
+            # rows: segments starting at the same node and time share their first links: one end for all
+            for x in tree:
+                for k in range(hlen[x]):
+                    used[link_pad[x, k]] = False
+                in_tree[hdst[x]] = False
+            m = len(tree)
+            # the latest end of each (segment start node, start time) among the tree's segments
+            for a in range(m):
+                x = tree[a]
+                for sidx in range(seg_ptr[x], seg_ptr[x + 1]):
+                    st = t + off_pad[x, seg_a[sidx]]
+                    en = t + end_pad[x, seg_a[sidx]]
+                    node = seg_start_node[sidx]
+                    for b in range(m):
+                        y = tree[b]
+                        for s2 in range(seg_ptr[y], seg_ptr[y + 1]):
+                            if seg_start_node[s2] == node and abs(t + off_pad[y, seg_a[s2]] - st) <= eps:
+                                e2 = t + end_pad[y, seg_a[s2]]
+                                if e2 > en:
+                                    en = e2
+                    # a segment identical to one already written (shared prefix) is written once
+                    dup = False
+                    for b in range(a):
+                        y = tree[b]
+                        for s2 in range(seg_ptr[y], seg_ptr[y + 1]):
+                            if (seg_b[s2] - seg_a[s2] == seg_b[sidx] - seg_a[sidx]
+                                    and abs(off_pad[y, seg_a[s2]] - off_pad[x, seg_a[sidx]]) <= eps):
+                                same = True
+                                for k in range(seg_b[sidx] - seg_a[sidx] + 1):
+                                    if link_pad[y, seg_a[s2] + k] != link_pad[x, seg_a[sidx] + k]:
+                                        same = False
+                                        break
+                                if same:
+                                    dup = True
+                                    break
+                        if dup:
+                            break
+                    for k in range(seg_a[sidx], seg_b[sidx] + 1):
+                        l = link_pad[x, k]
+                        if busy[l] < en:
+                            busy[l] = en
+                    if not dup:
+                        r_chunk.append(c)
+                        r_hop.append(x)
+                        r_seg.append(sidx)
+                        r_start.append(st)
+                        r_end.append(en)
+                    if sidx == seg_ptr[x + 1] - 1:
+                        w = hdst[x]
+                        coming[w, wi] |= bit
+                        holders[c] += 1
+                        got[w] += 1
+                        heapq.heappush(events, (en, np.int64(w), np.int64(c)))
+        # reset this event's marks
+        for q in range(npk):
+            v = pk_v[q]
+            for wi in range(W):
+                picked[v, wi] = np.uint64(0)
+            for k in range(hlen[pk_h[q]]):
+                owner[link_pad[pk_h[q], k]] = -1
+        # the next event: an arrival, or a link becoming free
+        nxt = np.inf
+        if len(events) > 0:
+            nxt = events[0][0]
+        for l in range(L1 - 1):
+            if busy[l] > t + eps and busy[l] < nxt:
+                nxt = busy[l]
+        if nxt == np.inf:
+            return (np.array(r_chunk, dtype=np.int64), np.array(r_hop, dtype=np.int64),
+                    np.array(r_seg, dtype=np.int64), np.array(r_start), np.array(r_end), need, n_events)
+        t = nxt
+    return (np.array(r_chunk, dtype=np.int64), np.array(r_hop, dtype=np.int64), np.array(r_seg, dtype=np.int64),
+            np.array(r_start), np.array(r_end), need, n_events)
