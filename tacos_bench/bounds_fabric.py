@@ -12,8 +12,9 @@ store-and-forward node before it and to the next one after it.
   node's NVSwitch and its GPUs, a leaf and its NPUs), every chunk needed inside from outside crosses the links
   into the set at least once, and every chunk needed outside from inside crosses the links out.
 * **start-up** (Broadcast without multicast anywhere): the NPUs holding something at most multiply by ``1 + p``
-  per shortest transfer (``p``: the most out-links of an NPU), so the last NPU receives its first chunk only
-  after ``ceil(log_{1+p} N)`` of them, and the rest of its ``K`` chunks after that over its in-links.
+  per shortest transfer (``p``: the most out-links of an NPU; slower growth through store-and-forward switches,
+  :func:`_startup_us`), so the last NPU receives its first chunk only after ``ceil(log_{1+p} N)`` of them, and
+  the rest of its ``K`` chunks after that over its in-links.
 * **distance**: the least route latency between a chunk's source and a destination, plus the chunk at the
   fastest link.
 
@@ -129,6 +130,24 @@ def _groups(topo: Topology) -> list[np.ndarray]:
     return out
 
 
+def _startup_us(occ: np.ndarray, lag: np.ndarray, out_links: list, n: int) -> float:
+    """The least time before every NPU holds some chunk, with no multicast: a holder starts at most ``p`` new
+    transfers (its out-links) per ``s`` (the shortest occupancy of an NPU's out-link), and a transfer takes at
+    least ``d`` of those slots to land at an NPU (``d > 1`` through store-and-forward switches, which buffer
+    copies while the sender already sends the next). So holders at slot ``k`` are at most
+    ``H(k) = H(k-1) + p H(k-d)`` (``(1+p)^k`` when ``d = 1``; Fibonacci through a store-and-forward switch);
+    the last NPU gets its first chunk no earlier than ``k s`` for the least ``k`` with ``H(k) >= N``."""
+    links = np.concatenate(out_links)
+    s = float(occ[links].min())
+    d = max(1, int(math.floor(float((occ + lag)[links].min()) / s + 1e-9)))
+    p = int(max(len(x) for x in out_links))
+    H = [1]
+    while H[-1] < n:
+        k = len(H)
+        H.append(H[k - 1] + p * (H[k - d] if k >= d else 0))
+    return (len(H) - 1) * s
+
+
 def _distance(topo: Topology, pairs_src: np.ndarray, pairs_dst: np.ndarray, chunk_bytes: int) -> float:
     from scipy.sparse import csr_matrix
     from scipy.sparse.csgraph import dijkstra
@@ -173,12 +192,9 @@ def _copy_bounds(problem: Problem) -> dict:
     startup = None
     multicast_somewhere = any(sw.multicast for sw in topo.switches)
     if problem.kind == "broadcast" and n > 2 and not multicast_somewhere:
-        t_min = float((occ + lag)[np.concatenate(out_links)].min())
-        p = int(max(len(x) for x in out_links))
-        rounds = math.ceil(math.log(n) / math.log(1 + p) - 1e-12)
-        K = problem.num_chunks
-        rest = min(_count(occ, in_links[v], K - len(in_links[v])) for v in range(n) if v != problem.collective.root)
-        startup = rounds * t_min + rest
+        startup = _startup_us(occ, lag, out_links, n) + min(
+            _count(occ, in_links[v], problem.num_chunks - len(in_links[v]))
+            for v in range(n) if v != problem.collective.root)
     pv, pc = np.nonzero(need)
     distance = _distance(topo, src[pc], pv, problem.chunk_bytes)
     return {"ingress_us": ingress, "egress_us": egress, "cut_us": cut or None, "pipeline_us": startup,

@@ -66,9 +66,8 @@ FABRIC_SOLVERS = [n for n in available_solvers() if CAP_FABRIC in solver_class(n
 
 # The only reasons a backend with the fabric capability may give for refusing a problem in this matrix.
 STATED_REASONS = {
-    # a baseline runs a fabric collective as its copy phase on the fabric's logical topology (solvers/baselines/
-    # fabric.py); dbt has All-Reduce only, so it has no copy phase to run (see test_every_fabric_solver_...)
-    "dbt": r"^dbt runs all_reduce on a switched fabric as its copy phase all_gather, which dbt does not have$",
+    # the exact fabric model has no in-network multicast or reduction (solvers/exact/fabric.py)
+    "cpsat": r"has no in-network multicast or reduction",
     # the in-switch All-Reduce needs a cut-through switch with multicast and reduce on every NPU
     "nvls": r"has no cut-through switch with multicast and reduce joined to every NPU$",
 }
@@ -77,13 +76,8 @@ STATED_REASONS = {
 SIZES = [(1, 1.0, "first", True), (4, 64.0, "last", True), (2, 16.0, "first", False)]
 
 
-# Known violations, each strict: when the cause is fixed the case passes and the mark must go.
-SF_STARTUP_BUG = ("the Broadcast start-up bound (bounds_fabric._copy_bounds, pipeline_us) assumes the holders "
-                  "at most multiply by 1 + p per two hops through a store-and-forward switch, but a switch "
-                  "that buffers several copies lets them grow by Fibonacci: 1 MiB on switched8_sf is "
-                  "scheduled in 5 link times, the bound says 6 (test_store_forward_broadcast_...)")
-KNOWN = {(solver, kind, "switched8_sf"): SF_STARTUP_BUG
-         for solver in ("greedy", "greedy_plus") for kind in ("broadcast", "reduce")}
+# Known violations, each strict: when the cause is fixed the case passes and the mark must go (none now).
+KNOWN: dict = {}
 
 
 def _cases():
@@ -142,11 +136,7 @@ def _schedules_something(name: str) -> bool:
     return False
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.xfail(
-        strict=True, reason="dbt inherits the fabric capability from BaselineSolver but has no copy phase "
-                            "(All-Gather) to run on a fabric: it refuses every fabric")) if n == "dbt" else n
-    for n in FABRIC_SOLVERS])
+@pytest.mark.parametrize("name", FABRIC_SOLVERS)
 def test_every_fabric_solver_schedules_some_fabric(name):
     """The capability is a promise: a backend that claims ``fabric`` schedules at least one of the small
     fabrics (the capability also lists it under 'solvers that do' in every refusal of the others)."""
@@ -232,7 +222,6 @@ def test_leafspine_numbering_changes_the_ratio_little(kind, cpn):
 
 
 # ------------------------------------------------------------------------------------------------ a bound to fix
-@pytest.mark.xfail(strict=True, reason=SF_STARTUP_BUG)
 def test_store_forward_broadcast_in_five_link_times_is_above_its_bound():
     """Broadcast of one 1 MiB chunk from NPU 0 on switched8_sf (switch 8 buffers, no multicast: each copy it
     sends consumes one copy it received). Link time tau = 0.5 + 1 MiB at 50 GiB/s = 20.03125 µs. The root

@@ -52,7 +52,10 @@ class BaselineSolver(Solver):
     def __init_subclass__(cls, **kwargs):
         # every baseline also runs on a switched fabric, through its logical topology (solvers.baselines.fabric)
         super().__init_subclass__(**kwargs)
-        cls.capabilities = frozenset(cls.capabilities) | {CAP_FABRIC}
+        from tacos_bench.collective import COPY_KINDS
+
+        if cls.native_fabric or set(COPY_KINDS) & set(cls.capabilities):  # a copy phase to place on the fabric
+            cls.capabilities = frozenset(cls.capabilities) | {CAP_FABRIC}
 
     def _solve(self, problem: Problem, opts) -> SolveResult:
         clock = Clock()

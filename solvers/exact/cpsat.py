@@ -47,11 +47,13 @@ import numpy as np
 
 from dataclasses import dataclass
 
+from tacos_bench.errors import SolverError
+
 from .common import (AgModel, ExactOptions, ExactSolverBase, ModelOutcome, _groups, hold_values, shared_status,
                             solver_time_limit)
-from ..base import (CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_ALL_TO_ALL, CAP_BROADCAST, CAP_EXACT, CAP_GATHER, CAP_OVERLAP,
-                   CAP_RANDOMIZED, CAP_REDUCE, CAP_REDUCE_SCATTER, CAP_SCATTER, CAP_THREADS, CAP_TIME_LIMIT,
-                   CAP_WARM_START)
+from ..base import (CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_ALL_TO_ALL, CAP_BROADCAST, CAP_EXACT, CAP_FABRIC, CAP_GATHER,
+                   CAP_OVERLAP, CAP_RANDOMIZED, CAP_REDUCE, CAP_REDUCE_SCATTER, CAP_SCATTER, CAP_THREADS,
+                   CAP_TIME_LIMIT, CAP_WARM_START)
 from ..options import option
 
 MODELS = ("auto", "time_indexed", "interval", "continuous")
@@ -233,7 +235,8 @@ def _build_interval(model: AgModel, hint):
 
 class CpSatSolver(ExactSolverBase):
     """Exact copy collectives (the reducing ones by reversal) with OR-Tools CP-SAT, on the TEN or, with
-    ``model="continuous"``, in continuous time (:mod:`solvers.exact.continuous`).
+    ``model="continuous"``, in continuous time (:mod:`solvers.exact.continuous`). On a switched fabric, always
+    the continuous-time fabric model (:mod:`solvers.exact.fabric`), cold.
 
     Options: :class:`CpSatOptions` (``mip_gap`` maps to ``relative_gap_limit``).
     """
@@ -241,9 +244,65 @@ class CpSatSolver(ExactSolverBase):
     name = "cpsat"
     capabilities = frozenset({CAP_ALL_GATHER, CAP_REDUCE_SCATTER, CAP_ALL_REDUCE, CAP_BROADCAST, CAP_REDUCE,
                               CAP_GATHER, CAP_SCATTER, CAP_ALL_TO_ALL, CAP_EXACT, CAP_TIME_LIMIT, CAP_WARM_START,
-                              CAP_THREADS, CAP_RANDOMIZED, CAP_OVERLAP})
+                              CAP_THREADS, CAP_RANDOMIZED, CAP_OVERLAP, CAP_FABRIC})
     Options = CpSatOptions
     STATUS_MAP = CPSAT_STATUS
+
+    # ------------------------------------------------------------------ switched fabrics (solvers/exact/fabric.py)
+    def check_supported(self, problem) -> None:
+        super().check_supported(problem)
+        if problem.topology.is_fabric:
+            from .fabric import fabric_refusal
+
+            why = fabric_refusal(problem)
+            if why:
+                raise SolverError(why)
+
+    def _solve(self, problem, opts: CpSatOptions):
+        if problem.topology.is_fabric:
+            ten = [k for k in ("time_step_us", "horizon_steps") if getattr(opts, k) is not None]
+            if ten:
+                raise SolverError(f"on a switched fabric cpsat runs its continuous-time fabric model "
+                                  f"(solvers/exact/fabric.py), which has no TEN: drop {', '.join(ten)}")
+            if problem.kind == "all_reduce" and problem.collective.overlap:
+                return self._fabric_all_reduce_overlapped(problem, opts)
+        return super()._solve(problem, opts)
+
+    def _fabric_all_reduce_overlapped(self, problem, opts: CpSatOptions):
+        """All-Reduce on a fabric with ``collective.overlap``: the phases solved and composed with a barrier, then
+        the All-Gather re-timed per link and chunk on the routes (solvers.exact.fabric.overlap_all_reduce; the
+        composition of solvers.compose re-times over single links only)."""
+        from dataclasses import replace
+
+        from .fabric import overlap_all_reduce
+
+        res = super()._solve(replace(problem, collective=replace(problem.collective, overlap=False)), opts)
+        if res.schedule is None:
+            return res
+        sched = overlap_all_reduce(problem, res.schedule)
+        t = sched.makespan_us
+        status = res.status
+        if status != "error":
+            status = "optimal" if res.best_bound_us is not None and t <= res.best_bound_us * (1 + 1e-9) else "feasible"
+        stats = dict(res.stats, all_reduce_barrier_us=res.schedule.makespan_us,
+                     all_reduce_note="Reduce-Scatter and All-Gather each solved on its own, then the All-Gather "
+                                     "re-timed after it per link and chunk on the fabric's routes; optimal only "
+                                     "when it meets the better phase bound")
+        trace = tuple(res.trace) + ((res.trace[-1][0] if res.trace else 0.0, t, res.best_bound_us),)
+        return replace(res, schedule=sched, objective_us=t, status=status, stats=stats, trace=trace,
+                       proof="lower_bound" if status == "optimal" else None)
+
+    def warmup(self, problem=None, opts=None) -> float:
+        if problem is not None and problem.topology.is_fabric:
+            return 0.0   # the fabric model starts cold: no greedy to compile
+        return super().warmup(problem, opts)
+
+    def _solve_copy(self, problem, deadline, opts):
+        if problem.topology.is_fabric:
+            from .fabric import fabric_copy_result
+
+            return fabric_copy_result(problem, deadline, opts)
+        return super()._solve_copy(problem, deadline, opts)
 
     def _run_model(self, model: AgModel, hint, deadline, opts: CpSatOptions) -> ModelOutcome:
         from ortools.sat.python import cp_model

@@ -390,7 +390,7 @@ class Topology:
                         switches=self.switches)
 
     def summary(self) -> str:
-        sw = f", {self.num_switches} switches" if self.switches else ""
+        sw = f", {self.num_switches} switch{'es' if self.num_switches > 1 else ''}" if self.switches else ""
         return (f"{self.name}: {self.num_npus} NPUs{sw}, {self.num_links} directed links, "
                 f"bw {self.bw_GiBps.min():g}-{self.bw_GiBps.max():g} GiB/s, "
                 f"lat {self.lat_us.min():g}-{self.lat_us.max():g} µs") if self.num_links else f"{self.name}: {self.num_npus} NPUs, no links"

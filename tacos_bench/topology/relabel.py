@@ -146,10 +146,12 @@ def relabel(topology: Topology, permutation: Sequence[int], name: str | None = N
     labels = meta.get("node_labels")
     if labels is not None and len(labels) == n:
         new_meta["node_labels"] = [labels[i] for i in inv.tolist()]
-    src = perm[topology.src.astype(np.int64)]
-    dst = perm[topology.dst.astype(np.int64)]
+    # switches of a fabric keep their ids: only the NPUs are renamed
+    full = np.concatenate([perm, np.arange(n, topology.num_nodes, dtype=np.int64)])
+    src = full[topology.src.astype(np.int64)]
+    dst = full[topology.dst.astype(np.int64)]
     return Topology(n, src, dst, topology.bw_GiBps, topology.lat_us,
-                    name=name or f"{topology.name}-relabelled", meta=new_meta)
+                    name=name or f"{topology.name}-relabelled", meta=new_meta, switches=topology.switches)
 
 
 def random_permutation(num_npus: int, seed: int) -> np.ndarray:
