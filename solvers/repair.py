@@ -33,6 +33,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from tacos_bench.errors import SolverError
 from tacos_bench.faults import Fault, FaultState, check_repairable, state_at
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import Schedule
@@ -75,6 +76,10 @@ def repair(problem: Problem, schedule: Schedule, fault: Fault, solver: str = "gr
     SolverError
         When ``solver`` cannot start from a state.
     """
+    if problem.topology.is_fabric:
+        raise SolverError(f"repair after a fault is not available on switched fabrics yet ({problem.topology.name!r}: "
+                          "the replay of a fault and the resume are link-by-link); run the fault as failed_links "
+                          "of the topology instead")
     backend = get_solver(solver)
     opts = backend.options(options)
     _warm(problem, solver, opts)

@@ -170,6 +170,10 @@ def fault_from_config(cfg: Mapping[str, Any] | None, topo: Topology, seed: int =
             raise ConfigError("fault.links/fault.npus/fault.random_links need fault.at_us or fault.at_fraction "
                               "(when they fail)")
         return None
+    if topo.is_fabric:
+        raise ConfigError(f"fault: {topo.name!r} is a switched fabric, where a repair after a fault is not "
+                          "available yet; give the failure as topo.failed_links (a failed switch port is a failed "
+                          "link) to synthesize on the degraded fabric")
     orig = topo.meta.get("original_ids")
     to_id = ({int(o): i for i, o in enumerate(orig)} if orig is not None
              else {i: i for i in range(topo.num_npus)})

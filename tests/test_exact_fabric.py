@@ -12,7 +12,12 @@ import pytest
 
 from solvers import get_solver
 from solvers.base import CAP_FABRIC
-from solvers.exact.fabric import fabric_hops, fabric_instance, list_schedule, solve_fabric
+from solvers.exact.fabric import (
+    fabric_hops,
+    fabric_instance,
+    list_schedule,
+    solve_fabric,
+)
 from tacos_bench import Collective, Problem, Schedule, Topology
 from tacos_bench.bounds import lower_bounds
 from tacos_bench.errors import SolverError
@@ -56,7 +61,7 @@ def _leafspine2x2() -> Topology:
 @pytest.mark.parametrize("kind,cpn,mib", [("all_gather", 1, 1.0), ("all_gather", 2, 64.0), ("broadcast", 4, 64.0)])
 def test_4_npu_cut_through_switch_optimum_is_the_bound_and_greedy_plus(kind, cpn, mib):
     p = Problem(switched(4), Collective(kind, cpn, mib, root=0))
-    o, t = _exact(p)
+    _, t = _exact(p)
     lb = lower_bounds(p)["best_us"]
     assert t == pytest.approx(lb, rel=REL)
     assert _greedy_plus(p) == pytest.approx(t, rel=REL)      # greedy_plus is optimal here
@@ -111,7 +116,7 @@ def test_leafspine_greedy_plus_is_above_the_optimum(kind, cpn, mib, opt, gp):
     """On the 2-leaf / 1-spine leaf-spine with 4 NPUs the optimum is above the fabric bound and greedy_plus is
     above the optimum (All-Gather: 1.30x; Broadcast: 1.20x)."""
     p = Problem(_leafspine2x2(), Collective(kind, cpn, mib, root=0))
-    o, t = _exact(p)
+    _, t = _exact(p)
     assert t == pytest.approx(opt, rel=REL)
     assert t > lower_bounds(p)["best_us"] * (1 + 1e-6)
     g = _greedy_plus(p)
@@ -151,7 +156,7 @@ def test_model_never_above_a_verified_schedule_on_mixed_fabric():
     topo = Topology.from_edges(4, e, name="mixed4", switches=[Switch("cut_through"), Switch("store_forward")])
     for kind in ("all_gather", "gather"):
         p = Problem(topo, Collective(kind, 1, 4.0, root=0))
-        o, t = _exact(p)
+        _, t = _exact(p)
         assert t <= _greedy_plus(p) * (1 + REL)
 
 

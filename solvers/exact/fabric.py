@@ -77,12 +77,14 @@ Examples
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -90,10 +92,16 @@ from tacos_bench.cost import link_time_us
 from tacos_bench.errors import SolverError
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import Schedule
-from tacos_bench.topology import CUT_THROUGH, Topology
+from tacos_bench.topology import Topology
 
 from ..fabric_routes import _segments, build_hops
-from .continuous import FALLBACK_UNIT_US, MAX_HORIZON_UNITS, ContinuousOutcome, _Recorder, _solution_callback
+from .continuous import (
+    FALLBACK_UNIT_US,
+    MAX_HORIZON_UNITS,
+    ContinuousOutcome,
+    _Recorder,
+    _solution_callback,
+)
 
 __all__ = ["MAX_HOPS", "MAX_INTERVALS", "FabricInstance", "fabric_copy_result", "fabric_hops", "fabric_instance",
            "fabric_refusal", "list_schedule", "overlap_all_reduce", "solve_fabric"]
@@ -261,7 +269,7 @@ def fabric_instance(problem: Problem, *, max_hops: int = MAX_HOPS, horizon_us: f
         seg_nodes.append(sn)
         exact_d.append(se)
         float_d.append(sf)
-    allf = sorted(set(cache[k][0] for k in cache))
+    allf = sorted({v[0] for v in cache.values()})
     den = 1
     for t in allf:
         den = den * t.denominator // math.gcd(den, t.denominator)
@@ -335,7 +343,6 @@ def list_schedule(inst: FabricInstance, rule: str = "ect", rng: random.Random | 
     ``rarest_random`` (ties: the chunk fewest NPUs hold, then at random from ``rng``), ``random`` (completion plus
     a random jitter of up to the shortest segment time)."""
     H = len(inst.hop_src)
-    C = len(inst.source)
     n = inst.n
     if not inst.chunks:
         return [], 0
@@ -646,7 +653,7 @@ def _receipts_and_flow(m, inst: FabricInstance, T, H: int, pres, ins, outs, arri
                 m.add_bool_or([])
     for v, cs in sym:
         rs = [recv.get((c, v)) for c in cs]
-        for a, b in zip(rs, rs[1:]):
+        for a, b in itertools.pairwise(rs):
             if a is not None and b is not None:
                 m.add(a <= b)
     for group in _twin_npus(inst):
@@ -657,7 +664,7 @@ def _receipts_and_flow(m, inst: FabricInstance, T, H: int, pres, ins, outs, arri
             f = m.new_int_var(0, int(H), "")
             m.add_min_equality(f, [recv[c, v] for c in inst.chunks])
             firsts.append(f)
-        for a, b in zip(firsts, firsts[1:]):
+        for a, b in itertools.pairwise(firsts):
             m.add(a <= b)
 
 
@@ -685,7 +692,7 @@ def _twin_npus(inst: FabricInstance) -> list[list[int]]:
 def _link_load(m, inst: FabricInstance, T, items):
     """Per link: its load fits between the earliest start and ``T`` minus the least time still to go after it
     (``items``: link -> [(duration, presence, earliest start, time after)])."""
-    for l, its in items.items():
+    for its in items.values():
         e = min(x[2] for x in its)
         f = min(x[3] for x in its)
         m.add(sum(d * p for d, p, _, _ in its) <= T - int(e + f))
@@ -1042,7 +1049,7 @@ def solve_fabric(problem: Problem, *, time_limit_s: float | None = 60.0, num_wor
     # a complete hint: the incumbent (relabelled for the symmetry cut)
     hinted = _symmetric(inst, incumbent)
     build = _build_time_indexed if formulation == "time_indexed" else _build_interval
-    m, T, extract = build(inst, cands, H, T_lo, sym, hinted, inc_ms)
+    m, _, extract = build(inst, cands, H, T_lo, sym, hinted, inc_ms)
     proto = m.proto
     stats.update(variables=len(proto.variables), constraints=len(proto.constraints), workers=int(num_workers),
                  hinted=inc_src)
@@ -1087,7 +1094,11 @@ def solve_fabric(problem: Problem, *, time_limit_s: float | None = 60.0, num_wor
         sched, src = _finish_real(extract(solver), "model")
         if obj_units > inc_ms:
             sched, src = _finish_real(incumbent, inc_src)
-    elif name != "INFEASIBLE":
+    else:
+        if name == "INFEASIBLE":
+            # the start is a valid schedule of makespan H: only a wrong cut can make the model infeasible
+            stats["model_infeasible_note"] = "CP-SAT found the model infeasible at the start's makespan: a cut is wrong"
+            name = "UNKNOWN"
         sched, src = _finish_real(incumbent, inc_src)  # nothing found in time: the start
     obj_us = None if sched is None else sched.makespan_us
     rec.add(inc=None if obj_us is None else obj_us / unit_f, bound=bound_units)
