@@ -34,6 +34,13 @@ def warm_all(verbose: bool = True) -> dict[str, float]:
 
     het = hetero_cluster(2, 1, 2)
     part("greedy", greedy_warmup)
+
+    def fabric():
+        from solvers.greedy.fabric import warmup_fabric
+
+        warmup_fabric()
+
+    part("fabric", fabric)
     part("bounds", lambda: [lower_bounds(Problem(t, Collective(k, 1, 1)))
                             for t in (ring(4), het) for k in ("all_gather", "all_reduce", "broadcast", "all_to_all")])
     part("baselines", lambda: [get_solver(n).solve(Problem(het, Collective("all_reduce", 1, 1)))
