@@ -123,6 +123,39 @@ def test_leafspine_greedy_plus_is_above_the_optimum(kind, cpn, mib, opt, gp):
     assert g == pytest.approx(gp, rel=REL) and g > t
 
 
+def _slow_port_switch() -> Topology:
+    """4 NPUs on one cut-through switch (node 4), ports at 100 GiB/s except NPU 1's at 25 GiB/s, NPU 2's with
+    1 µs latency, and a direct 100 GiB/s link 0 <-> 1 (found by a search over small random fabrics)."""
+    e = [(0, 1, 100.0, 0.5), (1, 0, 100.0, 0.5)]
+    for u, bw, lat in ((0, 100.0, 0.5), (1, 25.0, 0.5), (2, 100.0, 1.0), (3, 100.0, 0.5)):
+        e += [(u, 4, bw, lat), (4, u, bw, lat)]
+    return Topology.from_edges(4, e, name="slow_port4", switches=[Switch("cut_through")])
+
+
+def _relay_switch() -> Topology:
+    """4 NPUs on one cut-through switch (node 4): NPU 0's and 3's ports at 50 GiB/s, NPU 1's and 2's at 25 GiB/s,
+    and links 2 -> 3 (25 GiB/s) and 3 -> 2 (50 GiB/s)."""
+    e = [(2, 3, 25.0, 0.5), (3, 2, 50.0, 0.5)]
+    for u, bw, lat in ((0, 50.0, 1.0), (1, 25.0, 0.5), (2, 25.0, 1.0), (3, 50.0, 0.5)):
+        e += [(u, 4, bw, lat), (4, u, bw, lat)]
+    return Topology.from_edges(4, e, name="relay4", switches=[Switch("cut_through")])
+
+
+@pytest.mark.parametrize("build,kind,cpn,opt,gp", [
+    # greedy_plus sends chunk 2 from NPU 2 to NPU 1 through the slow port (626.5 µs on 2>4>1, which also holds
+    # 2 -> 4); the optimum never uses that port: everything for NPU 1 comes from NPU 0 over the direct link
+    (_slow_port_switch, "all_gather", 1, 473.25, 784.25),
+    # gather to NPU 0: greedy_plus sends each chunk straight over the 25 GiB/s ports; the optimum relays them
+    # through NPU 3 (its 50 GiB/s port), pipelined, and meets the bound
+    (_relay_switch, "gather", 2, 946.5, 1572.5),
+])
+def test_single_switch_greedy_plus_far_above_the_optimum(build, kind, cpn, opt, gp):
+    p = Problem(build(), Collective(kind, cpn, 64.0, root=0))
+    _, t = _exact(p)
+    assert t == pytest.approx(opt, rel=REL)
+    assert _greedy_plus(p) == pytest.approx(gp, rel=REL)
+
+
 # ------------------------------------------------------------------------------------------------ store-and-forward
 def test_store_forward_broadcast_uses_the_buffer():
     """switched8_sf, 1 chunk of 1 MiB from NPU 0: the switch buffers copies, so the NPUs holding the chunk grow
