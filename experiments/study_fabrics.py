@@ -472,8 +472,8 @@ def table_astra(df: pd.DataFrame, g: dict) -> tuple[str, str]:
         ok = grp[grp["astra_sim_time_us"].notna()]
         q = ok["astra_sim_time_us"] / ok["collective_time_us"]
         r["ASTRA-sim / ours"] = _range(q) if len(q) else ""
-        r["rounding bound ns"] = (f"{int(ok['astra_causal_depth_ns'].min())}-{int(ok['astra_causal_depth_ns'].max())}"
-                                  if len(ok) else "")
+        lo, hi = (int(ok["astra_causal_depth_ns"].min()), int(ok["astra_causal_depth_ns"].max())) if len(ok) else (0, 0)
+        r["rounding bound ns"] = "" if not len(ok) else (str(lo) if lo == hi else f"{lo}-{hi}")
         agree = (ok["astra_minus_ours_us"].abs() * 1000 <= ok["astra_causal_depth_ns"] + 1e-6)
         r["agree (seeds)"] = f"{int(agree.sum())}/{len(grp)}"
         rows.append(r)
@@ -617,7 +617,10 @@ def report(df: pd.DataFrame, g: dict, args, wall_s: float | None, cmd: str, fig:
              + (f"Wall time of the study: {wall_s / 60:.1f} min" if wall_s is not None else "")
              + (f" ({cpu_s / 60:.1f} CPU-min in the runs themselves; 1-min load average {load}). " if cpu_s else ". ")
              + f"{len(df)} runs on {df['case'].nunique()} cases, {n_ok} verified, {len(df) - n_ok} error rows. "
-             f"Code: {commits} (`git_commit` of the rows).\n")
+             f"Code: {commits} (`git_commit` of the rows)."
+             + (f" The working tree, shared with other engineers, had uncommitted changes to "
+                f"{', '.join('`' + x.split(' ', 1)[1] + '`' for x in args.uncommitted)} when the sweep started: "
+                "the figures are those of that tree." if getattr(args, "uncommitted", None) else "") + "\n")
     L.append("Every figure below is a schedule the verifier replayed and accepted (`tacos_bench.runner."
              "solve_and_verify`: fabric lower bounds, solve, `tacos_bench.verify.check`). A run that raised or was "
              "rejected is an error row of the table (listed at the end), never a figure. greedy and greedy_plus are "
@@ -748,9 +751,10 @@ def unwound_notes(c: Cases, g: dict) -> str:
     if slower:
         s.append(f"The unwound model is pessimistic on {len(slower)} of {len(r)} cases, "
                  + ", ".join(f"{name(x)} {x[0]:.2f}x" for x in slower)
-                 + ": a rooted collective's root sends (or receives) over its 7 unwound links at 50/7 GiB/s each "
-                   "and cannot pipeline one chunk through several of them, where the switch forwards at the full "
-                   "port rate.")
+                 + ": a chunk crosses an unwound link at 50/7 GiB/s, 7x slower than through the switch's port, "
+                   "and the root's 7 links add up to its port only when it has 7 different things to move at once "
+                   "(Gather, Scatter, the balanced collectives), not when a few chunks fan out from it or into it "
+                   "(Broadcast, Reduce; the fewer the chunks, the worse).")
     if same:
         s.append(f"Within 1 % on {len(same)} ({', '.join(name(x) for x in same)}): balanced traffic at 1 GiB, "
                  "where every NPU's port (7 x 50/7 = 50 GiB/s) is the bottleneck in both models.")
@@ -759,6 +763,10 @@ def unwound_notes(c: Cases, g: dict) -> str:
                  + ", ".join(f"{name(x)} {x[0]:.3f}x" for x in faster)
                  + "): a transfer through the cut-through switch pays two port latencies (0.5 µs each) where an "
                    "unwound link pays one, which shows when the data term is small.")
+    if slower and (same or faster):
+        s.append("So docs/fabrics.md's \"2-7x pessimistic for rooted collectives, uneven All-to-All and small "
+                 "messages\" holds here for Broadcast and Reduce only; Gather and Scatter are rooted too and equal "
+                 "at 1 GiB, and small messages favour the unwound model (uneven All-to-All is not in this grid).")
     return "\n" + "\n\n".join(s) + "\n"
 
 
@@ -848,6 +856,24 @@ def oversub_notes(c: Cases, g: dict) -> str:
               "(over NVSwitch to the right GPU, then its rail) and never needs the spines. (In this model its 1:1 "
               "spine links, 93.1 GiB/s = two NICs' worth, would also carry one NIC-rate transfer at a time, like the "
               "2:1 ones.)")
+        f = topology(dgx[1]).meta["fabric"]
+        nodes, gpn, nic = f["nodes"], f["gpus_per_node"], f["nic_GiBps"]
+        k = c.key(dgx[1], "all_reduce", 1, 1024)
+        gp, lb = c.t(k, "greedy_plus"), c.bound.get(k, np.nan)
+        kag = c.key(dgx[1], "all_gather", 1, 1024)
+        est = 2 * (nodes - 1) / nodes / (gpn * nic) * 1e6  # µs for 1 GiB
+        if not np.isnan(gp):
+            rng = _range([c.ratio(c.key(tt, kk, cpn, m), "greedy_plus") for tt, kk, cpn, m in g["oversub"]
+                          if tt == dgx[1] and kk == "all_reduce"])
+            s += (f"\n\n**greedy_plus's {rng} the bound on the DGX All-Reduce is probably mostly a weak bound.** Its bound "
+                  "at 1 GiB "
+                  f"({fmt_us(lb)} µs) is barely above the All-Gather's ({fmt_us(c.bound.get(kag, np.nan))} µs), yet "
+                  "the rail leaves and spines do not reduce, so across the nodes this is an All-Reduce of "
+                  f"{nodes} parties without in-network reduction, whose standard bandwidth lower bound (2(P-1)/P "
+                  f"of the buffer through each party's links; Patarasuk and Yuan 2009) over a node's {gpn} NICs of {nic:.3f} GiB/s is "
+                  f"2 x {nodes - 1}/{nodes} x 1 GiB / {gpn * nic:.1f} GiB/s = {est:.0f} µs, latencies aside: "
+                  f"greedy_plus's {fmt_us(gp)} µs is {gp / est:.2f}x that (our hand estimate, not a bound the "
+                  "project computes).")
     return s + "\n"
 
 
@@ -892,11 +918,15 @@ def astra_notes(df: pd.DataFrame, g: dict) -> str:
     agree = (a["astra_minus_ours_us"].abs() * 1000 <= a["astra_causal_depth_ns"] + 1e-6)
     q = a["astra_sim_time_us"] / a["collective_time_us"]
     a2a = a["collective"] == "all_to_all"
+    odd = a[~a2a & (a["astra_minus_ours_us"] < -1e-3)]
     s = (f"\n{int(agree.sum())} of {len(a)} round trips agree within the rounding bound. ASTRA-sim is slower on "
          f"{int((a['astra_minus_ours_us'] > 1e-3).sum())} and faster on {int((a['astra_minus_ours_us'] < -1e-3).sum())} "
          f"(its time over ours {q.min():.3f}-{q.max():.3f}). All-to-All (no data dependencies) is faster there on "
-         f"every seed ({_range(q[a2a])}: the pipelined latency); the others are slower ({_range(q[~a2a])}): the "
-         "ready sends queue in another order than the greedy's. Different seeds with the same verified time get "
+         f"every seed ({_range(q[a2a])}: the pipelined latency); the others are slower ({_range(q[~a2a])})"
+         + (" except " + ", ".join(f"{x['solver']} seed {x['seed']} {x['collective']} {x['size']} "
+                                   f"({x['astra_sim_time_us'] / x['collective_time_us']:.3f}x)"
+                                   for _, x in odd.iterrows()) if len(odd) else "")
+         + ": the ready sends queue in another order than the greedy's. Different seeds with the same verified time get "
          "different ASTRA-sim times: ASTRA-sim's time depends on the order of the sends, not only on our makespan, "
          "which is what docs/export.md says.\n")
     if g["astra_topology"] != "switched8_sf":
@@ -948,6 +978,7 @@ def main():
     else:
         todo = tasks(g)
         print(f"{len(todo)} runs, {args.jobs} job(s)", flush=True)
+        (out / "uncommitted.txt").write_text(uncommitted())
         t0 = time.perf_counter()
         load0 = os.getloadavg()[0]
         rows = run_all(todo, args.jobs, None if args.no_astra else str(out / "astra"))
@@ -957,6 +988,8 @@ def main():
         df["load_start"], df["load_end"] = load0, os.getloadavg()[0]
         df.to_parquet(out / "results.parquet", index=False)
         print(f"{len(df)} runs in {wall:.1f} s", flush=True)
+    unc = out / "uncommitted.txt"
+    args.uncommitted = [ln for ln in unc.read_text().splitlines() if ln.strip()] if unc.exists() else []
     df = prepare(df)
     cmd = "python experiments/study_fabrics.py" + (" --quick" if args.quick else "") + (
         f" --jobs {args.jobs}" if args.jobs > 1 else "") + (" --no-astra" if args.no_astra else "")
@@ -975,6 +1008,22 @@ def main():
         print(f"copied to {d}")
     ok_rows(df)  # the report's figures come from these rows only (Cases filters on ``ok``)
     return 0
+
+
+def uncommitted() -> str:
+    """The code files with uncommitted changes when the sweep started (other engineers share the working tree)."""
+    import subprocess
+
+    try:
+        r = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    keep = []
+    for ln in r.stdout.splitlines():
+        path = ln[3:].strip()
+        if path.endswith(".py") and path.split("/")[0] in ("solvers", "tacos_bench", "run.py"):
+            keep.append(f"{ln[:2].strip() or '?'} {path}")
+    return "\n".join(keep) + ("\n" if keep else "")
 
 
 def _rel(p: Path) -> str:

@@ -30,9 +30,6 @@ from tacos_bench.schedule import COPY, Schedule
 
 from ..fabric_routes import Hops, build_hops
 
-EPS_REL = 1e-12
-
-
 def _eps(t: float) -> float:
     return 1e-9 * max(1.0, abs(t))
 
@@ -456,7 +453,6 @@ def _balanced_routes(topo, hops: Hops, dist, src_of, dst_of, key) -> dict:
     for h in range(len(hops)):
         by_src[int(hops.src[h])].append(h)
     hop_occ = [hops.end[h] - hops.off[h] for h in range(len(hops))]
-    C = len(src_of)
     order = np.lexsort((key, -dist[src_of, dst_of]))
     nxt: dict = {}
     for c in order.tolist():
