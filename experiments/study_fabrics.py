@@ -43,13 +43,12 @@ import sys
 import time
 import traceback
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from functools import lru_cache
+from functools import cache
 from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
 from _study import ROOT, error_summary, ok_rows, to_markdown
 
 NAME = "fabrics"
@@ -67,10 +66,10 @@ KIND_SHORT = {"all_gather": "AG", "reduce_scatter": "RS", "all_reduce": "AR", "b
 
 # topologies that are not public names: the leaf-spine of 4 leaves x 8 NPUs built from port-rate cables
 CUSTOM = {
-    "leafspine4x8_s8": dict(leaves=4, npus_per_leaf=8, spines=8, oversubscription=1.0),
-    "leafspine4x8_s4_2to1": dict(leaves=4, npus_per_leaf=8, spines=4, oversubscription=2.0),
-    "leafspine2x4_s4": dict(leaves=2, npus_per_leaf=4, spines=4, oversubscription=1.0),
-    "leafspine2x4_s2_2to1": dict(leaves=2, npus_per_leaf=4, spines=2, oversubscription=2.0),
+    "leafspine4x8_s8": {"leaves": 4, "npus_per_leaf": 8, "spines": 8, "oversubscription": 1.0},
+    "leafspine4x8_s4_2to1": {"leaves": 4, "npus_per_leaf": 8, "spines": 4, "oversubscription": 2.0},
+    "leafspine2x4_s4": {"leaves": 2, "npus_per_leaf": 4, "spines": 4, "oversubscription": 1.0},
+    "leafspine2x4_s2_2to1": {"leaves": 2, "npus_per_leaf": 4, "spines": 2, "oversubscription": 2.0},
 }
 
 
@@ -115,7 +114,7 @@ DROPPED = {(t, "all_to_all", 4, 1) for t in ("leafspine4x8", "leafspine4x8_2to1"
                                             "leafspine4x8_s4_2to1")}
 
 
-@lru_cache(maxsize=None)
+@cache
 def topology(name: str):
     """A public named topology, or one of :data:`CUSTOM` (built by ``fabrics.leaf_spine``)."""
     if name in CUSTOM:
@@ -155,9 +154,9 @@ def tasks(g: dict) -> list[dict]:
             if not applicable(s, kind, t.is_fabric):
                 continue
             for seed in (SEEDS if s in RANDOMIZED else (0,)):
-                out.append(dict(topology=topo, collective=kind, chunks_per_npu=cpn, buffer_mib=mib, solver=s,
-                                seed=seed, parts=",".join(parts),
-                                astra="astra" in parts and s in RANDOMIZED))
+                out.append({"topology": topo, "collective": kind, "chunks_per_npu": cpn, "buffer_mib": mib,
+                             "solver": s, "seed": seed, "parts": ",".join(parts),
+                             "astra": "astra" in parts and s in RANDOMIZED})
     # longest first (All-to-All on the 32-NPU fabrics dominates), so two workers finish together
     def cost(tk):
         n = topology(tk["topology"]).num_npus
@@ -213,7 +212,12 @@ def run_task(task: dict, astra_dir: str | None) -> dict:
 
 def astra_round_trip(problem, sched, rec: dict, task: dict, astra_dir: str | None) -> dict:
     """ASTRA-sim's time for a verified schedule, or why it was not run (``astra_error``)."""
-    from tacos_bench.export.astra_sim import binary_problem, causal_depth, export_astra_sim, run_bundle
+    from tacos_bench.export.astra_sim import (
+        binary_problem,
+        causal_depth,
+        export_astra_sim,
+        run_bundle,
+    )
 
     if not rec.get("valid"):
         return {"astra_error": "no verified schedule to export"}
@@ -275,7 +279,7 @@ def tidy(df: pd.DataFrame) -> pd.DataFrame:
 
 def prepare(df: pd.DataFrame) -> pd.DataFrame:
     df = df.copy()
-    df["ok"] = (df["status"] != "error") & df["valid"].astype("boolean").fillna(False).astype(bool)
+    df["ok"] = df.index.isin(ok_rows(df).index)  # verified runs only: every figure comes from these rows
     df["size"] = df["buffer_mib"].map(lambda m: MIB.get(int(m), f"{m:g} MiB"))
     df["case"] = (df["topology"] + " " + df["collective"] + " " + df["size"] + " cpn"
                   + df["chunks_per_npu"].astype(int).astype(str))
@@ -604,6 +608,7 @@ def report(df: pd.DataFrame, g: dict, args, wall_s: float | None, cmd: str, fig:
     c = Cases(df)
     cpu_s = float(df["cpu_s"].sum()) if "cpu_s" in df else None
     load = "n/a"
+    busy = "load_start" in df and df["load_start"].notna().any() and float(df["load_start"].dropna().iloc[0]) > 1.0
     if "load_start" in df and df["load_start"].notna().any():
         load = f"{df['load_start'].dropna().iloc[0]:.1f} at the start, {df['load_end'].dropna().iloc[0]:.1f} at the end"
     L = []
@@ -612,15 +617,18 @@ def report(df: pd.DataFrame, g: dict, args, wall_s: float | None, cmd: str, fig:
                         for k, n in df["git_commit"].astype(str).value_counts().items())
     n_ok = int(df["ok"].sum())
     L.append(f"Run on {date} (UTC) on a {os.cpu_count()}-core machine ({platform.machine()}, Python "
-             f"{platform.python_version()}), {args.jobs} parallel job(s), another engineer's benchmark sharing the "
-             f"cores: synthesis times are those of a busy small machine. "
+             f"{platform.python_version()}), {args.jobs} parallel job(s)" + (
+                 ", other engineers' jobs sharing the cores: synthesis times are those of a busy small machine. "
+                 if busy else ", the machine otherwise idle at the start. ")
              + (f"Wall time of the study: {wall_s / 60:.1f} min" if wall_s is not None else "")
              + (f" ({cpu_s / 60:.1f} CPU-min in the runs themselves; 1-min load average {load}). " if cpu_s else ". ")
              + f"{len(df)} runs on {df['case'].nunique()} cases, {n_ok} verified, {len(df) - n_ok} error rows. "
              f"Code: {commits} (`git_commit` of the rows)."
              + (f" The working tree, shared with other engineers, had uncommitted changes to "
                 f"{', '.join('`' + x.split(' ', 1)[1] + '`' for x in args.uncommitted)} when the sweep started: "
-                "the figures are those of that tree." if getattr(args, "uncommitted", None) else "") + "\n")
+                "the figures are those of that tree." if getattr(args, "uncommitted", None) else
+                " No uncommitted change to `solvers/` or `tacos_bench/` when the sweep started (`-dirty`: this "
+                "study's own files)." if getattr(args, "uncommitted", None) == [] else "") + "\n")
     L.append("Every figure below is a schedule the verifier replayed and accepted (`tacos_bench.runner."
              "solve_and_verify`: fabric lower bounds, solve, `tacos_bench.verify.check`). A run that raised or was "
              "rejected is an error row of the table (listed at the end), never a figure. greedy and greedy_plus are "
@@ -633,8 +641,8 @@ def report(df: pd.DataFrame, g: dict, args, wall_s: float | None, cmd: str, fig:
     if not args.quick:
         L.append("Sizes: 1 MiB and 1 GiB everywhere except one slice **dropped to keep the study near 15 minutes at "
                  "`--jobs 2`**: All-to-All with 4 chunks per pair runs at 1 GiB only on the four leaf-spines "
-                 "(greedy_plus takes 7-36 s per run there; a first full run with it took 22.4 min on this shared "
-                 "machine). Part 1 also has Broadcast and Reduce of 1 chunk (beyond the 8-chunk ones asked for).\n")
+                 "(greedy_plus takes 7-36 s per run there; a first full run with it took 22.4 min while other jobs "
+                 "shared the machine). Part 1 also has Broadcast and Reduce of 1 chunk (beyond the 8-chunk ones asked for).\n")
     names = []
     for part in PARTS:
         for t, *_ in g[part]:
@@ -646,9 +654,9 @@ def report(df: pd.DataFrame, g: dict, args, wall_s: float | None, cmd: str, fig:
     # 1
     a, b = g["unwound_pair"]
     L.append(f"\n## 1. The unwound switch (`{a}`) against the switched model (`{b}`)\n")
-    L.append(f"greedy_plus's verified time on each; *unwound / switched* > 1: the point-to-point model is that many "
-             f"times more pessimistic than one cut-through switch with the same 50 GiB/s ports. The bounds of the two "
-             f"models in the *bound ratio* column show the same thing without any schedule.\n")
+    L.append("greedy_plus's verified time on each; *unwound / switched* > 1: the point-to-point model is that many "
+             "times more pessimistic than one cut-through switch with the same 50 GiB/s ports. The bounds of the two "
+             "models in the *bound ratio* column show the same thing without any schedule.\n")
     L.append(table_unwound(c, g))
     L.append(unwound_notes(c, g))
 
@@ -743,7 +751,7 @@ def unwound_notes(c: Cases, g: dict) -> str:
     r = [x for x in r if not np.isnan(x[0])]
     if not r:
         return ""
-    name = lambda x: f"{x[1]} cpn{x[2]} {MIB[x[3]]}"  # noqa: E731
+    name = lambda x: f"{x[1]} cpn{x[2]} {MIB[x[3]]}"
     slower = sorted([x for x in r if x[0] > 1.01], reverse=True)
     faster = sorted([x for x in r if x[0] < 0.99])
     same = [x for x in r if 0.99 <= x[0] <= 1.01]
@@ -841,6 +849,17 @@ def oversub_notes(c: Cases, g: dict) -> str:
               "ingress bound; 2:1: the cut of the uplinks), so on All-to-All, the one collective here that must cross "
               f"the uplinks with most of its data, greedy_plus sits {_range(ta)} above them at 1 GiB: a gap no "
               "schedule of this model can close (the model, not the bound, is what is off).")
+        f = topology(trunk[1]).meta["fabric"]
+        n, p, sp, bw = f["leaves"] * f["npus_per_leaf"], f["npus_per_leaf"], f["spines"], f["port_GiBps"]
+        limit = p * (n - p) / n / (sp * bw) * 1e6  # µs: a leaf's 1 GiB All-to-All export over sp port-rate uplinks
+        best = [c.t(c.key(t, "all_to_all", cpn, 1024), "greedy_plus", "min") for t in trunk[1:]
+                for tt, k, cpn, m in g["oversub"] if tt == t and k == "all_to_all" and m == 1024]
+        best = [x for x in best if not np.isnan(x)]
+        if best:
+            s += (f" What the model does allow: every route starts or ends at a 50 GiB/s NPU port, so a leaf exports "
+                  f"at most {sp} x {bw:g} GiB/s, and its All-to-All export of {p} x {n - p}/{n} GiB takes at least "
+                  f"{limit:.0f} µs; greedy_plus's best seeds ({fmt_us(min(best))}-{fmt_us(max(best))} µs) are "
+                  f"{_range([x / limit for x in best])} that.")
     if cable:
         ca = ratios(cable, "all_to_all")
         rs = [c.t(c.key(cable[2], k, cpn, m), "greedy_plus") / c.t(c.key(cable[1], k, cpn, m), "greedy_plus")
@@ -851,7 +870,7 @@ def oversub_notes(c: Cases, g: dict) -> str:
               "All-Reduce do not notice 2:1 even there (their bounds are equal too): relayed inside each leaf, each "
               "chunk crosses the uplinks once per leaf, far below their capacity.")
     if dgx:
-        s += (f"\n\n**The DGX-H100 cluster does not notice 2:1 either**, and its bounds say so too: it is "
+        s += ("\n\n**The DGX-H100 cluster does not notice 2:1 either**, and its bounds say so too: it is "
               "rail-optimized (GPU g of every node on leaf g), so every collective here crosses nodes leaf-locally "
               "(over NVSwitch to the right GPU, then its rail) and never needs the spines. (In this model its 1:1 "
               "spine links, 93.1 GiB/s = two NICs' worth, would also carry one NIC-rate transfer at a time, like the "
@@ -1006,7 +1025,6 @@ def main():
         (d / fig.name).write_bytes(fig.read_bytes())
         (d / f"{NAME}.parquet").write_bytes((out / "results.parquet").read_bytes())
         print(f"copied to {d}")
-    ok_rows(df)  # the report's figures come from these rows only (Cases filters on ``ok``)
     return 0
 
 
@@ -1015,7 +1033,8 @@ def uncommitted() -> str:
     import subprocess
 
     try:
-        r = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True, timeout=10)
+        r = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True, timeout=10,
+                           check=False)
     except (OSError, subprocess.SubprocessError):
         return ""
     keep = []

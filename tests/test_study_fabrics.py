@@ -4,7 +4,6 @@ figure comes from a verified schedule, and a run that fails is an error row, not
 import sys
 
 import pandas as pd
-
 from cli import ROOT, run_python
 
 sys.path.insert(0, str(ROOT / "experiments"))
@@ -41,7 +40,8 @@ def test_study_fabrics_quick(tmp_path):
 def test_a_failing_run_is_an_error_row_not_a_crash():
     from study_fabrics import run_task
 
-    base = dict(collective="all_gather", chunks_per_npu=1, buffer_mib=1, seed=0, parts="unwound", astra=False)
+    base = {"collective": "all_gather", "chunks_per_npu": 1, "buffer_mib": 1, "seed": 0, "parts": "unwound",
+            "astra": False}
     bad_topo = run_task({**base, "topology": "no_such_topology", "solver": "greedy_plus"}, None)
     assert bad_topo["status"] == "error" and not bad_topo["valid"] and "no_such_topology" in bad_topo["error"]
     refused = run_task({**base, "topology": "switched8", "collective": "broadcast", "solver": "ring"}, None)
