@@ -210,9 +210,9 @@ def test_run_directory_topology_keeps_switches(tmp_path):
 # name: (NPUs, switches, directed links)
 NAMED = {
     "switched8": (8, 1, 16), "switched8_sf": (8, 1, 16), "switched8_nvls": (8, 1, 16),
-    "dgx_a100x4": (32, 14, 160), "dgx_h100x4": (32, 14, 160), "dgx_h100x4_2to1": (32, 14, 160),
-    "dgx_h100x128": (1024, 144, 4224), "ndv2x2": (16, 3, 100), "mi250x_node": (8, 0, 24),
-    "tpuv4_4x4x4": (64, 0, 384), "leafspine4x8_2to1": (32, 6, 80),
+    "dgx_a100x4": (32, 16, 192), "dgx_h100x4": (32, 16, 192), "dgx_h100x4_2to1": (32, 14, 160),
+    "dgx_h100x128": (1024, 264, 6144), "ndv2x2": (16, 3, 100), "mi250x_node": (8, 0, 24),
+    "tpuv4_4x4x4": (64, 0, 384), "leafspine4x8_2to1": (32, 8, 96),
 }
 
 
@@ -244,7 +244,7 @@ def test_dgx_figures():
     a, h = named_topology("dgx_a100x4"), named_topology("dgx_h100x4")
     for t, nvl_gbps, nic_gbit, flags in ((a, 300, 200, False), (h, 450, 400, True)):
         nvs, leaves = _tier(t, "nvswitch"), _tier(t, "leaf")
-        assert len(nvs) == 4 and len(leaves) == 8 and len(_tier(t, "spine")) == 2
+        assert len(nvs) == 4 and len(leaves) == 8 and len(_tier(t, "spine")) == 4
         assert all(t.switch(s) == Switch("cut_through", flags, flags) for s in nvs)
         assert all(t.switch(s) == Switch("cut_through") for s in leaves + _tier(t, "spine"))
         # GPU 8k+g: NVSwitch of node k, leaf of rail g
@@ -256,7 +256,7 @@ def test_dgx_figures():
 
 def test_dgx_h100x128_is_1024_gpus():
     t = named_topology("dgx_h100x128")
-    assert len(_tier(t, "nvswitch")) == 128 and len(_tier(t, "leaf")) == 8 and len(_tier(t, "spine")) == 8
+    assert len(_tier(t, "nvswitch")) == 128 and len(_tier(t, "leaf")) == 8 and len(_tier(t, "spine")) == 128
 
 
 def _uplink_ratio(t: Topology, leaf: int) -> float:
@@ -353,11 +353,11 @@ def test_rail_config_defaults_are_dgx_h100_without_flags():
 
 def test_failed_links_and_npus_on_a_fabric():
     t = build_topology({"name": "dgx_h100x4", "kind": "named", "failed_links": [[0, 32, "both"]]})
-    assert t.num_links == 158 and not t.has_link(0, 32) and t.num_switches == 14
+    assert t.num_links == 190 and not t.has_link(0, 32) and t.num_switches == 16
     t = build_topology({"name": "dgx_h100x4", "kind": "named", "failed_npus": [3]})
-    assert t.num_npus == 31 and t.num_switches == 14 and t.meta["original_ids"][3] == 4
+    assert t.num_npus == 31 and t.num_switches == 16 and t.meta["original_ids"][3] == 4
     t = build_topology({"name": "dgx_h100x4", "kind": "named", "subset": list(range(8))})   # node 0, induced
-    assert t.num_npus == 8 and t.num_switches == 1 + 8 + 2    # the other nodes' NVSwitches have no links left
+    assert t.num_npus == 8 and t.num_switches == 1 + 8 + 4    # the other nodes' NVSwitches have no links left
     t.check_strongly_connected()
 
 
@@ -381,7 +381,7 @@ def test_relay_with_failed_npus_and_on_a_fabric():
     assert t.num_npus == 4 and t.meta["node_labels"] == [0, 2, 4, 6, 1, 3, 5]
     t.check_strongly_connected()                                # 6 -> 5 -> 4 ... -> 0 the long way
     f = build_topology({"name": "dgx_h100x4", "kind": "named", "subset": [0, 8, 16, 24], "subset_mode": "relay"})
-    assert f.num_npus == 4 and f.num_switches == 28 + 14
+    assert f.num_npus == 4 and f.num_switches == 28 + 16
     assert f.switch(4) == Switch("store_forward", multicast=True, reduce=True)        # old GPU 1
     assert f.switch(4 + 28) == Switch("cut_through", multicast=True, reduce=True)     # NVSwitch of node 0
     assert f.meta["node_labels"][:5] == [0, 8, 16, 24, 1] and f.meta["node_labels"][32] == 32

@@ -28,6 +28,8 @@ True
 
 from __future__ import annotations
 
+import math
+
 from typing import Sequence
 
 import numpy as np
@@ -207,13 +209,18 @@ def switched(n: int, bw_GiBps: float = 50.0, lat_us: float = 0.5, mode: str = CU
 
 
 # ---------------------------------------------------------------------------------------------- rail clusters
-def default_spines(nodes: int) -> int:
-    """The spine count the named rail clusters use: ``nodes // 2`` clamped to ``1 .. 8``.
+def default_spines(down_ports: int, oversubscription: float = 1.0) -> int:
+    """Spines at the port rate: ``ceil(down_ports / oversubscription)``, so each leaf <-> spine link carries one
+    port's bandwidth.
 
-    >>> [default_spines(k) for k in (2, 4, 16, 128)]
-    [1, 2, 8, 8]
+    A link carries one transfer at a time (a cut-through transfer holds every link of its route at the route's
+    slowest rate), so a bundle of cables between a leaf and a spine is modelled as more spines, never as one
+    fatter link: a 4-port-wide link would carry one port's worth and hide the oversubscription.
+
+    >>> [default_spines(k) for k in (2, 4, 16, 128)], default_spines(8, 2.0)
+    ([2, 4, 16, 128], 4)
     """
-    return max(1, min(8, int(nodes) // 2))
+    return max(1, int(math.ceil(int(down_ports) / float(oversubscription) - 1e-9)))
 
 
 def rail_cluster(nodes: int, gpus_per_node: int = 8, nvlink_GiBps: float = gbyte_to_gib(H100_NVLINK_GBPS),
@@ -266,7 +273,7 @@ def rail_cluster(nodes: int, gpus_per_node: int = 8, nvlink_GiBps: float = gbyte
     --------
     >>> t = rail_cluster(4, 8, nvlink_GiBps=400.0, nic_GiBps=50.0, spines=2, oversubscription=2.0)
     >>> t.num_npus, t.num_switches, t.num_links
-    (32, 14, 160)
+    (32, 16, 192)
     >>> leaf, spine = t.meta["fabric"]["switch_ranges"]["leaf"][0], t.meta["fabric"]["switch_ranges"]["spine"][0]
     >>> float(t.bw_GiBps[t.link_id(leaf, spine)])     # 4 NICs x 50 / (2:1 x 2 spines)
     50.0
@@ -277,8 +284,8 @@ def rail_cluster(nodes: int, gpus_per_node: int = 8, nvlink_GiBps: float = gbyte
     g = _check_positive_int("GPUs per node", gpus_per_node, 1)
     if k * g < 2:
         raise TopologyError("a rail cluster needs at least 2 GPUs (nodes x gpus_per_node)")
-    nsp = default_spines(k) if spines is None else _check_positive_int("spines", spines, 0)
     ratio = _ratio("oversubscription", oversubscription)
+    nsp = default_spines(k, ratio) if spines is None else _check_positive_int("spines", spines, 0)
     _check_bw_lat("NVLink", nvlink_GiBps, nvlink_lat_us)
     _check_bw_lat("NIC", nic_GiBps, nic_lat_us)
     _check_bw_lat("spine", 1.0, spine_lat_us)
@@ -350,7 +357,7 @@ def dgx_h100(nodes: int = 1, spines: int | None = None, oversubscription: float 
     --------
     >>> t = dgx_h100(128)
     >>> t.num_npus, t.num_switches, t.num_links
-    (1024, 144, 4224)
+    (1024, 264, 6144)
     >>> sw = t.switch(1024)
     >>> sw.multicast, sw.reduce
     (True, True)
@@ -461,7 +468,7 @@ def tpuv4(dims: Sequence[int] = (4, 4, 4), name: str | None = None) -> Topology:
 
 
 # ---------------------------------------------------------------------------------------------- leaf-spine
-def leaf_spine(leaves: int = 4, npus_per_leaf: int = 8, spines: int = 2, oversubscription: float = 2.0,
+def leaf_spine(leaves: int = 4, npus_per_leaf: int = 8, spines: int | None = None, oversubscription: float = 2.0,
                bw_GiBps: float = 50.0, lat_us: float = 0.5, spine_lat_us: float | None = None,
                mode: str = CUT_THROUGH, leaf_multicast: bool = False, leaf_reduce: bool = False,
                spine_multicast: bool = False, spine_reduce: bool = False, name: str | None = None) -> Topology:
@@ -474,16 +481,18 @@ def leaf_spine(leaves: int = 4, npus_per_leaf: int = 8, spines: int = 2, oversub
 
     Examples
     --------
-    >>> t = leaf_spine(4, 8, spines=2, oversubscription=2.0)
+    >>> t = leaf_spine(4, 8, oversubscription=2.0)          # 8 ports over 2:1: 4 spines at the port rate
     >>> t.num_npus, t.num_switches, t.num_links, t.name
-    (32, 6, 80, 'leafspine4x8_2to1')
-    >>> float(t.bw_GiBps[t.link_id(32, 36)])                # 8 x 50 / (2 x 2)
-    100.0
+    (32, 8, 96, 'leafspine4x8_2to1')
+    >>> float(t.bw_GiBps[t.link_id(32, 36)])                # 8 x 50 / (2 x 4)
+    50.0
     """
     nl = _check_positive_int("leaves", leaves, 1)
     p = _check_positive_int("NPUs per leaf", npus_per_leaf, 1)
-    ns = _check_positive_int("spines", spines, 1 if nl > 1 else 0)
     ratio = _ratio("oversubscription", oversubscription)
+    if spines is None:
+        spines = default_spines(p, ratio) if nl > 1 else 0
+    ns = _check_positive_int("spines", spines, 1 if nl > 1 else 0)
     slat = lat_us if spine_lat_us is None else spine_lat_us
     _check_bw_lat("leaf port", bw_GiBps, lat_us)
     _check_bw_lat("spine", 1.0, slat)

@@ -30,13 +30,13 @@ docs/fabric_clusters.md; :mod:`~tacos_bench.topology.fabrics`):
   ``bw`` GiB/s and ``lat`` µs per NPU, the switch ``cut_through`` / ``store_forward`` / ``cut_through`` with
   multicast and reduce (:func:`~tacos_bench.topology.fabrics.switched`)
 - ``dgx_a100x<K>``, ``dgx_h100x<K>`` (``_<R>to1``: leaf uplinks oversubscribed R:1): ``K`` DGX-like nodes of 8
-  GPUs on an NVSwitch, rail-optimized InfiniBand leaves, ``K // 2`` spines (1..8); the H100 NVSwitch multicasts
+  GPUs on an NVSwitch, rail-optimized InfiniBand leaves, spines at the port rate (``K / R``); the H100 NVSwitch multicasts
   and reduces (:func:`~tacos_bench.topology.fabrics.dgx_a100`, :func:`~tacos_bench.topology.fabrics.dgx_h100`)
 - ``ndv2x<K>``: ``K`` Azure-NDv2-like nodes (8 V100, hybrid cube-mesh), one 100 Gb/s NIC per node on one switch
 - ``mi250x_node`` / ``mi250x_x<K>``: Frontier-like nodes of 4 MI250X (8 GCDs, Infinity Fabric), one NIC per MI250X
 - ``tpuv4_<X>x<Y>x<Z>``: a TPU-v4-like 3-D torus of ICI links (no switches)
-- ``leafspine<L>x<P>[_<R>to1]``: ``L`` leaves of ``P`` NPUs (``bw``, ``lat`` per port), 2 spines, uplinks
-  oversubscribed R:1 (:func:`~tacos_bench.topology.fabrics.leaf_spine`)
+- ``leafspine<L>x<P>[_<R>to1]``: ``L`` leaves of ``P`` NPUs (``bw``, ``lat`` per port), ``P / R`` spines at the
+  port rate (uplinks oversubscribed R:1) (:func:`~tacos_bench.topology.fabrics.leaf_spine`)
 
 ``switch<N>`` keeps its meaning: one switch unwound into point-to-point links.
 
@@ -260,7 +260,7 @@ def _rail_from_config(dims: list[int], params: Mapping) -> Topology:
     kw.update({f: _flag(f, p[f]) for f in _RAIL_FLAGS})
     spines = p["spines"]
     if spines is not None and (isinstance(spines, bool) or not isinstance(spines, int) or spines < 0):
-        raise ConfigError(f"topo.params.spines must be an integer >= 0 (or null: nodes // 2 in 1..8), got {spines!r}")
+        raise ConfigError(f"topo.params.spines must be an integer >= 0 (or null: spines at the port rate), got {spines!r}")
     return fab.rail_cluster(nodes, gpus, spines=spines, **kw)
 
 
