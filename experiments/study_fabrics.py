@@ -17,10 +17,12 @@ Parts (a case can belong to several; each case runs once):
 2. ``in_network``: ``switched8`` against ``switched8_nvls`` (the switch multicasts and reduces): All-Gather,
    Broadcast, Reduce-Scatter, Reduce, All-Reduce with 1, 4 and 16 chunks per NPU (Broadcast/Reduce: chunks),
    1 MiB and 1 GiB; the ``nvls`` baseline where it applies.
-3. ``oversub``: 1:1 against 2:1: ``dgx_h100x4`` / ``dgx_h100x4_2to1``, ``leafspine4x8`` / ``leafspine4x8_2to1``
-   (2 spines: each leaf-spine link is a trunk of 4 or 2 ports' bandwidth) and the same leaf-spine built from
-   port-rate cables (``leafspine4x8_s8``: 8 spines, ``leafspine4x8_s4_2to1``: 4 spines, every link 50 GiB/s);
-   All-Gather, All-to-All, All-Reduce, 1 and 4 chunks per NPU, 1 MiB and 1 GiB.
+3. ``oversub``: 1:1 against 2:1: ``dgx_h100x4`` / ``dgx_h100x4_2to1`` and ``leafspine4x8`` /
+   ``leafspine4x8_2to1``, as the public generators build them (spines at the port rate,
+   ``fabrics.default_spines``: ceil(ports / ratio) spines, every leaf-spine link one port's bandwidth);
+   All-Gather, All-to-All, All-Reduce, 1 and 4 chunks per NPU, 1 MiB and 1 GiB. (The first version of these
+   fabrics modelled a leaf's uplink bundle as one fat link, which hid the oversubscription; they are now
+   port-rate spines, docs/fabric_clusters.md.)
 4. every case above: greedy_plus against greedy and every baseline whose capabilities cover the case (ring,
    direct, rhd, dbt, pairwise, bruck, binomial, chain, nvls), ratio to the bound.
 5. ``astra``: greedy and greedy_plus on ``switched8_sf`` (one store-and-forward switch, ASTRA-sim's
@@ -64,14 +66,6 @@ MIB = {1: "1 MiB", 1024: "1 GiB"}
 KIND_SHORT = {"all_gather": "AG", "reduce_scatter": "RS", "all_reduce": "AR", "broadcast": "Bcast",
               "reduce": "Reduce", "gather": "Gather", "scatter": "Scatter", "all_to_all": "A2A"}
 
-# topologies that are not public names: the leaf-spine of 4 leaves x 8 NPUs built from port-rate cables
-CUSTOM = {
-    "leafspine4x8_s8": {"leaves": 4, "npus_per_leaf": 8, "spines": 8, "oversubscription": 1.0},
-    "leafspine4x8_s4_2to1": {"leaves": 4, "npus_per_leaf": 8, "spines": 4, "oversubscription": 2.0},
-    "leafspine2x4_s4": {"leaves": 2, "npus_per_leaf": 4, "spines": 4, "oversubscription": 1.0},
-    "leafspine2x4_s2_2to1": {"leaves": 2, "npus_per_leaf": 4, "spines": 2, "oversubscription": 2.0},
-}
-
 
 # ---------------------------------------------------------------------------------------------- the grid
 def grid(quick: bool) -> dict:
@@ -79,8 +73,7 @@ def grid(quick: bool) -> dict:
     if quick:
         unwound = [(t, k, c, 1) for t in ("switch8", "switched8") for k, c in (("broadcast", 8), ("all_gather", 1))]
         in_net = [(t, "all_reduce", 1, 1) for t in ("switched8", "switched8_nvls")]
-        pairs = [("leaf-spine 2x4, 2 spines (trunks)", "leafspine2x4", "leafspine2x4_2to1"),
-                 ("leaf-spine 2x4, port-rate cables", "leafspine2x4_s4", "leafspine2x4_s2_2to1")]
+        pairs = [(pair_label("leafspine2x4", "leafspine2x4_2to1"), "leafspine2x4", "leafspine2x4_2to1")]
         oversub = [(t, "all_gather", 1, 1) for _, a, b in pairs for t in (a, b)]
         astra = [("switched4_sf", "all_gather", 1, 1)]
         return {"unwound": unwound, "in_network": in_net, "oversub": oversub, "astra": astra, "pairs": pairs,
@@ -94,11 +87,10 @@ def grid(quick: bool) -> dict:
     in_net = [(t, k, c, s) for t in ("switched8", "switched8_nvls")
               for k in ("all_gather", "broadcast", "reduce_scatter", "reduce", "all_reduce")
               for c in (1, 4, 16) for s in sizes]
-    pairs = [("DGX-H100 x4 (rail-optimized)", "dgx_h100x4", "dgx_h100x4_2to1"),
-             ("leaf-spine 4x8, 2 spines (trunks)", "leafspine4x8", "leafspine4x8_2to1"),
-             ("leaf-spine 4x8, port-rate cables", "leafspine4x8_s8", "leafspine4x8_s4_2to1")]
-    # dropped to fit ~15 min at --jobs 2 on 2 cores: All-to-All with 4 chunks per pair at 1 MiB on the leaf-spines
-    # (greedy_plus takes 7-36 s per run there; the 1 GiB rows and the 1-chunk rows keep the comparison)
+    pairs = [(pair_label(a, b), a, b) for a, b in OVERSUB_PAIRS]
+    # dropped to keep the study within minutes at --jobs 2 on 2 cores: All-to-All with 4 chunks per pair at 1 MiB
+    # on the leaf-spines (greedy_plus takes 7-36 s per run there; the 1 GiB rows and the 1-chunk rows keep the
+    # comparison)
     oversub = [(t, k, c, s) for _, a, b in pairs for t in (a, b)
                for k in ("all_gather", "all_to_all", "all_reduce") for c in (1, 4) for s in sizes
                if (t, k, c, s) not in DROPPED]
@@ -110,20 +102,38 @@ def grid(quick: bool) -> dict:
 
 
 PARTS = ("unwound", "in_network", "oversub", "astra")
-DROPPED = {(t, "all_to_all", 4, 1) for t in ("leafspine4x8", "leafspine4x8_2to1", "leafspine4x8_s8",
-                                            "leafspine4x8_s4_2to1")}
+# part 3's 1:1 / 2:1 twins (public names; every topology of the study is one)
+OVERSUB_PAIRS = (("dgx_h100x4", "dgx_h100x4_2to1"), ("leafspine4x8", "leafspine4x8_2to1"))
+DROPPED = {(t, "all_to_all", 4, 1) for pair in OVERSUB_PAIRS for t in pair if t.startswith("leafspine")}
 
 
 @cache
 def topology(name: str):
-    """A public named topology, or one of :data:`CUSTOM` (built by ``fabrics.leaf_spine``)."""
-    if name in CUSTOM:
-        from tacos_bench.topology.fabrics import leaf_spine
-
-        return leaf_spine(**CUSTOM[name], name=name)
+    """A public named topology (``tacos_bench.topology.named_topology``)."""
     from tacos_bench.topology import named_topology
 
     return named_topology(name)
+
+
+def _fabric(name: str) -> dict:
+    return topology(name).meta.get("fabric", {})
+
+
+def _ratio_txt(r: float) -> str:
+    return f"{r:g}:1"
+
+
+def pair_label(a: str, b: str) -> str:
+    """The fabric column of part 3, from the built topologies (spines of the 1:1 and 2:1 twin)."""
+    fa, fb = _fabric(a), _fabric(b)
+    kind = topology(a).meta.get("kind")
+    if kind == "rail":
+        head = f"{fa.get('preset', 'rail').upper().replace('_', '-')} x{fa['nodes']} (rail-optimized)"
+    elif kind == "leafspine":
+        head = f"leaf-spine {fa['leaves']}x{fa['npus_per_leaf']}"
+    else:
+        head = a
+    return f"{head}, {fa.get('spines', '?')} / {fb.get('spines', '?')} spines"
 
 
 def applicable(solver: str, kind: str, is_fabric: bool) -> bool:
@@ -580,28 +590,44 @@ def describe_topologies(names) -> str:
         rows.append({"topology": n, "NPUs": t.num_npus, "switches": t.num_nodes - t.num_npus,
                      "directed links": t.num_links,
                      "link GiB/s": (f"{bw.min():g}" if bw.min() == bw.max() else f"{bw.min():.3f}-{bw.max():.3f}"),
-                     "what": TOPO_NOTE.get(n, "")})
+                     "what": topo_note(n)})
     return to_markdown(pd.DataFrame(rows))
 
 
-TOPO_NOTE = {
-    "switch8": "the switch unwound: 8 NPUs fully connected, 50/7 GiB/s per pair (public name, point-to-point)",
-    "switched8": "one cut_through switch, 50 GiB/s 0.5 µs ports",
-    "switched8_nvls": "the same switch with multicast and reduce (NVLS-like)",
-    "switched8_sf": "the same switch store_forward (ASTRA-sim's Switch(8))",
-    "switched4_sf": "4 NPUs on one store_forward switch",
-    "dgx_h100x4": "4 DGX-H100-like nodes: NVSwitch (multicast, reduce) per node, 8 rail leaves, 2 spines, 1:1",
-    "dgx_h100x4_2to1": "the same with the leaf uplinks at half (2:1)",
-    "leafspine4x8": "4 leaves x 8 NPUs (50 GiB/s), 2 spines, each leaf-spine link 200 GiB/s (1:1)",
-    "leafspine4x8_2to1": "the same, each leaf-spine link 100 GiB/s (2:1)",
-    "leafspine4x8_s8": "4 leaves x 8 NPUs, 8 spines, every link 50 GiB/s (1:1 from port-rate cables; "
-                       "`fabrics.leaf_spine(4, 8, spines=8, oversubscription=1)`)",
-    "leafspine4x8_s4_2to1": "4 leaves x 8 NPUs, 4 spines, every link 50 GiB/s (2:1 from port-rate cables; "
-                            "`fabrics.leaf_spine(4, 8, spines=4, oversubscription=2)`)",
-    "leafspine2x4": "2 leaves x 4 NPUs, 2 spines (1:1)", "leafspine2x4_2to1": "the same at 2:1",
-    "leafspine2x4_s4": "2 leaves x 4 NPUs, 4 spines of port-rate links (1:1)",
-    "leafspine2x4_s2_2to1": "2 leaves x 4 NPUs, 2 spines of port-rate links (2:1)",
-}
+def _flags(multicast: bool, reduce: bool) -> str:
+    on = [x for x, f in (("multicast", multicast), ("reduce", reduce)) if f]
+    return " and ".join(on)
+
+
+def topo_note(name: str) -> str:
+    """The *what* column of the topology table, from the built topology (``meta``, link bandwidths)."""
+    t = topology(name)
+    meta = t.meta
+    kind = meta.get("kind")
+    f = meta.get("fabric", {})
+    if kind == "switch":  # the unwound switch: point-to-point, every pair one link
+        n, port = t.num_npus, meta.get("port_bw_GiBps", float("nan"))
+        return (f"a {port:g} GiB/s switch unwound: {n} NPUs fully connected, {port:g}/{n - 1} = "
+                f"{float(t.bw_GiBps.min()):.3f} GiB/s per pair (point-to-point)")
+    if kind == "switched":
+        fl = _flags(f["multicast"], f["reduce"])
+        return (f"{f['npus']} NPUs on one {f['mode']} switch, {f['port_GiBps']:g} GiB/s {f['hop_lat_us']:g} µs ports"
+                + (f", the switch does {fl} (NVLS-like)" if fl else "")
+                + (f" (ASTRA-sim's Switch({f['npus']}))" if f["mode"] == "store_forward" else ""))
+    if kind == "rail":
+        nvs = _flags(*f["flags"]["nvswitch"])
+        return (f"{f['nodes']} {f.get('preset', 'rail').upper().replace('_', '-')}-like nodes of {f['gpus_per_node']} "
+                f"GPUs: NVSwitch ({f['nvlink_GiBps']:.3f} GiB/s ports" + (f", {nvs}" if nvs else "") + ") per node, "
+                f"{f['gpus_per_node']} rail leaves ({f['nic_GiBps']:.3f} GiB/s NICs), {f['spines']} spines, every "
+                f"leaf-spine link {f['spine_link_GiBps']:.3f} GiB/s"
+                + (" (one NIC's worth)" if abs(f["spine_link_GiBps"] - f["nic_GiBps"]) < 1e-9 else "")
+                + f", {_ratio_txt(f['oversubscription'])}")
+    if kind == "leafspine":
+        return (f"{f['leaves']} leaves x {f['npus_per_leaf']} NPUs ({f['port_GiBps']:g} GiB/s ports), {f['spines']} "
+                f"spines, every leaf-spine link {f['spine_link_GiBps']:g} GiB/s"
+                + (" (one port's worth)" if abs(f["spine_link_GiBps"] - f["port_GiBps"]) < 1e-9 else "")
+                + f", {_ratio_txt(f['oversubscription'])}")
+    return ""
 
 
 def report(df: pd.DataFrame, g: dict, args, wall_s: float | None, cmd: str, fig: Path) -> str:
@@ -639,10 +665,12 @@ def report(df: pd.DataFrame, g: dict, args, wall_s: float | None, cmd: str, fig:
              "*chunks* chunks in all, the others *chunks* per NPU (All-to-All: per pair). Flat rows: "
              "`docs/studies/fabrics.parquet` (one row per topology, collective, chunks, size, solver, seed).\n")
     if not args.quick:
-        L.append("Sizes: 1 MiB and 1 GiB everywhere except one slice **dropped to keep the study near 15 minutes at "
-                 "`--jobs 2`**: All-to-All with 4 chunks per pair runs at 1 GiB only on the four leaf-spines "
-                 "(greedy_plus takes 7-36 s per run there; a first full run with it took 22.4 min while other jobs "
-                 "shared the machine). Part 1 also has Broadcast and Reduce of 1 chunk (beyond the 8-chunk ones asked for).\n")
+        dropped = sorted({t for t, *_ in DROPPED})
+        L.append("Sizes: 1 MiB and 1 GiB everywhere except one slice **dropped to keep the study within minutes at "
+                 "`--jobs 2`**: All-to-All with 4 chunks per pair runs at 1 GiB only on the leaf-spines ("
+                 + ", ".join(f"`{t}`" for t in dropped) + "; greedy_plus takes 7-36 s per run there; a first full "
+                 "run with it, when the study still had two more leaf-spines, took 22.4 min while other jobs shared "
+                 "the machine). Part 1 also has Broadcast and Reduce of 1 chunk (beyond the 8-chunk ones asked for).\n")
     names = []
     for part in PARTS:
         for t, *_ in g[part]:
@@ -672,9 +700,11 @@ def report(df: pd.DataFrame, g: dict, args, wall_s: float | None, cmd: str, fig:
 
     # 3
     L.append("\n## 3. Oversubscription: 1:1 against 2:1\n")
-    L.append("greedy_plus's verified time on the 1:1 fabric and on its 2:1 twin (the leaf uplinks at half); "
-             "*2:1 / 1:1* > 1: what the oversubscription costs. The bounds see the uplinks' bandwidth; the schedules "
-             "see something else on the 2-spine leaf-spine (below the table).\n")
+    L.append("greedy_plus's verified time on the 1:1 fabric and on its 2:1 twin (half the spines, so half a leaf's "
+             "uplink bandwidth; every leaf-spine link one port's bandwidth, `fabrics.default_spines`); *2:1 / 1:1* "
+             "> 1: what the oversubscription costs. (The first version of these fabrics modelled a leaf's uplink "
+             "bundle as one fat link, which hid the oversubscription: a link carries one transfer at a time, at the "
+             "route's slowest rate. They are now port-rate spines (docs/fabric_clusters.md).)\n")
     L.append(table_oversub(c, g))
     L.append(oversub_notes(c, g))
 
@@ -812,69 +842,88 @@ def _range(vals) -> str:
 
 
 def oversub_notes(c: Cases, g: dict) -> str:
-    lines = []
-    for label, a, b in g["pairs"]:
-        rs, bs = [], []
-        for t, k, cpn, mib in g["oversub"]:
-            if t != a:
-                continue
-            ka, kb = c.key(a, k, cpn, mib), c.key(b, k, cpn, mib)
-            rs.append(c.t(kb, "greedy_plus") / c.t(ka, "greedy_plus"))
-            bs.append(c.bound.get(kb, np.nan) / c.bound.get(ka, np.nan))
-        if np.isnan(np.array(rs, dtype=float)).all():
-            continue
-        lines.append(f"- {label} (`{a}` / `{b}`): 2:1 / 1:1 of greedy_plus {_range(rs)}, of the bounds {_range(bs)}.")
-    s = "\n" + "\n".join(lines) + "\n"
-    by = {a: (label, a, b) for label, a, b in g["pairs"]}
-    trunk = by.get("leafspine4x8") or by.get("leafspine2x4")
-    cable = by.get("leafspine4x8_s8") or by.get("leafspine2x4_s4")
-    dgx = by.get("dgx_h100x4")
+    kinds = ("all_gather", "all_to_all", "all_reduce")
 
-    def ratios(pair, kind, mib=1024):
+    def twin_ratios(a, b, kind, what="gp", mib=None):
+        """2:1 / 1:1 of greedy_plus (median seed) or of the bounds, over the grid's cases of ``kind``."""
         out = []
-        for t in pair[1:]:
-            out += [c.ratio(c.key(t, k, cpn, m), "greedy_plus") for tt, k, cpn, m in g["oversub"]
-                    if tt == t and k == kind and m == mib]
+        for t, k, cpn, m in g["oversub"]:
+            if t != a or k != kind or (mib is not None and m != mib):
+                continue
+            ka, kb = c.key(a, k, cpn, m), c.key(b, k, cpn, m)
+            out.append(c.t(kb, "greedy_plus") / c.t(ka, "greedy_plus") if what == "gp"
+                       else c.bound.get(kb, np.nan) / c.bound.get(ka, np.nan))
         return out
 
-    if trunk:
-        ta = ratios(trunk, "all_to_all")
-        s += ("\n**Why the 2-spine leaf-spine does not notice 2:1 (a property of the model).** A transfer through "
-              "cut-through switches is one row that occupies *every link of its route, alone, for its whole "
-              "duration*, at the bandwidth of the route's slowest link (docs/fabrics.md, rules 2-3). A route NPU -> "
-              "leaf -> spine -> leaf -> NPU runs at the 50 GiB/s port rate, so one leaf-spine link of 200 GiB/s (1:1) "
-              "or 100 GiB/s (2:1), each standing for a bundle of cables, carries one port's worth at a time: a leaf's "
-              "2 uplinks move at most 2 x 50 = 100 GiB/s for its 400 GiB/s of ports in **both** fabrics (4:1 in "
-              "effect), and the schedules are the same. The bounds count the links' whole bandwidth (1:1: the "
-              "ingress bound; 2:1: the cut of the uplinks), so on All-to-All, the one collective here that must cross "
-              f"the uplinks with most of its data, greedy_plus sits {_range(ta)} above them at 1 GiB: a gap no "
-              "schedule of this model can close (the model, not the bound, is what is off).")
-        f = topology(trunk[1]).meta["fabric"]
-        n, p, sp, bw = f["leaves"] * f["npus_per_leaf"], f["npus_per_leaf"], f["spines"], f["port_GiBps"]
-        limit = p * (n - p) / n / (sp * bw) * 1e6  # µs: a leaf's 1 GiB All-to-All export over sp port-rate uplinks
-        best = [c.t(c.key(t, "all_to_all", cpn, 1024), "greedy_plus", "min") for t in trunk[1:]
-                for tt, k, cpn, m in g["oversub"] if tt == t and k == "all_to_all" and m == 1024]
-        best = [x for x in best if not np.isnan(x)]
-        if best:
-            s += (f" What the model does allow: every route starts or ends at a 50 GiB/s NPU port, so a leaf exports "
-                  f"at most {sp} x {bw:g} GiB/s, and its All-to-All export of {p} x {n - p}/{n} GiB takes at least "
-                  f"{limit:.0f} µs; greedy_plus's best seeds ({fmt_us(min(best))}-{fmt_us(max(best))} µs) are "
-                  f"{_range([x / limit for x in best])} that.")
-    if cable:
-        ca = ratios(cable, "all_to_all")
-        rs = [c.t(c.key(cable[2], k, cpn, m), "greedy_plus") / c.t(c.key(cable[1], k, cpn, m), "greedy_plus")
-              for tt, k, cpn, m in g["oversub"] if tt == cable[1] and k == "all_to_all"]
-        s += (f" Built from port-rate cables instead (`{cable[1]}`, `{cable[2]}`: more spines, every link "
-              "50 GiB/s, the same bandwidth per leaf) the model sees the oversubscription: All-to-All takes "
-              f"{_range(rs)} longer at 2:1, and greedy_plus is {_range(ca)} the bound at 1 GiB. All-Gather and "
-              "All-Reduce do not notice 2:1 even there (their bounds are equal too): relayed inside each leaf, each "
-              "chunk crosses the uplinks once per leaf, far below their capacity.")
+    def flat(vals, tol=0.05):
+        v = np.array([x for x in vals if not np.isnan(x)], dtype=float)
+        return len(v) > 0 and bool(np.all(np.abs(v - 1) <= tol))
+
+    lines = []
+    for label, a, b in g["pairs"]:
+        gp = {k: twin_ratios(a, b, k) for k in kinds}
+        lb = {k: twin_ratios(a, b, k, "bound") for k in kinds}
+        if all(np.isnan(np.array(v, dtype=float)).all() for v in gp.values() if v):
+            continue
+        lines.append(f"- {label} (`{a}` / `{b}`): 2:1 / 1:1 of greedy_plus "
+                     + ", ".join(f"{k} {_range(v)}" for k, v in gp.items() if v) + "; of the bounds "
+                     + ", ".join(f"{k} {_range(v)}" for k, v in lb.items() if v) + ".")
+    s = "\n" + "\n".join(lines) + "\n"
+    leafspines = [x for x in g["pairs"] if topology(x[1]).meta.get("kind") == "leafspine"]
+    dgx = next((x for x in g["pairs"] if topology(x[1]).meta.get("kind") == "rail"), None)
+
+    for label, a, b in leafspines:
+        fa, fb = _fabric(a), _fabric(b)
+        n, p, bw = fa["leaves"] * fa["npus_per_leaf"], fa["npus_per_leaf"], fa["port_GiBps"]
+        up_a, up_b = fa["spines"] * fa["spine_link_GiBps"], fb["spines"] * fb["spine_link_GiBps"]
+        a2a, a2a_b = twin_ratios(a, b, "all_to_all"), twin_ratios(a, b, "all_to_all", "bound")
+        if np.isnan(np.array(a2a, dtype=float)).all():
+            continue
+        s += (f"\n**{label.split(',')[0]}: 2:1 costs All-to-All.** `{a}` has {fa['spines']} spines and `{b}` "
+              f"{fb['spines']}, every leaf-spine link {fa['spine_link_GiBps']:g} GiB/s: a leaf's {p} ports "
+              f"({p * bw:g} GiB/s) have {up_a:g} GiB/s of uplinks at 1:1 and {up_b:g} GiB/s at 2:1. All-to-All, "
+              f"the one collective here that must cross the uplinks with most of its data, takes {_range(a2a)} "
+              f"longer at 2:1 (greedy_plus, median seed; the bounds {_range(a2a_b)}).")
+        big = [(cpn, c.key(a, k, cpn, m), c.key(b, k, cpn, m)) for t, k, cpn, m in g["oversub"]
+               if t == a and k == "all_to_all" and m == 1024]
+        if big:
+            export = p * (n - p) / n  # GiB: a leaf's All-to-All export of 1 GiB per NPU
+            lim_a, lim_b = export / up_a * 1e6, export / up_b * 1e6
+            src_b = sorted({str(c.source.get(kb)) for _, _, kb in big})
+            below = all(lim_a < c.bound.get(ka, np.nan) for _, ka, _ in big)
+            s += (f" At 1 GiB a leaf exports {p} x {n - p}/{n} = {export:g} GiB, at least {lim_b:.0f} µs over the "
+                  f"2:1 uplinks ({lim_a:.0f} µs at 1:1" + (", below the 1:1 bound, " + " / ".join(
+                      sorted({f"`{c.source.get(ka)}`" for _, ka, _ in big})) if below else "")
+                  + f"); the 2:1 bound is {' / '.join(f'`{x}`' for x in src_b)} ("
+                  + ", ".join(f"cpn{cpn} {fmt_us(c.bound.get(kb))} µs" for cpn, _, kb in big) + "), "
+                  f"and greedy_plus's best seed is {_range([c.ratio(kb, 'greedy_plus', 'min') for *_, kb in big])} it "
+                  f"(1:1: {_range([c.ratio(ka, 'greedy_plus', 'min') for _, ka, _ in big])} its bound).")
+        rest = {k: twin_ratios(a, b, k) for k in ("all_gather", "all_reduce")}
+        rest_b = [x for k in rest for x in twin_ratios(a, b, k, "bound")]
+        if all(flat(v) for v in rest.values() if v) and flat(rest_b, 1e-9):
+            s += (" All-Gather and All-Reduce do not notice 2:1 (" + ", ".join(f"{k} {_range(v)}" for k, v in
+                                                                            rest.items() if v)
+                  + "; their bounds are equal): relayed inside each leaf, a chunk crosses the uplinks at most once "
+                    "per other leaf, far below their capacity.")
+        else:
+            s += (" All-Gather and All-Reduce: " + ", ".join(f"{k} {_range(v)}" for k, v in rest.items() if v)
+                  + f" (bounds {_range(rest_b)}).")
     if dgx:
-        s += ("\n\n**The DGX-H100 cluster does not notice 2:1 either**, and its bounds say so too: it is "
-              "rail-optimized (GPU g of every node on leaf g), so every collective here crosses nodes leaf-locally "
-              "(over NVSwitch to the right GPU, then its rail) and never needs the spines. (In this model its 1:1 "
-              "spine links, 93.1 GiB/s = two NICs' worth, would also carry one NIC-rate transfer at a time, like the "
-              "2:1 ones.)")
+        label, a, b = dgx
+        fa, fb = _fabric(a), _fabric(b)
+        allr = [x for k in kinds for x in twin_ratios(a, b, k)]
+        allb = [x for k in kinds for x in twin_ratios(a, b, k, "bound")]
+        spines = (f"{fa['spines']} spines at 1:1, {fb['spines']} at 2:1, every leaf-spine link "
+                  f"{fa['spine_link_GiBps']:.3f} GiB/s")
+        if flat(allr, 1e-9) and flat(allb, 1e-9):
+            s += (f"\n\n**The DGX-H100 cluster does not notice 2:1** ({spines}), and its bounds say so too "
+                  f"(greedy_plus {_range(allr)}, bounds {_range(allb)}): it is rail-optimized (GPU g of every node "
+                  "on leaf g), so every collective here crosses nodes leaf-locally (over NVSwitch to the right GPU, "
+                  "then its rail) and never needs the spines.")
+        else:
+            s += (f"\n\n**The DGX-H100 cluster** ({spines}): 2:1 / 1:1 of greedy_plus {_range(allr)}, of the "
+                  f"bounds {_range(allb)}; it is rail-optimized (GPU g of every node on leaf g), so a collective can "
+                  "cross nodes leaf-locally (over NVSwitch to the right GPU, then its rail) without the spines.")
         f = topology(dgx[1]).meta["fabric"]
         nodes, gpn, nic = f["nodes"], f["gpus_per_node"], f["nic_GiBps"]
         k = c.key(dgx[1], "all_reduce", 1, 1024)
@@ -917,8 +966,9 @@ def far_notes(c: Cases, df: pd.DataFrame) -> str:
     if not far:
         return s + f" It is never more than {100 * FAR:g} % above it.\n"
     s += (f" More than {100 * FAR:g} % above it on {len(far)}: " + ", ".join(f"`{k}` {r:.3f}x" for k, r in far)
-          + ". (On the 2-spine leaf-spine the bound counts uplink bandwidth the model cannot use, section 3; on "
-            "the others the optimum is unknown: no exact backend ran in this study.)\n")
+          + ". (No exact backend ran in this study, so how far these are from the optimum is unknown"
+          + ("; section 3 argues the DGX All-Reduce bound is weak" if any(
+              k.startswith("dgx_") and " all_reduce " in k for k, _ in far) else "") + ".)\n")
     return s
 
 
