@@ -21,7 +21,7 @@ Examples
 --------
 >>> t = dgx_h100(4)
 >>> t.num_npus, t.num_switches, t.num_links
-(32, 14, 160)
+(32, 16, 192)
 >>> t.switch(t.num_npus).multicast       # the NVSwitch of node 0 (third generation: NVLS)
 True
 """
@@ -273,7 +273,7 @@ def rail_cluster(nodes: int, gpus_per_node: int = 8, nvlink_GiBps: float = gbyte
     --------
     >>> t = rail_cluster(4, 8, nvlink_GiBps=400.0, nic_GiBps=50.0, spines=2, oversubscription=2.0)
     >>> t.num_npus, t.num_switches, t.num_links
-    (32, 16, 192)
+    (32, 14, 160)
     >>> leaf, spine = t.meta["fabric"]["switch_ranges"]["leaf"][0], t.meta["fabric"]["switch_ranges"]["spine"][0]
     >>> float(t.bw_GiBps[t.link_id(leaf, spine)])     # 4 NICs x 50 / (2:1 x 2 spines)
     50.0
