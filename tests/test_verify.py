@@ -133,12 +133,21 @@ def test_rejects_unmet_reduce_postcondition(uniring3):
 
 
 def test_non_causal_reduce_from_empty_state():
-    # in an All-Gather nothing but the owner holds a chunk: a reduce from an empty NPU is non-causal
+    # in an All-Gather nothing but the owner holds a chunk: a reduce from an empty NPU is non-causal; any reduce
+    # in a copy collective is refused first (there is nothing to reduce)
     p = Problem(ring(3, bidirectional=False), Collective("all_gather", 1, 3))
     t = t_link(p)
     rows = ag_ring_rows(p)
     rows[3] = (1, 0, 1, t, 2 * t, "reduce")
-    _reject(p, rows, "non-causal")
+    _reject(p, rows, "nothing to reduce")
+
+
+def test_a_reduce_in_a_copy_collective_is_refused_even_when_it_would_replay():
+    # a reduce into an empty receiver adds the full chunk, which a replay alone would accept
+    p = Problem(ring(3, bidirectional=False), Collective("all_gather", 1, 3))
+    rows = ag_ring_rows(p)
+    rows[0] = rows[0][:5] + ("reduce",)
+    _reject(p, rows, r"a reduce in all_gather, a copy collective")
 
 
 def test_cycle_of_invalid_copies_is_rejected():

@@ -137,7 +137,8 @@ def test_reduce_onto_a_full_copy_double_counts():
     p = uniring3()
     t = float(p.link_time_us[0])
     rows = ag_ring_rows(t) + [(1, 0, 1, 2 * t, 3 * t, "reduce")]  # adds chunk 1 onto its owner's full copy
-    with pytest.raises(VerificationError, match="twice"):
+    # an All-Gather refuses any reduce first (tests/test_verify.py); the double count is caught in reductions
+    with pytest.raises(VerificationError, match="twice|nothing to reduce"):
         verify(p, Schedule.from_rows(rows))
 
 

@@ -9,7 +9,7 @@ row and the reason, on:
 * a transfer shorter than its link's chunk time;
 * two transfers overlapping on one directed link;
 * a sender that holds no part of the chunk when the transfer starts (non-causal);
-* a reduction that counts some NPU's contribution twice;
+* a reduction that counts some NPU's contribution twice, or any reduction in a copy collective;
 * an unmet postcondition of the collective;
 * with a :class:`~tacos_bench.faults.Fault`: a transfer on a failed link that ends after the failure
   (failed NPUs are then exempt from the postcondition).

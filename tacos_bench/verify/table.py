@@ -37,6 +37,10 @@ def verify(problem: Problem, schedule: Schedule, fault=None) -> Verification:
     >>> verify(p, s).collective_time_us == t
     True
     """
+    if problem.collective.copies and len(schedule) and np.any(schedule.op == REDUCE):
+        i = int(np.flatnonzero(schedule.op == REDUCE)[0])
+        raise VerificationError(f"{_row(schedule, i)}: a reduce in {problem.kind}, a copy collective: there is "
+                                "nothing to reduce")
     if problem.topology.is_fabric or (schedule.route is not None and bool(np.any(schedule.route != ""))):
         return verify_fabric(problem, schedule, fault)
     topo = problem.topology
