@@ -52,6 +52,8 @@ from tacos_bench.errors import SolverError
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import REDUCE, Schedule
 
+from .fabric_routes import route_links
+
 AllGatherSolve = Callable[[Problem], Schedule]
 
 
@@ -126,9 +128,13 @@ def all_reduce(problem: Problem, rs: Schedule, ag: Schedule) -> Schedule:
 
 
 def link_last_use(problem: Problem, schedule: Schedule) -> np.ndarray:
-    """Per-link end of the last transfer in ``schedule`` (0 where unused)."""
+    """Per-link end of the last transfer in ``schedule`` (0 where unused; a routed row of a switched fabric
+    counts on every link of its route)."""
     free = np.zeros(problem.num_links)
-    if len(schedule):
+    if len(schedule) and schedule.route is not None:
+        for links, end in zip(route_links(problem.topology, schedule), schedule.end_us.tolist()):
+            np.maximum.at(free, links, end)
+    elif len(schedule):
         lk = problem.topology.link_ids(schedule.src, schedule.dst)
         np.maximum.at(free, lk, schedule.end_us)
     return free

@@ -1172,21 +1172,16 @@ def overlap_all_reduce(problem: Problem, schedule: Schedule) -> Schedule:
     it forwards, first in first out, has arrived). Never later than the barrier."""
     from tacos_bench.schedule import COPY
 
+    from ..compose import chunk_done_at_owner, link_last_use
     from ..fabric_routes import route_links
 
     topo = problem.topology
     n = topo.num_npus
     links = route_links(topo, schedule)
     is_ag = schedule.op == COPY
-    owner = np.asarray(problem.with_collective("all_gather").sources)
-    free = np.zeros(topo.num_links)
-    ready = np.zeros(problem.num_chunks)
-    for i in np.flatnonzero(~is_ag).tolist():
-        e = float(schedule.end_us[i])
-        free[links[i]] = np.maximum(free[links[i]], e)
-        c = int(schedule.chunk[i])
-        if int(schedule.dst[i]) == owner[c]:
-            ready[c] = max(ready[c], e)
+    rs = schedule.take(np.flatnonzero(~is_ag))
+    free = link_last_use(problem, rs)
+    ready = chunk_done_at_owner(problem, rs)
     ag = np.flatnonzero(is_ag)
     chunk, src, dst = schedule.chunk, schedule.src, schedule.dst
     start, end = schedule.start_us, schedule.end_us
@@ -1210,7 +1205,7 @@ def overlap_all_reduce(problem: Problem, schedule: Schedule) -> Schedule:
         c, u, v = int(chunk[i]), int(src[i]), int(dst[i])
         if u >= n:
             r = new_end[feeds[i]]
-        elif u == owner[c]:
+        elif u == c % n:             # the owner, once the chunk is reduced there
             r = ready[c]
         else:
             r = have[c, u]

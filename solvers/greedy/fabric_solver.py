@@ -21,9 +21,9 @@ from tacos_bench.collective import ALL_GATHER, ALL_REDUCE
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import Schedule
 
-from ..compose import mirrored
+from ..compose import chunk_done_at_owner, link_last_use, mirrored
 from .fabric import fabric_copy
-from ..fabric_routes import build_hops, route_links
+from ..fabric_routes import build_hops
 from .options import GreedyOptions, restart_count, restart_seeds
 
 # greedy_plus runs the TACOS rule as a candidate up to this many NPUs x chunks
@@ -106,20 +106,3 @@ def solve_fabric(problem: Problem, opts: GreedyOptions, plus: bool, deadline: fl
              "transfers": len(found[chosen]), "fabric_ignores": ",".join(_POINT_TO_POINT),
              "fabric_time_s": time.perf_counter() - t0, **notes}
     return found[chosen], stats
-
-
-def link_last_use(problem: Problem, schedule: Schedule) -> np.ndarray:
-    """Per-link end of the last transfer crossing it (routes expanded; 0 where unused)."""
-    free = np.zeros(problem.num_links)
-    for links, end in zip(route_links(problem.topology, schedule), schedule.end_us.tolist()):
-        np.maximum.at(free, links, end)
-    return free
-
-
-def chunk_done_at_owner(problem: Problem, schedule: Schedule) -> np.ndarray:
-    """Per-chunk time of the last arrival at its owner (NPU ``c mod N``)."""
-    done = np.zeros(problem.num_chunks)
-    if len(schedule):
-        at_owner = schedule.dst == schedule.chunk % problem.num_npus
-        np.maximum.at(done, schedule.chunk[at_owner], schedule.end_us[at_owner])
-    return done

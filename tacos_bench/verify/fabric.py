@@ -46,6 +46,7 @@ from ..errors import VerificationError
 from ..problem import Problem
 from ..schedule import COPY, OPS, REDUCE, Schedule
 from ..topology.model import CUT_THROUGH
+from .arrivals import earliest_arrivals
 from .result import REL_TOL, TOL_LINK_FRACTION, Verification
 
 NPU, CUT, STORE = 0, 1, 2   # node kinds
@@ -434,14 +435,7 @@ def _replay_copies(problem: Problem, schedule: Schedule, seg: _Segments, kind, f
     uniq = np.zeros(0, np.int64)
     if T:
         key_hold = src.astype(np.int64) * C + chunk
-        order = np.argsort(key_in, kind="stable")
-        k_sorted = key_in[order]
-        head = np.ones(T, dtype=bool)
-        head[1:] = k_sorted[1:] != k_sorted[:-1]
-        uniq = k_sorted[head]
-        earliest = np.minimum.reduceat(end[order], np.flatnonzero(head))
-        pos = np.minimum(np.searchsorted(uniq, key_hold), len(uniq) - 1)
-        hold_t = np.where(uniq[pos] == key_hold, earliest[pos], np.inf)
+        uniq, hold_t = earliest_arrivals(key_in, end, key_hold)
         # the FIFO switches' sends are checked below instead
         need = (src != np.where(src < n, source[chunk], -1)) & ~fifo_copy[src]
         bad = np.flatnonzero(need & (hold_t > start + tol))

@@ -9,6 +9,7 @@ import numpy as np
 from ..errors import VerificationError
 from ..problem import Problem
 from ..schedule import COPY, OPS, REDUCE, Schedule
+from .arrivals import earliest_arrivals
 from .fabric import verify_fabric
 from .result import REL_TOL, TOL_LINK_FRACTION, Verification
 
@@ -142,14 +143,7 @@ def _replay_copies(problem: Problem, schedule: Schedule, tol: float, alive=None)
             hold_t = earliest[key_hold]
             received = np.isfinite(earliest)
         else:  # sparse: sort arrivals by (NPU, chunk) key
-            order = np.argsort(key_in, kind="stable")
-            k_sorted = key_in[order]
-            first = np.ones(T, dtype=bool)
-            first[1:] = k_sorted[1:] != k_sorted[:-1]
-            uniq = k_sorted[first]
-            earliest = np.minimum.reduceat(end[order], np.flatnonzero(first))
-            pos = np.minimum(np.searchsorted(uniq, key_hold), len(uniq) - 1)
-            hold_t = np.where(uniq[pos] == key_hold, earliest[pos], np.inf)
+            uniq, hold_t = earliest_arrivals(key_in, end, key_hold)
         bad = np.flatnonzero(need & (hold_t > start + tol))
         if bad.size:
             i = bad[np.argmin(start[bad])]
