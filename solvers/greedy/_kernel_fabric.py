@@ -85,6 +85,45 @@ def _hop_free(h, t, eps, busy, link_pad, off_pad, owner):
 
 
 @njit(cache=True)
+def _best_free_hop(v, skip, t, eps, into_ptr, into_idx, busy, link_pad, off_pad, owner, hsrc, has, coming, picked,
+                   near_ptr, near_npu, near_dur, hdur, holders, key, rarest, local_first, cand, cap):
+    """The free hop into ``v`` (not ``skip``) whose offer is best — fewest holders, then the shortest hop, then
+    the key — and its chunk, or (-1, -1)."""
+    bh = -1
+    bc = -1
+    b_h = BIG
+    b_d = 0.0
+    b_k = 2.0
+    for j in range(into_ptr[v], into_ptr[v + 1]):
+        h = into_idx[j]
+        if h == skip or not _hop_free(h, t, eps, busy, link_pad, off_pad, owner):
+            continue
+        c, hh, kk = _offer(h, v, hsrc, has, coming, picked, near_ptr, near_npu, near_dur, hdur, holders, key,
+                           rarest, local_first, cand, cap)
+        if c < 0:
+            continue
+        d = hdur[h]
+        if hh < b_h or (hh == b_h and (d < b_d or (d == b_d and kk < b_k))):
+            bh = h
+            bc = c
+            b_h = hh
+            b_d = d
+            b_k = kk
+    return bh, bc
+
+
+@njit(cache=True)
+def _place(q, v, h, c, pk_v, pk_h, pk_c, hlen, link_pad, owner, picked):
+    """Pick ``q``: hop ``h`` brings chunk ``c`` to ``v``; it holds the hop's links."""
+    pk_v[q] = v
+    pk_h[q] = h
+    pk_c[q] = c
+    for k in range(hlen[h]):
+        owner[link_pad[h, k]] = q
+    picked[v, c // 64] |= np.uint64(1) << np.uint64(c % 64)
+
+
+@njit(cache=True)
 def fabric_multicast_kernel(n, C, src_of, key, seed, rarest, local_first, cap, ready, busy0,
                             hsrc, hdst, hdur, link_pad, off_pad, end_pad, hlen,
                             into_ptr, into_idx, grp, grp_ptr, grp_idx, mc_pos,
@@ -119,10 +158,10 @@ def fabric_multicast_kernel(n, C, src_of, key, seed, rarest, local_first, cap, r
     pending = np.zeros(L1, dtype=np.int64)
     cand = np.zeros(W, dtype=np.uint64)
     t = ready.min()
-    pk_v = np.empty(n * 4, dtype=np.int64)
-    pk_h = np.empty(n * 4, dtype=np.int64)
-    pk_c = np.empty(n * 4, dtype=np.int64)
-    touched = np.empty(n * 4, dtype=np.int64)
+    # the picks of one event hold disjoint links: at most one per link
+    pk_v = np.empty(L1, dtype=np.int64)
+    pk_h = np.empty(L1, dtype=np.int64)
+    pk_c = np.empty(L1, dtype=np.int64)
     in_tree = np.zeros(n, dtype=np.bool_)
     used = np.zeros(L1, dtype=np.bool_)
     n_events = 0
@@ -149,39 +188,12 @@ def fabric_multicast_kernel(n, C, src_of, key, seed, rarest, local_first, cap, r
         for oi in range(n):
             v = order[oi]
             while True:
-                bh = -1
-                bc = -1
-                bscore_h = BIG
-                bscore_d = 0.0
-                bscore_k = 2.0
-                for j in range(into_ptr[v], into_ptr[v + 1]):
-                    h = into_idx[j]
-                    if not _hop_free(h, t, eps, busy, link_pad, off_pad, owner):
-                        continue
-                    c, hh, kk = _offer(h, v, hsrc, has, coming, picked, near_ptr, near_npu, near_dur, hdur,
-                                       holders, key, rarest, local_first, cand, cap)
-                    if c < 0:
-                        continue
-                    d = hdur[h]
-                    if (hh < bscore_h or (hh == bscore_h and (d < bscore_d or (d == bscore_d and kk < bscore_k)))):
-                        bh = h
-                        bc = c
-                        bscore_h = hh
-                        bscore_d = d
-                        bscore_k = kk
+                bh, bc = _best_free_hop(v, -1, t, eps, into_ptr, into_idx, busy, link_pad, off_pad, owner, hsrc, has,
+                                        coming, picked, near_ptr, near_npu, near_dur, hdur, holders, key, rarest,
+                                        local_first, cand, cap)
                 if bh < 0:
                     break
-                if npk >= pk_v.shape[0]:
-                    pk_v = np.concatenate((pk_v, np.empty(pk_v.shape[0], dtype=np.int64)))
-                    pk_h = np.concatenate((pk_h, np.empty(pk_h.shape[0], dtype=np.int64)))
-                    pk_c = np.concatenate((pk_c, np.empty(pk_c.shape[0], dtype=np.int64)))
-                    touched = np.concatenate((touched, np.empty(touched.shape[0], dtype=np.int64)))
-                pk_v[npk] = v
-                pk_h[npk] = bh
-                pk_c[npk] = bc
-                for k in range(hlen[bh]):
-                    owner[link_pad[bh, k]] = npk
-                picked[v, bc // 64] |= np.uint64(1) << np.uint64(bc % 64)
+                _place(npk, v, bh, bc, pk_v, pk_h, pk_c, hlen, link_pad, owner, picked)
                 npk += 1
         # ---- augment: a receiver without a pick takes a hop held by one other pick that can move
         for q in range(npk):
@@ -220,45 +232,14 @@ def fabric_multicast_kernel(n, C, src_of, key, seed, rarest, local_first, cap, r
                 for k in range(hlen[h]):
                     owner[link_pad[h, k]] = -2
                 picked[w, cw // 64] &= ~(np.uint64(1) << np.uint64(cw % 64))
-                h2 = -1
-                c2 = -1
-                b2 = BIG
-                d2 = 0.0
-                k2 = 2.0
-                for j2 in range(into_ptr[w], into_ptr[w + 1]):
-                    g = into_idx[j2]
-                    if g == hw or not _hop_free(g, t, eps, busy, link_pad, off_pad, owner):
-                        continue
-                    cc, gh, gk = _offer(g, w, hsrc, has, coming, picked, near_ptr, near_npu, near_dur, hdur,
-                                        holders, key, rarest, local_first, cand, cap)
-                    if cc < 0:
-                        continue
-                    gd = hdur[g]
-                    if gh < b2 or (gh == b2 and (gd < d2 or (gd == d2 and gk < k2))):
-                        h2 = g
-                        c2 = cc
-                        b2 = gh
-                        d2 = gd
-                        k2 = gk
+                h2, c2 = _best_free_hop(w, hw, t, eps, into_ptr, into_idx, busy, link_pad, off_pad, owner, hsrc, has,
+                                        coming, picked, near_ptr, near_npu, near_dur, hdur, holders, key, rarest,
+                                        local_first, cand, cap)
                 for k in range(hlen[h]):
                     owner[link_pad[h, k]] = -1
                 if h2 >= 0:
-                    pk_h[k_block] = h2
-                    pk_c[k_block] = c2
-                    for k in range(hlen[h2]):
-                        owner[link_pad[h2, k]] = k_block
-                    picked[w, c2 // 64] |= np.uint64(1) << np.uint64(c2 % 64)
-                    if npk >= pk_v.shape[0]:
-                        pk_v = np.concatenate((pk_v, np.empty(pk_v.shape[0], dtype=np.int64)))
-                        pk_h = np.concatenate((pk_h, np.empty(pk_h.shape[0], dtype=np.int64)))
-                        pk_c = np.concatenate((pk_c, np.empty(pk_c.shape[0], dtype=np.int64)))
-                        touched = np.concatenate((touched, np.empty(touched.shape[0], dtype=np.int64)))
-                    pk_v[npk] = v
-                    pk_h[npk] = h
-                    pk_c[npk] = c
-                    for k in range(hlen[h]):
-                        owner[link_pad[h, k]] = npk
-                    picked[v, c // 64] |= np.uint64(1) << np.uint64(c % 64)
+                    _place(k_block, w, h2, c2, pk_v, pk_h, pk_c, hlen, link_pad, owner, picked)
+                    _place(npk, v, h, c, pk_v, pk_h, pk_c, hlen, link_pad, owner, picked)
                     npk += 1
                     in_tree[v] = True
                     break
