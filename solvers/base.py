@@ -128,14 +128,18 @@ class StartState:
     :mod:`solvers.repair`).
 
     ``links`` masks the links of ``problem.topology`` that may be used; NPU ``hold_npu[i]`` holds chunk
-    ``hold_chunk[i]`` (time is not modelled here: the schedule starts at 0 and :func:`solvers.compose.retime_from`
-    places it); NPUs with ``alive`` false need nothing and hold nothing.
+    ``hold_chunk[i]``; NPUs with ``alive`` false need nothing and hold nothing. The schedule starts at 0 and
+    :func:`solvers.compose.retime_from` places it; ``hold_time[i]`` (when the copy is there) and ``link_free``
+    (per link of the topology, when it is free: after an in-flight transfer), both relative to that 0, are
+    optional hints an engine may plan with (the routed unicast engine does).
     """
 
     links: Any
     hold_npu: Any
     hold_chunk: Any
     alive: Any
+    hold_time: Any = None
+    link_free: Any = None
 
 
 class Solver(abc.ABC):

@@ -261,8 +261,12 @@ def _hpop(hk, ht, hv, off, size, l):
 
 
 @njit(cache=True)
-def run_routed(C, links, routes, rng, out, stats):
-    """Schedule the routed chunks (see the module docstring); returns the number of transfers."""
+def run_routed(C, links, routes, rng, out, stats, link_free, ready):
+    """Schedule the routed chunks (see the module docstring); returns the number of transfers.
+
+    Link ``l`` is busy until ``link_free[l]`` and chunk ``c`` reaches the start of its route at ``ready[c]``
+    (both 0 on a fresh run; a resume after a fault passes the in-flight transfers' ends, so the schedule is
+    placed as it will run)."""
     lt = links.time
     path_ptr, path_len, paths = routes.offset, routes.length, routes.link
     out_c, out_l, out_s, out_e = out.chunk, out.link, out.start, out.end
@@ -290,15 +294,22 @@ def run_routed(C, links, routes, rng, out, stats):
             acc += lt[paths[path_ptr[c] + h]]
             rem[path_ptr[c] + h] = acc
     hop = np.zeros(C, np.int64)
+    # events: a link's transfer ends (value l), or chunk c reaches its route's start (value M + c)
+    ek = np.empty(M + C + 1)
+    ev = np.empty(M + C + 1, np.int64)
+    esize = 0
     for c in range(C):
         if path_len[c] > 0:
-            l = paths[path_ptr[c]]
-            _hpush(hk, ht, hv, off, size, l, rem[path_ptr[c]], tie[c], c)
+            if ready[c] > 0.0:
+                esize = pair_push(ek, ev, esize, ready[c], M + c)
+            else:
+                _hpush(hk, ht, hv, off, size, paths[path_ptr[c]], rem[path_ptr[c]], tie[c], c)
     busy = np.zeros(M, np.bool_)
     lchunk = np.full(M, -1, np.int64)
-    ek = np.empty(M + 1)
-    ev = np.empty(M + 1, np.int64)
-    esize = 0
+    for l in range(M):
+        if link_free[l] > 0.0:   # busy with a transfer that is not this schedule's (lchunk -1)
+            busy[l] = True
+            esize = pair_push(ek, ev, esize, link_free[l], l)
     nout = 0
     now = 0.0
     touched = np.arange(M)
@@ -328,24 +339,34 @@ def run_routed(C, links, routes, rng, out, stats):
         t0, l, esize = pair_pop(ek, ev, esize)
         now = t0
         while True:
-            c = lchunk[l]
-            busy[l] = False
-            lchunk[l] = -1
-            if mark[l] != e:
-                mark[l] = e
-                touched[nt] = l
-                nt += 1
-            hop[c] += 1
-            if hop[c] < path_len[c]:
-                p = path_ptr[c] + hop[c]
-                nl = paths[p]
-                _hpush(hk, ht, hv, off, size, nl, rem[p], tie[c], c)
+            if l >= M:   # a chunk reaches the start of its route
+                c = l - M
+                nl = paths[path_ptr[c]]
+                _hpush(hk, ht, hv, off, size, nl, rem[path_ptr[c]], tie[c], c)
                 if mark[nl] != e:
                     mark[nl] = e
                     touched[nt] = nl
                     nt += 1
             else:
-                done += 1
+                c = lchunk[l]
+                busy[l] = False
+                lchunk[l] = -1
+                if mark[l] != e:
+                    mark[l] = e
+                    touched[nt] = l
+                    nt += 1
+                if c >= 0:   # (c < 0: the end of a transfer from before this schedule)
+                    hop[c] += 1
+                    if hop[c] < path_len[c]:
+                        p = path_ptr[c] + hop[c]
+                        nl = paths[p]
+                        _hpush(hk, ht, hv, off, size, nl, rem[p], tie[c], c)
+                        if mark[nl] != e:
+                            mark[nl] = e
+                            touched[nt] = nl
+                            nt += 1
+                    else:
+                        done += 1
             if esize == 0 or ek[0] > t0 + EVENT_REL * max(1.0, t0):
                 break
             t1, l, esize = pair_pop(ek, ev, esize)

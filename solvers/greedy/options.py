@@ -102,6 +102,11 @@ class GreedyOptions(SolverOptions):
                                              "its most loaded link (null: 0; greedy_plus: 0 and 0.5, the faster "
                                              "schedule kept; 1 when resuming after a fault)")
 
+    reversed_gather_resume: bool = option(True, doc="resuming a gather after a fault (routing=balanced): also "
+                                                    "build the remainder time-reversed, as a scatter from the "
+                                                    "root to each chunk's holder nearest it, and keep the "
+                                                    "faster (false: the forward resume only)")
+
     def check(self) -> None:
         if self.preempt and not self.duplicates:
             raise SolverError("greedy option preempt=true needs duplicates=true (only a duplicate can preempt)")

@@ -21,7 +21,7 @@ from ..compose import solve_collective
 from .options import (COMPACT_MIN_ROWS, RELABEL_RESTARTS, TIERED_MAX_PAIRS, GreedyOptions, GreedyPlusOptions,
                       restart_count)
 from .decomposition import hier_compact_all_gather, warmup as decomposition_warmup
-from .engine import greedy_all_gather, kernel_for, warmup
+from .engine import gather_resume_reversed, greedy_all_gather, kernel_for, warmup
 from .fabric import warmup_fabric
 
 _fabric_warm: dict = {}   # the fabric kernel's compile time, once per process
@@ -128,8 +128,30 @@ class GreedySolver(Solver):
         deadline = None if opts.time_limit_s is None else t0 + float(opts.time_limit_s)
         st: dict = {}
         sched = greedy_all_gather(problem, seed=opts.seed, deadline=deadline, opts=opts, stats=st, start=start)
+        if problem.kind == GATHER and opts.routing == "balanced" and opts.reversed_gather_resume:
+            # the faster of the forward resume and the time-reversed one (engine.gather_resume_reversed)
+            rst: dict = {}
+            rev = gather_resume_reversed(problem, start, opts, seed=opts.seed, stats=rst)
+            fwd_us, rev_us = _placed_us(problem, start, sched), _placed_us(problem, start, rev)
+            st["resume_forward_us"], st["resume_reversed_us"] = fwd_us, rev_us
+            if rev is not None and rev_us < fwd_us * (1 - 1e-12):
+                sched, st = rev, {**st, **rst, "by_reversal": True}
         return SolveResult("feasible", sched, objective_us=sched.makespan_us, solve_time_s=time.perf_counter() - t0,
                            stats={"jit_warmup_s": jit_s, **st}, stop_reason="finished")
+
+
+def _placed_us(problem: Problem, start: StartState, sched: Schedule | None) -> float | None:
+    """When ``sched`` would end once placed after the state's in-flight transfers (its own end without the
+    state's time hints)."""
+    if sched is None:
+        return None
+    if start.link_free is None or start.hold_time is None or not len(sched):
+        return sched.makespan_us
+    from ..compose import retime_from
+
+    free = np.where(np.asarray(start.links, bool), np.asarray(start.link_free, np.float64), np.inf)
+    return retime_from(problem, sched, link_free=free, hold_npu=start.hold_npu, hold_chunk=start.hold_chunk,
+                       hold_time=start.hold_time).makespan_us
 
 
 # the options that select the topology-aware rules, at their TACOS values (GreedyOptions' defaults)

@@ -10,7 +10,9 @@ Three schedules, one record:
    (``scratch_time_us``, ``scratch_synthesis_time_s``; with failed NPUs it is the collective among the
    survivors, whose data the repaired run still delivers when it was copied out before the fault).
 
-``repair_loss = repaired / scratch - 1``; ``repair_speedup = scratch / repair synthesis time``.
+``repair_loss = repaired / scratch - 1``; ``repair_speedup = scratch / repair synthesis time``;
+``repair_bound_us`` bounds any repair from the state at the fault (:func:`tacos_bench.faults.repair_bound_us`:
+what was executed may put it above a fresh synthesis), ``repaired_over_bound`` the repair against it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import replace
 from typing import Any, Mapping
 
 from ..errors import ConfigError, TacosError
-from ..faults import Fault
+from ..faults import Fault, repair_bound_us
 from ..problem import Problem
 from .stages import OPTIMAL_REL_TOL, ExportStageError, gap_fields, save_and_verify, solve_and_verify
 from .summary import repair_note
@@ -67,6 +69,8 @@ def run_with_fault(problem: Problem, fault: Fault, solver: str, options: Mapping
         return
     T = ver.collective_time_us
     fields.update(collective_time_us=T, repaired_time_us=T, link_utilization=ver.link_utilization)
+    bound = repair_bound_us(problem, fault, rep.state)
+    fields.update(repair_bound_us=bound, repaired_over_bound=T / bound if bound else None)
     _rebound(problem, fault, fields, T)
     _scratch(problem, fault, solver, options, fields)
     fields["repair_note"] = repair_note(fields)
