@@ -31,7 +31,7 @@ TACOS_CANDIDATE_MAX_PAIRS = 1 << 18
 
 # options of the point-to-point rules that a fabric run does not read (named in the run's statistics)
 _POINT_TO_POINT = ("imports", "import_gate", "link_order", "group_matching", "matching", "engine", "routing",
-                   "decompose", "tacos_candidate", "relabel_tries")
+                   "decompose", "tacos_candidate", "rarest_candidate", "relabel_tries")
 
 
 def _chunk_order(opts: GreedyOptions) -> str:

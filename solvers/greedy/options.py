@@ -49,6 +49,8 @@ SCALE_PARTITIONS = 2
 AUTO_RESTARTS_MAX = 4
 # greedy_plus's relabelled copies (relabel_tries) run at most this many seeds each
 RELABEL_RESTARTS = 2
+# greedy_plus's rarest candidate runs up to AUTO_RESTARTS_MAX seeds while NPUs x chunks x seeds stays below this
+RAREST_WORK = 1 << 16
 # the tiered kernel keeps per-receiver counters over every chunk: from this many (NPU, chunk) pairs on, the
 # topology-aware rules run as the tier decomposition only (or, without one, as the TACOS rule on the scale engine)
 TIERED_MAX_PAIRS = 1 << 25
@@ -88,6 +90,9 @@ class GreedyOptions(SolverOptions):
                                         "the greedy, then one hop to every group peer; groups must be complete) "
                                         "and keep the faster schedule; the only candidate of the topology-aware "
                                         "rules beyond TIERED_MAX_PAIRS (NPUs x chunks)")
+    rarest_candidate: bool = option(False, doc="All-Gather with topology-aware rules: also run TACOS with the "
+                                               "globally rarest chunk first (chunk_order=rarest), with more seeds "
+                                               "on small problems (RAREST_WORK), the faster kept")
     tacos_candidate: bool = option(False, doc="All-Gather with topology-aware rules: also run the TACOS rule once "
                                               "and keep the faster schedule")
 
@@ -142,6 +147,10 @@ class GreedyPlusOptions(GreedyOptions):
     restart_work: int = option(1 << 12, minimum=0, doc="more restarts on small problems (see greedy)")
     decompose: bool = option(True, doc="also build the tier decomposition, the faster kept (see greedy)")
     tacos_candidate: bool = option(True, doc="also run the TACOS rule once, the faster kept (see greedy)")
+    # the AMD MI250 node of ForestColl (links of multiplicity 1, 2, 4): the tiered rules trail the plain rarest
+    # order by 6-8 % at 4 and 16 chunks per NPU (docs/peer_topologies.md)
+    rarest_candidate: bool = option(True, doc="also run TACOS with the rarest chunk first, the faster kept "
+                                              "(see greedy)")
     # torus4x4/torus8x8 Broadcast and Reduce, 8 chunks: every root at the pipeline bound with 1 (1 of 16 and 7
     # of 64 without); each copy costs about one more run (docs/greedy.md)
     relabel_tries: int = option(1, minimum=0,

@@ -18,7 +18,8 @@ from ..base import (CAP_FABRIC, CAP_FROM_STATE, CAP_ALL_GATHER, CAP_ALL_REDUCE, 
                     CAP_TIME_LIMIT, Solver, SolveResult, StartState)
 from ..compose import solve_collective
 
-from .options import (COMPACT_MIN_ROWS, RELABEL_RESTARTS, TIERED_MAX_PAIRS, GreedyOptions, GreedyPlusOptions,
+from .options import (AUTO_RESTARTS_MAX, COMPACT_MIN_ROWS, RAREST_WORK, RELABEL_RESTARTS, TIERED_MAX_PAIRS,
+                      GreedyOptions, GreedyPlusOptions,
                       restart_count)
 from .decomposition import hier_compact_all_gather, warmup as decomposition_warmup
 from .engine import gather_resume_reversed, greedy_all_gather, kernel_for, warmup
@@ -179,7 +180,8 @@ def _all_gather_candidates(problem: Problem, opts: GreedyOptions, deadline, stat
     N, C = problem.num_npus, problem.num_chunks
     big = opts.tiered and N * C >= TIERED_MAX_PAIRS
     try_tacos = opts.tiered and opts.tacos_candidate
-    if problem.kind != ALL_GATHER or N < 2 or not (opts.decompose or try_tacos or big):
+    try_rarest = opts.tiered and opts.rarest_candidate and not big
+    if problem.kind != ALL_GATHER or N < 2 or not (opts.decompose or try_tacos or try_rarest or big):
         def run(q: Problem, o: GreedyOptions, st: dict):
             return greedy_all_gather(q, seed=o.seed, deadline=deadline, opts=o, stats=st, output=output,
                                      threads=threads)
@@ -218,6 +220,9 @@ def _all_gather_candidates(problem: Problem, opts: GreedyOptions, deadline, stat
         runs.append(("tacos", replace(opts, **_TACOS_RULES, restarts=1, restart_work=0)))
     if not big:
         runs.append(("rules" if opts.tiered else "tacos", opts))
+    if try_rarest:
+        seeds = int(np.clip(RAREST_WORK // max(N * C, 1), 1, AUTO_RESTARTS_MAX))
+        runs.append(("rarest", replace(opts, **{**_TACOS_RULES, "chunk_order": "rarest"}, restarts=seeds, restart_work=0)))
     elif not found:
         notes["rules_off"] = (f"{N} NPUs x {C} chunks >= TIERED_MAX_PAIRS ({TIERED_MAX_PAIRS}) and no tier "
                               f"decomposition ({notes.get('decomposition_skipped', 'decompose=false')}): the "
@@ -231,7 +236,7 @@ def _all_gather_candidates(problem: Problem, opts: GreedyOptions, deadline, stat
                                          output=output, threads=threads), st)
         ends.append((time.perf_counter(), found[name][0].makespan_us))
     # the fastest; on a tie the rules', then the TACOS rule's (the greedy's own schedules first)
-    pref = {"rules": 0, "tacos": 1, "decomposition": 2}
+    pref = {"rules": 0, "tacos": 1, "rarest": 2, "decomposition": 3}
     chosen = min(found, key=lambda k: (found[k][0].makespan_us, pref[k]))
     for name, (sc, _) in found.items():
         if name != chosen:
