@@ -90,6 +90,11 @@ class GreedyOptions(SolverOptions):
                                         "the greedy, then one hop to every group peer; groups must be complete) "
                                         "and keep the faster schedule; the only candidate of the topology-aware "
                                         "rules beyond TIERED_MAX_PAIRS (NPUs x chunks)")
+    reserve_tries: int = option(0, minimum=0,
+                                doc="Scatter and Gather: while the schedule is above a lower bound, also route the "
+                                    "chunks one at a time, farthest first, each on its earliest-arrival path "
+                                    "through the links already reserved, under up to this many random tie "
+                                    "orders, the fastest kept (0: off)")
     rarest_candidate: bool = option(False, doc="All-Gather with topology-aware rules: also run TACOS with the "
                                                "globally rarest chunk first (chunk_order=rarest), with more seeds "
                                                "on small problems (RAREST_WORK), the faster kept")
@@ -153,6 +158,8 @@ class GreedyPlusOptions(GreedyOptions):
                                               "(see greedy)")
     # torus4x4/torus8x8 Broadcast and Reduce, 8 chunks: every root at the pipeline bound with 1 (1 of 16 and 7
     # of 64 without); each copy costs about one more run (docs/greedy.md)
+    # hetero64 Scatter/Gather: every root at the lower bound with 256 (1.104-1.156x on 9 of 64 roots without)
+    reserve_tries: int = option(256, minimum=0, doc="reservation routing of Scatter and Gather (see greedy)")
     relabel_tries: int = option(1, minimum=0,
                                 doc="Broadcast, Reduce, Scatter, Gather: while the schedule is above a lower "
                                     "bound, also run the greedy (one seed) on up to this many relabelled copies "
