@@ -41,6 +41,13 @@ def warm_all(verbose: bool = True) -> dict[str, float]:
         warmup_fabric()
 
     part("fabric", fabric)
+
+    def reserve():
+        from solvers.greedy.reserve import warmup as reserve_warmup
+
+        reserve_warmup()
+
+    part("reserve", reserve)
     part("bounds", lambda: [lower_bounds(Problem(t, Collective(k, 1, 1)))
                             for t in (ring(4), het) for k in ("all_gather", "all_reduce", "broadcast", "all_to_all")])
     part("baselines", lambda: [get_solver(n).solve(Problem(het, Collective("all_reduce", 1, 1)))
