@@ -13,7 +13,11 @@ Sweeps (every schedule verified; failures are kept as error rows):
 * failures: 1, 2, 4 and 8 random links (both directions) fail at half the healthy schedule's time; the greedy
   repairs from the state at the fault and is compared with a from-scratch synthesis on the degraded topology
   (``fault.at_fraction=0.5 fault.random_links=K``, seeds 0-2);
-* failures on larger instances (torus16x16, hetero512), where synthesis time matters.
+* failures on larger instances (torus16x16, hetero512), where synthesis time matters;
+* **every root** of the rooted collectives (issue 22): Broadcast, Reduce, Gather and Scatter from each NPU of
+  torus4x4 and hetero_mesh4x4 (greedy and greedy_plus) and of torus8x8 and hetero64 (greedy_plus), reported as
+  min / median / max of time / bound over the roots, and CP-SAT (warm, 20 s) on every root of the 16-NPU
+  instances (Broadcast, Scatter; Reduce and Gather are their mirrors) to calibrate the bound.
 """
 
 from __future__ import annotations
@@ -32,12 +36,16 @@ KINDS = ("broadcast", "reduce", "gather", "scatter", "all_to_all")
 ROOTED_B = ["collective=broadcast,reduce", "solver=greedy,greedy_plus,direct,binomial,chain"]
 ROOTED_G = ["collective=gather,scatter", "solver=greedy,greedy_plus,direct,binomial"]
 FAULT = ["fault.at_fraction=0.5", "solver=greedy"]
+ROOTED = "collective=broadcast,reduce,gather,scatter"
+ROOTS16, ROOTS64 = "torus4x4,hetero_mesh4x4", "torus8x8,hetero64"
+ROOT_PARTS = ("roots16", "roots64", "roots_exact")
 
 
 def sweeps(quick: bool) -> list[tuple[str, list[str]]]:
     if quick:
         return [("a2a", ["topo.name=mesh4x4,random16d3s0", "solver=greedy,direct"]),
-                ("bcast", ["topo.name=mesh4x4", "collective=broadcast", "solver=greedy,chain"]),
+                ("roots16", ["topo.name=mesh4x4", "collective=broadcast", "collective.root=range(0,2)",
+                             "solver=greedy,chain"]),
                 ("failures", ["topo.name=mesh4x4", "collective=all_gather,all_to_all", "fault.random_links=1",
                               "seed=0", *FAULT])]
     return [
@@ -54,6 +62,10 @@ def sweeps(quick: bool) -> list[tuple[str, list[str]]]:
                       "seed=0,1,2", *FAULT]),
         ("failures_large", ["topo.name=torus16x16,hetero512", "collective=all_gather,all_to_all",
                             "fault.random_links=1", "seed=0,1", *FAULT]),
+        ("roots16", [f"topo.name={ROOTS16}", ROOTED, "collective.root=range(0,16)", "solver=greedy,greedy_plus"]),
+        ("roots64", [f"topo.name={ROOTS64}", ROOTED, "collective.root=range(0,64)", "solver=greedy_plus"]),
+        ("roots_exact", [f"topo.name={ROOTS16}", "collective=broadcast,scatter", "collective.root=range(0,16)",
+                         "solver=cpsat", "solver.time_limit_s=20"]),
     ]
 
 
@@ -71,6 +83,36 @@ def summarize(good: pd.DataFrame) -> pd.DataFrame:
                                                    key=lambda c: c.map(order) if c.name == "collective" else c)
 
 
+def roots_table(good: pd.DataFrame) -> pd.DataFrame:
+    """Per rooted collective, topology and solver: time / bound over every root (min, median, max), how many
+    roots meet the bound, and on the instances CP-SAT ran, the ratio to its time on the same root (Reduce and
+    Gather against the Broadcast and Scatter of the same root: the mirrored problem has the same optimum)."""
+    r = good[good["part"].isin(ROOT_PARTS)].copy()
+    if r.empty:
+        return r
+    r["ratio"] = r["collective_time_us"] / r["lower_bound_us"]
+    mirror = {"reduce": "broadcast", "gather": "scatter"}
+    exact = r[r["solver"] == "cpsat"].set_index(["topology", "collective", "root"])
+    rows = []
+    for (kind, topo, solver), g in r.groupby(["collective", "topology", "solver"], sort=False):
+        row = {"collective": kind, "topology": topo, "solver": solver, "roots": g["root"].nunique(),
+               "min": g["ratio"].min(), "median": g["ratio"].median(), "max": g["ratio"].max(),
+               "at bound": int((g["ratio"] <= 1 + 1e-6).sum())}
+        if not exact.empty and solver != "cpsat":
+            base = mirror.get(kind, kind)
+            ref = [(t, exact.loc[(topo, base, int(root))]) for root, t in zip(g["root"], g["collective_time_us"])
+                   if (topo, base, int(root)) in exact.index]
+            if ref:
+                vs = [t / float(e["collective_time_us"]) for t, e in ref]
+                row.update({"vs cpsat max": max(vs), "vs cpsat median": float(pd.Series(vs).median())})
+        if solver == "cpsat":
+            row["cpsat optimal"] = int((g["status"] == "optimal").sum())
+        rows.append(row)
+    order = {k: i for i, k in enumerate(KINDS)}
+    return pd.DataFrame(rows).sort_values(["collective", "topology", "solver"],
+                                          key=lambda c: c.map(order) if c.name == "collective" else c)
+
+
 def failure_table(good: pd.DataFrame) -> pd.DataFrame:
     f = good[good["fault_random_links"].notna()].copy() if "fault_random_links" in good else good.iloc[0:0]
     if f.empty:
@@ -78,16 +120,34 @@ def failure_table(good: pd.DataFrame) -> pd.DataFrame:
     f["loss"] = f["repaired_time_us"] / f["scratch_time_us"] - 1.0
     f["healthy_over_scratch"] = f["healthy_time_us"] / f["scratch_time_us"]
     f["synth_ratio"] = f["repair_synthesis_time_s"] / f["scratch_synthesis_time_s"]
+    f["bound_over_scratch"] = f["repair_bound_us"] / f["scratch_time_us"]
+    f["replanned"] = f["repair_plan"] == "replan"
     g = f.groupby(["topology", "collective", "fault_random_links"])
     out = pd.DataFrame({
         "NPUs": g["num_npus"].first(), "runs": g.size(),
         "repaired/scratch mean": g["loss"].mean() + 1.0, "repaired/scratch max": g["loss"].max() + 1.0,
+        "repaired/repair bound mean": g["repaired_over_bound"].mean(),
+        "repair bound/scratch max": g["bound_over_scratch"].max(), "replan kept": g["replanned"].sum(),
         "lost transfers": g["repair_lost_transfers"].mean(),
         "repair s": g["repair_synthesis_time_s"].mean(), "scratch s": g["scratch_synthesis_time_s"].mean(),
         "repair/scratch synthesis": g["synth_ratio"].mean()})
     out = out.reset_index().rename(columns={"fault_random_links": "failed links"})
     out["failed links"] = out["failed links"].astype(int)
     return out
+
+
+def failure_overall(good: pd.DataFrame) -> str:
+    """One line per collective over the failure sweep of the 64-NPU-class instances (part ``failures``)."""
+    f = good[(good["part"] == "failures") & good["fault_random_links"].notna()] if "part" in good else good.iloc[0:0]
+    lines = []
+    for kind, g in f.groupby("collective", sort=False):
+        r = g["repaired_time_us"] / g["scratch_time_us"]
+        rb = g["repaired_over_bound"]
+        hopeless = int((g["repair_bound_us"] > g["scratch_time_us"] * 1.10).sum())
+        lines.append(f"- {kind}: repaired / scratch mean {r.mean():.3f}, worst {r.max():.3f}; repaired / repair "
+                     f"bound mean {rb.mean():.3f}, worst {rb.max():.3f}; {hopeless} of {len(g)} runs have a repair "
+                     "bound above 1.10x the scratch time (no repair can be within 1.10x there)")
+    return "\n".join(lines) + ("\n" if lines else "")
 
 
 def main():
@@ -99,11 +159,13 @@ def main():
     for part, over in sweeps(args.quick):
         sub = out / part
         keep = args.plot_only or (rerun is not None and part not in rerun)
-        frames.append(load(sub) if keep else run_sweep(NAME, sub, over, args.jobs))
+        frames.append((load(sub) if keep else run_sweep(NAME, sub, over, args.jobs)).assign(part=part))
     df = pd.concat(frames, ignore_index=True)
     df.to_parquet(out / "results.parquet", index=False)
     good = ok_rows(df)
     healthy = good[good["fault_at_us"].isna()] if "fault_at_us" in good else good
+    roots = roots_table(good)
+    healthy = healthy[~healthy["part"].isin(ROOT_PARTS)]
     wide = summarize(healthy)
     fails = failure_table(good)
     from tacos_bench.plots import plot_bars
@@ -131,13 +193,24 @@ def main():
             "`best_baseline` is the best of direct, pairwise, bruck, binomial and chain that runs the collective; "
             "`greedy_vs_best_baseline` < 1 means the greedy is faster. The exact backends ran 60 s each "
             "(an empty cell: no schedule in time or not run).\n\n" + to_markdown(wide[cols], ".3f"))
+    if not roots.empty:
+        body += ("\n## Every root\n\nBroadcast and Reduce (8 chunks) and Gather and Scatter (1 chunk per NPU) from "
+                 "every NPU as root, 64 MiB: time / the best lower bound over the roots (`at bound`: roots within "
+                 "1e-6 of it). `vs cpsat`: the time over CP-SAT's on the same root (warm start, 20 s; Reduce and "
+                 "Gather against the Broadcast and Scatter of that root, their mirrors); `cpsat optimal`: roots "
+                 "CP-SAT proved. A torus is vertex-transitive, so a spread over its roots is the heuristic's "
+                 "dependence on node ids.\n\n" + to_markdown(roots, ".4f"))
     if not fails.empty:
         body += ("\n## Failures and repair\n\nRandom links (both directions) fail at half the healthy schedule's "
                  "time; the greedy keeps what was executed and re-synthesizes the rest from the state at the fault "
                  "(solvers/repair.py); `repaired/scratch` compares the whole executed schedule with a from-scratch "
                  "greedy synthesis on the degraded topology (below 1: the repair is faster). Synthesis times are "
-                 "wall seconds of the repair (state, re-synthesis, placement) and of the from-scratch run.\n\n"
-                 + to_markdown(fails, ".3f"))
+                 "wall seconds of the repair (state, re-synthesis, placement) and of the from-scratch run. "
+                 "`repair bound` bounds any repair from the state at the fault (`tacos_bench.faults."
+                 "repair_bound_us`: the executed prefix stays, each missing copy leaves a surviving holder at the "
+                 "fault at the earliest, each survivor's in-links are free from the fault or their in-flight "
+                 "transfer's end); `replan kept`: runs where the fresh schedule less what is held beat the resume "
+                 "(docs/collectives.md).\n\n" + failure_overall(good) + "\n" + to_markdown(fails, ".3f"))
     cmd = "python experiments/study_collectives.py" + (" --quick" if args.quick else "") + (
         f" --jobs {args.jobs}" if args.jobs > 1 else "")
     write_report(out, NAME, "Study: every collective, and synthesis through link failures", cmd,

@@ -21,6 +21,8 @@ def test_study_quick(root, tmp_path, study, outputs):
     assert len(df) > 0 and df["valid"].all()
     md = (tmp_path / outputs[0]).read_text()
     assert "| topology" in md and "python experiments/" in md
+    if study == "study_collectives":   # the rooted collectives over every root, and the repair bound
+        assert "## Every root" in md and "repair bound" in md
 
 
 def test_study_exact_vs_greedy_quick(root, tmp_path):
