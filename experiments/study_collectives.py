@@ -16,8 +16,9 @@ Sweeps (every schedule verified; failures are kept as error rows):
 * failures on larger instances (torus16x16, hetero512), where synthesis time matters;
 * **every root** of the rooted collectives (issue 22): Broadcast, Reduce, Gather and Scatter from each NPU of
   torus4x4 and hetero_mesh4x4 (greedy and greedy_plus) and of torus8x8 and hetero64 (greedy_plus), reported as
-  min / median / max of time / bound over the roots, and CP-SAT (warm, 20 s) on every root of the 16-NPU
-  instances (Broadcast, Scatter; Reduce and Gather are their mirrors) to calibrate the bound.
+  min / median / max of time / bound over the roots, CP-SAT (warm, 20 s) on every root of the 16-NPU
+  instances (Broadcast, Scatter; Reduce and Gather are their mirrors) to calibrate the bound, and greedy_plus
+  without its rooted candidates (roots 0-15) to show what they add.
 """
 
 from __future__ import annotations
@@ -38,7 +39,9 @@ ROOTED_G = ["collective=gather,scatter", "solver=greedy,greedy_plus,direct,binom
 FAULT = ["fault.at_fraction=0.5", "solver=greedy"]
 ROOTED = "collective=broadcast,reduce,gather,scatter"
 ROOTS16, ROOTS64 = "torus4x4,hetero_mesh4x4", "torus8x8,hetero64"
-ROOT_PARTS = ("roots16", "roots64", "roots_exact")
+ROOT_PARTS = ("roots16", "roots64", "roots_exact", "roots_ablation")
+# greedy_plus without its rooted candidates (relabelled copies, reservation routing): what they add
+NO_ROOTED = ["solver=greedy_plus", "solver.relabel_tries=0", "solver.reserve_tries=0"]
 
 
 def sweeps(quick: bool) -> list[tuple[str, list[str]]]:
@@ -66,6 +69,7 @@ def sweeps(quick: bool) -> list[tuple[str, list[str]]]:
         ("roots64", [f"topo.name={ROOTS64}", ROOTED, "collective.root=range(0,64)", "solver=greedy_plus"]),
         ("roots_exact", [f"topo.name={ROOTS16}", "collective=broadcast,scatter", "collective.root=range(0,16)",
                          "solver=cpsat", "solver.time_limit_s=20"]),
+        ("roots_ablation", [f"topo.name={ROOTS16},{ROOTS64}", ROOTED, "collective.root=range(0,16)", *NO_ROOTED]),
     ]
 
 
@@ -91,6 +95,7 @@ def roots_table(good: pd.DataFrame) -> pd.DataFrame:
     if r.empty:
         return r
     r["ratio"] = r["collective_time_us"] / r["lower_bound_us"]
+    r.loc[r["part"] == "roots_ablation", "solver"] = "greedy_plus, no relabel/reserve"
     mirror = {"reduce": "broadcast", "gather": "scatter"}
     exact = r[r["solver"] == "cpsat"].set_index(["topology", "collective", "root"])
     rows = []
@@ -109,7 +114,10 @@ def roots_table(good: pd.DataFrame) -> pd.DataFrame:
             row["cpsat optimal"] = int((g["status"] == "optimal").sum())
         rows.append(row)
     order = {k: i for i, k in enumerate(KINDS)}
-    return pd.DataFrame(rows).sort_values(["collective", "topology", "solver"],
+    out = pd.DataFrame(rows)
+    if "cpsat optimal" in out:
+        out["cpsat optimal"] = out["cpsat optimal"].astype("Int64")
+    return out.sort_values(["collective", "topology", "solver"],
                                           key=lambda c: c.map(order) if c.name == "collective" else c)
 
 
@@ -198,8 +206,10 @@ def main():
                  "every NPU as root, 64 MiB: time / the best lower bound over the roots (`at bound`: roots within "
                  "1e-6 of it). `vs cpsat`: the time over CP-SAT's on the same root (warm start, 20 s; Reduce and "
                  "Gather against the Broadcast and Scatter of that root, their mirrors); `cpsat optimal`: roots "
-                 "CP-SAT proved. A torus is vertex-transitive, so a spread over its roots is the heuristic's "
-                 "dependence on node ids.\n\n" + to_markdown(roots, ".4f"))
+                 "CP-SAT proved. `greedy_plus, no relabel/reserve`: `solver.relabel_tries=0 "
+                 "solver.reserve_tries=0` (roots 0-15 only), what its rooted candidates add. A torus is "
+                 "vertex-transitive, so a spread over its roots is the heuristic's dependence on node ids.\n\n"
+                 + to_markdown(roots, ".4f"))
     if not fails.empty:
         body += ("\n## Failures and repair\n\nRandom links (both directions) fail at half the healthy schedule's "
                  "time; the greedy keeps what was executed and re-synthesizes the rest from the state at the fault "
