@@ -28,7 +28,7 @@ run: install
 # Second Quickstart command: install with test extras, then run the test suite.
 # the tests, the doctests of the package and the layer contracts, on two workers
 test: install-test
-	$(PYTHON) -m pytest -q -p no:cacheprovider -n 2 --doctest-modules tacos_bench solvers tests
+	$(PYTHON) -m pytest -q -p no:cacheprovider -n 2 --dist worksteal --doctest-modules tacos_bench solvers tests
 
 bench: install
 	$(PYTHON) experiments/bench_greedy.py

@@ -47,12 +47,11 @@ def test_study_exact_vs_greedy_quick(root, tmp_path):
                                       ["hydra/launcher=submitit_local", "hydra.launcher.timeout_min=10"]])
 def test_sweep_with_parallel_launchers(tmp_path, launcher):
     sweep = tmp_path / "sweep"
-    r = run_py("-m", "solver=greedy,bfs", "topo=mesh4x4,torus4x4", *launcher, f"hydra.sweep.dir={sweep}",
-               timeout=600)
+    r = run_py("-m", "solver=greedy,bfs", "topo=mesh4x4", *launcher, f"hydra.sweep.dir={sweep}", timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     df = pd.read_parquet(sweep / "results.parquet")
-    assert len(df) == 4 and df["valid"].all()
-    assert sorted(df["job_num"].tolist()) == list(range(4))
+    assert len(df) == 2 and df["valid"].all()
+    assert sorted(df["job_num"].tolist()) == list(range(2))
     for col in ("run_id", "timestamp_utc", "git_commit", "experiment", "choice_solver", "choice_topo", "status",
                 "valid", "collective_time_us", "lower_bound_us", "gap_to_bound", "algbw_GBps", "link_utilization",
                 "synthesis_time_s", "build_time_s", "solve_time_s", "error", "v_numpy", "host"):
