@@ -50,7 +50,7 @@ AUTO_RESTARTS_MAX = 4
 # greedy_plus's relabelled copies (relabel_tries) run at most this many seeds each
 RELABEL_RESTARTS = 2
 # greedy_plus's rarest candidate runs up to AUTO_RESTARTS_MAX seeds while NPUs x chunks x seeds stays below this
-RAREST_WORK = 1 << 16
+RAREST_WORK = 1 << 14
 # the tiered kernel keeps per-receiver counters over every chunk: from this many (NPU, chunk) pairs on, the
 # topology-aware rules run as the tier decomposition only (or, without one, as the TACOS rule on the scale engine)
 TIERED_MAX_PAIRS = 1 << 25
