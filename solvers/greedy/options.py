@@ -49,6 +49,9 @@ SCALE_PARTITIONS = 2
 AUTO_RESTARTS_MAX = 4
 # greedy_plus's relabelled copies (relabel_tries) run at most this many seeds each
 RELABEL_RESTARTS = 2
+# beyond the first, relabelled copies run only while NPUs x chunks x copies stays below this (small problems;
+# hetero512 Broadcast of 8 chunks: 1 copy, 0.08 s; 3 copies would take 0.17 s)
+RELABEL_WORK = 1 << 11
 # greedy_plus's rarest candidate runs up to AUTO_RESTARTS_MAX seeds while NPUs x chunks x seeds stays below this
 RAREST_WORK = 1 << 14
 # the tiered kernel keeps per-receiver counters over every chunk: from this many (NPU, chunk) pairs on, the
@@ -156,16 +159,18 @@ class GreedyPlusOptions(GreedyOptions):
     # order by 6-8 % at 4 and 16 chunks per NPU (docs/peer_topologies.md)
     rarest_candidate: bool = option(True, doc="also run TACOS with the rarest chunk first, the faster kept "
                                               "(see greedy)")
-    # torus4x4/torus8x8 Broadcast and Reduce, 8 chunks: every root at the pipeline bound with 1 (1 of 16 and 7
-    # of 64 without); each copy costs about one more run (docs/greedy.md)
     # hetero64 Scatter/Gather: every root at the lower bound with 256 (1.104-1.156x on 9 of 64 roots without)
     reserve_tries: int = option(256, minimum=0, doc="reservation routing of Scatter and Gather (see greedy)")
-    relabel_tries: int = option(1, minimum=0,
+    # torus4x4/torus8x8 Broadcast and Reduce, 8 chunks: every root at the pipeline bound for seeds 0-19 with 3
+    # (with 1: for most seeds, but 7 of 64 roots with seeds 7, 11, 14, 18, 19; without: 1 of 16 and 7 of 64);
+    # each copy costs about one more run (docs/greedy.md), so copies beyond the first obey RELABEL_WORK
+    relabel_tries: int = option(3, minimum=0,
                                 doc="Broadcast, Reduce, Scatter, Gather: while the schedule is above a lower "
                                     "bound, also run the greedy (one seed) on up to this many relabelled copies "
                                     "(NPUs numbered by hops from the root, then from its neighbours spread "
                                     "apart; later tries rotate them, then random labels), each mapped back, "
-                                    "the fastest kept (0: off)")
+                                    "the fastest kept (0: off; more than 1 only on small problems, "
+                                    "RELABEL_WORK)")
 
 
 def restart_seeds(seed: int, restarts: int) -> np.ndarray:

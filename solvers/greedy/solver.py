@@ -18,7 +18,8 @@ from ..base import (CAP_FABRIC, CAP_FROM_STATE, CAP_ALL_GATHER, CAP_ALL_REDUCE, 
                     CAP_TIME_LIMIT, Solver, SolveResult, StartState)
 from ..compose import solve_collective
 
-from .options import (AUTO_RESTARTS_MAX, COMPACT_MIN_ROWS, RAREST_WORK, RELABEL_RESTARTS, TIERED_MAX_PAIRS,
+from .options import (AUTO_RESTARTS_MAX, COMPACT_MIN_ROWS, RAREST_WORK, RELABEL_RESTARTS, RELABEL_WORK,
+                      TIERED_MAX_PAIRS,
                       GreedyOptions, GreedyPlusOptions,
                       restart_count)
 from .decomposition import hier_compact_all_gather, warmup as decomposition_warmup
@@ -400,6 +401,7 @@ def _relabel_candidates(problem: Problem, run, opts: GreedyOptions, deadline, st
     times: list[float] = []
     chosen = None
     runs = min(RELABEL_RESTARTS, restart_count(problem, opts))
+    tries = min(tries, max(1, RELABEL_WORK // max(problem.num_npus * problem.num_chunks, 1)))
     for attempt in range(tries):
         if sched.makespan_us <= bound * (1 + 1e-9):
             break
