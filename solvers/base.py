@@ -217,7 +217,7 @@ class Solver(abc.ABC):
                               f"switched fabric (solvers that do: {', '.join(can)})")
         if CAP_FABRIC_ONLY in self.capabilities and not problem.topology.is_fabric:
             raise SolverError(f"solver {self.name!r} runs inside switches, and {problem.topology.name!r} has none "
-                              "(try topo=switched8_nvls)")
+                              "(try topo=switched8_nvls or topo=leafspine4x8_sharp)")
         if not self.supports(problem.kind):
             can = [n for n in available_solvers() if get_solver(n).supports(problem.kind)]
             raise SolverError(f"solver {self.name!r} does not support {problem.kind}"
@@ -244,6 +244,7 @@ _REGISTRY: dict[str, str] = {
     "chain": "solvers.baselines.collectives:ChainSolver",
     "hier": "solvers.greedy.hierarchical:HierarchicalSolver",
     "nvls": "solvers.baselines.nvls:NvlsSolver",
+    "sharp": "solvers.baselines.nvls:SharpSolver",
 }
 
 

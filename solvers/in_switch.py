@@ -1,13 +1,18 @@
-"""All-Reduce inside a switch that multicasts and reduces (NVLS-like), shared by ``greedy_plus`` and the ``nvls``
-baseline.
+"""All-Reduce inside switches that multicast and reduce: NVLS-like on one switch (shared by ``greedy_plus`` and
+the ``nvls`` baseline) and SHARP-like on a two-level tree of such switches (the ``sharp`` baseline).
 
-For each chunk ``c`` (owner ``o = c mod N``) two cut-through transfers through the switch ``s``: the
-*reduction* — every other NPU sends its contribution over ``u > s > o`` at once and the switch delivers the
-sum (a reduction group, docs/fabrics.md) — and, one slot later, the *multicast* of the result over
-``o > s > v`` to every other NPU. The reduction of one chunk uses every up-port but the owner's and the owner's
-down-port; the multicast of a chunk of the same owner uses exactly the other ports, so the two run side by
-side. Chunks go owner by owner; a change of owner costs one slot. With ``K`` chunks per NPU the schedule takes
-``N K + N`` slots where every up-port must carry ``N K`` chunk-sends (the bound): ``1 + 1/K`` times it.
+For each chunk ``c`` (owner ``o = c mod N``) two cut-through transfers: the *reduction* -- every other NPU sends
+its contribution to ``o`` at once and the switches deliver the sum (a reduction group, docs/fabrics.md) -- and,
+one slot later, the *multicast* of the result from ``o`` to every other NPU. On one switch ``s`` the routes are
+``u > s > o``; on a tree of leaves (each NPU's switch) under spines, ``u > leaf(u) > spine > leaf(o) > o``
+between leaves and ``u > leaf > o`` within one, each chunk through one spine (round robin). The reduction of
+a chunk uses every up-port but the owner's, the owner's down-port and, towards the spine, every uplink but
+the owner's leaf's and that leaf's downlink from it; the multicast of a chunk of the same owner uses exactly
+the other directions, so the two run side by side. Chunks go owner by owner; a change of owner costs one
+slot. With ``K`` chunks per NPU the schedule takes ``N K + N`` slots where every up-port must carry ``N K``
+chunk-sends (the bound): ``1 + 1/K`` times it when the slot is the port time (one switch, or spines fast
+enough). The slot is the slowest route's time (sum of the largest latencies per level plus the chunk at the
+slowest link: exact on uniform fabrics, an upper bound otherwise).
 """
 
 from __future__ import annotations
@@ -33,6 +38,30 @@ def nvls_switch(topo: Topology) -> int | None:
     return None
 
 
+def reduction_tree(topo: Topology) -> tuple[np.ndarray, list[int]] | None:
+    """Each NPU's leaf (the first cut-through switch with ``multicast`` and ``reduce`` linked both ways to it)
+    and the spines (such switches linked both ways to every leaf; none when one leaf holds every NPU), or
+    None when some NPU has no such switch or several leaves share no spine."""
+    n = topo.num_npus
+    able = [n + i for i, sw in enumerate(topo.switches) if sw.mode == CUT_THROUGH and sw.multicast and sw.reduce]
+    if not able:
+        return None
+    npus = np.arange(n)
+    leaf = np.full(n, -1, np.int64)
+    for s in able:
+        both = (topo.link_ids(npus, np.full(n, s)) >= 0) & (topo.link_ids(np.full(n, s), npus) >= 0)
+        leaf[(leaf < 0) & both] = s
+    if (leaf < 0).any():
+        return None
+    leaves = np.unique(leaf)
+    if leaves.size == 1:
+        return leaf, []
+    k = leaves.size
+    spines = [s for s in able if s not in set(leaves.tolist())
+              and np.all(topo.link_ids(leaves, np.full(k, s)) >= 0) and np.all(topo.link_ids(np.full(k, s), leaves) >= 0)]
+    return (leaf, spines) if spines else None
+
+
 def nvls_all_reduce(problem: Problem) -> Schedule:
     """The in-switch All-Reduce of ``problem`` (see the module docstring).
 
@@ -50,33 +79,79 @@ def nvls_all_reduce(problem: Problem) -> Schedule:
     """
     if problem.kind != "all_reduce":
         raise SolverError(f"the in-switch pipeline is an All-Reduce, not {problem.kind}")
-    topo = problem.topology
-    s = nvls_switch(topo)
+    s = nvls_switch(problem.topology)
     if s is None:
-        raise SolverError(f"{topo.name!r} has no cut-through switch with multicast and reduce joined to every NPU")
+        raise SolverError(f"{problem.topology.name!r} has no cut-through switch with multicast and reduce joined "
+                          "to every NPU")
+    return _in_network_pipeline(problem, np.full(problem.num_npus, s, np.int64), [])
+
+
+def sharp_all_reduce(problem: Problem) -> Schedule:
+    """The in-network All-Reduce of ``problem`` on its tree of reducing switches (:func:`reduction_tree`; see
+    the module docstring): one switch (then it is :func:`nvls_all_reduce`'s schedule) or leaves under spines.
+
+    Examples
+    --------
+    >>> from tacos_bench import Collective, Problem
+    >>> from tacos_bench.topology.fabrics import leaf_spine
+    >>> t = leaf_spine(2, 4, oversubscription=1, leaf_multicast=True, leaf_reduce=True, spine_multicast=True,
+    ...                spine_reduce=True)
+    >>> s = sharp_all_reduce(Problem(t, Collective("all_reduce", 2, 64)))
+    >>> slot = 4 * 0.5 + 4 * 2**20 / (50 * 2**30) * 1e6     # four hops, a 4 MiB chunk at the port rate
+    >>> round(s.makespan_us / slot, 6)   # N K + N slots
+    24.0
+    """
+    if problem.kind != "all_reduce":
+        raise SolverError(f"the in-network pipeline is an All-Reduce, not {problem.kind}")
+    tree = reduction_tree(problem.topology)
+    if tree is None:
+        raise SolverError(f"{problem.topology.name!r} has no tree of cut-through switches with multicast and reduce "
+                          "(every NPU on a leaf, every leaf on a common spine)")
+    return _in_network_pipeline(problem, *tree)
+
+
+def _in_network_pipeline(problem: Problem, leaf: np.ndarray, spines: list[int]) -> Schedule:
+    """The owner-by-owner pipeline of reductions and multicasts through ``leaf[u]`` (and one of ``spines``
+    per chunk, round robin, between leaves)."""
+    topo = problem.topology
     n, C = problem.num_npus, problem.num_chunks
     npus = np.arange(n)
-    up = topo.link_ids(npus, np.full(n, s))
-    down = topo.link_ids(np.full(n, s), npus)
-    # the slot: the slowest route through the switch (every route is one cut-through segment)
-    route_t = (topo.lat_us[up][:, None] + topo.lat_us[down][None, :]
-               + link_time_us(np.minimum(topo.bw_GiBps[up][:, None], topo.bw_GiBps[down][None, :]), 0.0,
-                              problem.chunk_bytes))
-    slot = float(route_t.max())
+    up = topo.link_ids(npus, leaf)
+    down = topo.link_ids(leaf, npus)
+    lat, bw = np.asarray(topo.lat_us), np.asarray(topo.bw_GiBps)
+    same = leaf[:, None] == leaf[None, :]
+    # the slot: the slowest route (a route is one cut-through segment: its latencies + the chunk at its slowest link)
+    slot = 0.0
+    for sp in spines or [None]:
+        l_lat, l_bw = lat[up][:, None] + lat[down][None, :], np.minimum(bw[up][:, None], bw[down][None, :])
+        if sp is not None:
+            ls, sl = topo.link_ids(leaf, np.full(n, sp)), topo.link_ids(np.full(n, sp), leaf)
+            l_lat = np.where(same, l_lat, l_lat + lat[ls][:, None] + lat[sl][None, :])
+            l_bw = np.where(same, l_bw, np.minimum(l_bw, np.minimum(bw[ls][:, None], bw[sl][None, :])))
+        slot = max(slot, float((l_lat + link_time_us(l_bw, 0.0, problem.chunk_bytes)).max()))
+
+    def route(u: int, v: int, sp) -> str:
+        if leaf[u] == leaf[v]:
+            return f"{u}>{leaf[u]}>{v}"
+        return f"{u}>{leaf[u]}>{sp}>{leaf[v]}>{v}"
+
     rows = []
     k = 0
     prev_owner = None
+    m = 0   # chunks so far: the spine of each, round robin
     for o in range(n):
         for c in range(o, C, n):
             if prev_owner is not None and prev_owner != o:
                 k += 1   # the previous owner's last multicast occupies the slot this reduction would share
+            sp = spines[m % len(spines)] if spines else None
             for u in range(n):
                 if u != o:
-                    rows.append((c, u, o, k * slot, (k + 1) * slot, REDUCE, f"{u}>{s}>{o}"))
+                    rows.append((c, u, o, k * slot, (k + 1) * slot, REDUCE, route(u, o, sp)))
             for v in range(n):
                 if v != o:
-                    rows.append((c, o, v, (k + 1) * slot, (k + 2) * slot, COPY, f"{o}>{s}>{v}"))
+                    rows.append((c, o, v, (k + 1) * slot, (k + 2) * slot, COPY, route(o, v, sp)))
             k += 1
+            m += 1
             prev_owner = o
     c, a, b, t0, t1, op, r = zip(*rows)
     return Schedule(c, a, b, t0, t1, np.array(op, dtype=np.int8), route=list(r)).sorted()

@@ -24,7 +24,7 @@ from tacos_bench.collective import ALL_REDUCE
 from tacos_bench.errors import SolverError
 from tacos_bench.topology.fabrics import leaf_spine
 from tacos_bench.topology.named import build_topology, named_topology
-from tacos_bench.verify import check
+from tacos_bench.verify import check, verify
 
 REL = 1e-9
 ROOTED = ("broadcast", "reduce", "gather", "scatter")
@@ -73,6 +73,9 @@ STATED_REASONS = {
     "cpsat": r"has no in-network multicast or reduction",
     # the in-switch All-Reduce needs a cut-through switch with multicast and reduce on every NPU
     "nvls": r"has no cut-through switch with multicast and reduce joined to every NPU$",
+    # the in-network tree needs such switches as every NPU's leaf, the leaves on a common one
+    "sharp": r"has no tree of cut-through switches with multicast and reduce \(every NPU on a leaf, every leaf on "
+             r"a common spine\)$",
 }
 
 # (chunks per NPU, buffer MiB, root: "first" or "last" NPU, All-Reduce overlap)
@@ -251,3 +254,20 @@ def test_store_forward_broadcast_in_five_link_times_is_above_its_bound():
     lb = lower_bounds(p)
     assert lb["best_us"] <= v.collective_time_us * (1 + REL), \
         f"{lb['best_source']} bound {lb['best_us']} µs > a verified schedule's {v.collective_time_us} µs"
+
+
+def test_sharp_tree_all_reduce_on_a_two_level_fabric():
+    """SHARP-like: every chunk reduced leaf -> spine -> leaf on its way to its owner and multicast back, one
+    spine per chunk in turn; greedy_plus keeps it where the fabric offers it, and nothing without in-network
+    reduction comes close (leafspine2x4, 8 chunks per NPU, 64 MiB: 1.18x its bound, 1.5x faster)."""
+    p = Problem(named_topology("leafspine2x4_sharp"), Collective("all_reduce", 8, 64.0))
+    assert all(sw.multicast and sw.reduce for sw in p.topology.switches)
+    s = get_solver("sharp").solve(p).schedule
+    v = verify(p, s)
+    assert v.valid, v.message
+    assert s.has_routes and {r.count(">") for r in s.route} == {2, 4}   # within a leaf, or through a spine
+    assert s.makespan_us <= 1.20 * lower_bounds(p)["best_us"]
+    plus = get_solver("greedy_plus").solve(p)
+    assert plus.stats["chosen"] == "in_switch_pipeline" and plus.schedule.makespan_us == pytest.approx(s.makespan_us)
+    plain = get_solver("greedy_plus").solve(Problem(named_topology("leafspine2x4"), p.collective)).schedule
+    assert plain.makespan_us >= 1.45 * s.makespan_us

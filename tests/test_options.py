@@ -75,7 +75,7 @@ def test_capabilities_say_what_the_backend_honours(name):
     if CAP_RANDOMIZED not in s.capabilities:  # a deterministic backend must really ignore the seed
         assert a.sorted().start_us.tolist() == b.sorted().start_us.tolist()
     assert {CAP_TIME_LIMIT, CAP_THREADS} & s.capabilities or name in ("ring", "direct", "rhd", "dbt", "bfs", "hier",
-                                                                         "nvls")
+                                                                         "nvls", "sharp")
 
 
 def test_options_object_and_keywords_are_the_same():

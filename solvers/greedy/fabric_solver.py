@@ -3,7 +3,8 @@
 
 ``greedy`` keeps TACOS's rule (a random chunk the receiver needs); ``greedy_plus`` takes the rarest chunk and
 the best of several seeds, and for an All-Reduce on a switch that multicasts and reduces it also tries the
-in-switch pipeline (:func:`solvers.in_switch.nvls_all_reduce`).
+in-network pipeline (:func:`solvers.in_switch.sharp_all_reduce`: one switch or a tree of switches that
+multicast and reduce).
 
 Reduce-Scatter and Reduce are the copy mirrors on the reversed fabric (multicast becomes in-network reduction);
 All-Reduce is that Reduce-Scatter, then the All-Gather synthesized forward from its end state (each link free
@@ -92,10 +93,10 @@ def solve_fabric(problem: Problem, opts: GreedyOptions, plus: bool, deadline: fl
                 found[name] = s
             ends.append((time.perf_counter(), min(x.makespan_us for x in found.values())))
     if plus and problem.kind == ALL_REDUCE:
-        from ..in_switch import nvls_all_reduce, nvls_switch
+        from ..in_switch import reduction_tree, sharp_all_reduce
 
-        if nvls_switch(problem.topology) is not None:
-            found["in_switch_pipeline"] = nvls_all_reduce(problem)
+        if reduction_tree(problem.topology) is not None:   # one switch (NVLS-like) or a tree of them (SHARP-like)
+            found["in_switch_pipeline"] = sharp_all_reduce(problem)
             ends.append((time.perf_counter(), min(s.makespan_us for s in found.values())))
     pref = {"rules": 0, "greedy": 0, "in_switch_pipeline": 1, "tacos": 2}
     chosen = min(found, key=lambda k: (found[k].makespan_us, pref[k]))

@@ -35,8 +35,9 @@ docs/fabric_clusters.md; :mod:`~tacos_bench.topology.fabrics`):
 - ``ndv2x<K>``: ``K`` Azure-NDv2-like nodes (8 V100, hybrid cube-mesh), one 100 Gb/s NIC per node on one switch
 - ``mi250x_node`` / ``mi250x_x<K>``: Frontier-like nodes of 4 MI250X (8 GCDs, Infinity Fabric), one NIC per MI250X
 - ``tpuv4_<X>x<Y>x<Z>``: a TPU-v4-like 3-D torus of ICI links (no switches)
-- ``leafspine<L>x<P>[_<R>to1]``: ``L`` leaves of ``P`` NPUs (``bw``, ``lat`` per port), ``P / R`` spines at the
-  port rate (uplinks oversubscribed R:1) (:func:`~tacos_bench.topology.fabrics.leaf_spine`)
+- ``leafspine<L>x<P>[_<R>to1][_sharp]``: ``L`` leaves of ``P`` NPUs (``bw``, ``lat`` per port), ``P / R`` spines
+  at the port rate (uplinks oversubscribed R:1); ``_sharp``: every switch multicasts and reduces (InfiniBand
+  SHARP-like) (:func:`~tacos_bench.topology.fabrics.leaf_spine`)
 
 ``switch<N>`` keeps its meaning: one switch unwound into point-to-point links.
 
@@ -68,7 +69,7 @@ NAME_FORMS = ("ring<N>", "uniring<N>", "fc<N>", "switch<N>", "mesh<X>x<Y>[x<Z>..
               "hetero_mesh<X>x<Y>", "three_tier<P>x<S>x<N>", "three_tier_ring<P>x<S>x<N>", "unequal<A>-<B>-...",
               "random<N>d<D>s<SEED>", "switched<N>", "switched<N>_sf", "switched<N>_nvls", "dgx_a100x<K>[_<R>to1]",
               "dgx_h100x<K>[_<R>to1]", "ndv2x<K>", "mi250x_node", "mi250x_x<K>", "tpuv4_<X>x<Y>x<Z>",
-              "leafspine<L>x<P>[_<R>to1]")
+              "leafspine<L>x<P>[_<R>to1][_sharp]")
 
 KINDS = ("ring", "uniring", "fc", "switch", "mesh", "torus", "hypercube", "dragonfly", "hetero", "switched", "rail",
          "named", "file")
@@ -148,8 +149,10 @@ _NAMED: list[tuple[re.Pattern, Callable[..., Topology]]] = [
     (re.compile(r"mi250x_node"), lambda m, bw, lat: fab.mi250x(1)),
     (re.compile(r"mi250x_x(\d+)"), lambda m, bw, lat: fab.mi250x(int(m[1]))),
     (re.compile(r"tpuv4_" + _DIMS), lambda m, bw, lat: fab.tpuv4(_dims(m[1]))),
-    (re.compile(r"leafspine(\d+)x(\d+)" + _RATIO),
-     lambda m, bw, lat: fab.leaf_spine(int(m[1]), int(m[2]), oversubscription=_ratio(m[3]), bw_GiBps=bw, lat_us=lat)),
+    (re.compile(r"leafspine(\d+)x(\d+)" + _RATIO + r"(_sharp)?"),
+     lambda m, bw, lat: fab.leaf_spine(int(m[1]), int(m[2]), oversubscription=_ratio(m[3]), bw_GiBps=bw, lat_us=lat,
+                                       **({k: True for k in ("leaf_multicast", "leaf_reduce", "spine_multicast",
+                                                             "spine_reduce")} if m[4] else {}))),
 ]
 
 
