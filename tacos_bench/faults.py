@@ -428,7 +428,7 @@ def repair_bound_us(problem: Problem, fault: Fault, state: FaultState) -> float 
 def _ingress_after(problem: Problem, fault: Fault, state: FaultState) -> float:
     """Each survivor's missing chunks arrive one per transfer over its surviving in-links, each free from the
     fault (or its in-flight transfer's end) on: the m-th earliest end among those links' back-to-back slots."""
-    N, C = problem.num_npus, problem.num_chunks
+    N = problem.num_npus
     alive = np.asarray(state.alive, bool)
     dest = np.asarray(problem.destinations, np.int64)
     hv, hc = np.asarray(state.hold_npu, np.int64), np.asarray(state.hold_chunk, np.int64)

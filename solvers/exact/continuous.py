@@ -273,6 +273,12 @@ class _Instance:
 
 
 def _dijkstra(n: int, adj: list[list[int]], far: list[int], dur: list[int], root: int) -> list[float]:
+    """Shortest durations from ``root`` over links ``adj[u]`` (link ``l`` leads to ``far[l]`` in ``dur[l]``)."""
+    return dijkstra_arcs(n, [[(far[l], dur[l]) for l in ls] for ls in adj], root)
+
+
+def dijkstra_arcs(n: int, arcs: list[list[tuple[int, int]]], root: int) -> list[float]:
+    """Shortest integer durations from ``root`` over ``arcs[u] = [(v, w), ...]`` (exact: no floating sums)."""
     dist = [math.inf] * n
     dist[root] = 0
     heap = [(0, root)]
@@ -280,9 +286,8 @@ def _dijkstra(n: int, adj: list[list[int]], far: list[int], dur: list[int], root
         d, u = heapq.heappop(heap)
         if d > dist[u]:
             continue
-        for l in adj[u]:
-            v = far[l]
-            nd = d + dur[l]
+        for v, w in arcs[u]:
+            nd = d + w
             if nd < dist[v]:
                 dist[v] = nd
                 heapq.heappush(heap, (nd, v))
@@ -968,6 +973,83 @@ def _solution_callback(rec: _Recorder):
     return _Cb()
 
 
+@dataclass
+class _Search:
+    """What one CP-SAT search leaves: the solver (for values), its status name, whether it holds a solution,
+    the objective and the bound in model units (the bound at least ``T``'s lower end when stopped early)."""
+
+    solver: Any
+    name: str
+    has: bool
+    obj_units: int | None
+    bound_units: float | None
+    search_s: float
+    rec: "_Recorder"
+
+
+def _search(m, *, t_call: float, unit_f: float, on_progress, time_limit_s: float | None, num_workers: int,
+            seed: int, log: bool, T_floor: float, mip_gap: float = 0.0, cpsat_params=None,
+            stats: dict | None = None) -> _Search:
+    """Solve the CP-SAT model ``m`` (its objective the makespan in units) with the project's parameters and map
+    what comes back: ``OPTIMAL`` within a caller's ``mip_gap`` becomes ``FEASIBLE``; a bound below ``T_floor``
+    (CP-SAT reports 0 when stopped before presolve ends) is raised to it. Shared by the continuous and the
+    fabric models."""
+    from ortools.sat.python import cp_model
+
+    solver = cp_model.CpSolver()
+    prm = solver.parameters
+    if time_limit_s is not None:
+        prm.max_time_in_seconds = float(time_limit_s)
+    prm.num_workers = int(num_workers)
+    prm.random_seed = int(seed) % 2147483647
+    if mip_gap:
+        prm.relative_gap_limit = float(mip_gap)
+    prm.log_search_progress = bool(log)
+    for k, v in (cpsat_params or {}).items():
+        cur = getattr(prm, k)
+        if isinstance(v, str) and not isinstance(cur, str):   # an enum given by name
+            v = getattr(type(cur), v)
+        setattr(prm, k, v)
+    rec = _Recorder(t_call, unit_f, on_progress)
+    solver.best_bound_callback = lambda b: rec.add(bound=b)
+    t1 = time.perf_counter()
+    code = solver.solve(m, _solution_callback(rec))
+    search_s = time.perf_counter() - t1
+    name = solver.status_name(code)
+    has = code in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    bound_units = None
+    if name in ("OPTIMAL", "FEASIBLE", "UNKNOWN"):
+        b = float(solver.best_objective_bound)
+        bound_units = b if math.isfinite(b) else None
+    obj_units = round(solver.objective_value) if has else None
+    if name == "OPTIMAL" and mip_gap > 0 and obj_units is not None and bound_units is not None \
+            and bound_units < obj_units - 1e-9:
+        name = "FEASIBLE"                               # stopped at the gap the caller allowed
+        if stats is not None:
+            stats["gap_limit"] = True
+    if name == "OPTIMAL":
+        bound_units = float(solver.objective_value)
+    elif name in ("FEASIBLE", "UNKNOWN"):
+        bound_units = max(bound_units or 0.0, float(T_floor))
+    if stats is not None:
+        stats.update(branches=int(solver.num_branches), conflicts=int(solver.num_conflicts),
+                     model_objective_units=obj_units, model_bound_units=bound_units)
+    return _Search(solver, name, has, obj_units, bound_units, search_s, rec)
+
+
+def _bound_met(sched: Schedule, src: str, inc_ms: int, T_lo: int, unit: float, t_call: float, on_progress,
+               stats: dict, base: dict) -> "ContinuousOutcome":
+    """The outcome when the start already meets a valid lower bound (no model built, no search)."""
+    stats.update(intervals=0, variables=0, constraints=0, workers=0, branches=0, conflicts=0,
+                 model_objective_units=inc_ms, model_bound_units=T_lo)
+    build_s = time.perf_counter() - t_call
+    row = (build_s, float(inc_ms * unit), float(T_lo * unit))
+    if on_progress is not None:
+        on_progress(*row)
+    return ContinuousOutcome("BOUND_MET", sched, sched.makespan_us, float(T_lo * unit), trace=[row],
+                             build_time_s=build_s, stats=stats, solution_source=src, **base)
+
+
 # =============================================================================================== solve
 def _bound_us(problem: Problem) -> tuple[float | None, str]:
     from tacos_bench.bounds import lower_bounds
@@ -1135,14 +1217,7 @@ def solve_continuous(problem: Problem, *, time_limit_s: float | None = 60.0, num
         sched = _real_schedule(problem, inst, incumbent)
         if hint_real is not None and sched.makespan_us > hint_real.makespan_us:
             sched, inc_src = hint_real, "hint"
-        stats.update(intervals=0, variables=0, constraints=0, workers=0, branches=0, conflicts=0,
-                     model_objective_units=inc_ms, model_bound_units=T_lo)
-        build_s = time.perf_counter() - t_call
-        row = (build_s, float(inc_ms * unit), float(T_lo * unit))
-        if on_progress is not None:
-            on_progress(*row)
-        return ContinuousOutcome("BOUND_MET", sched, sched.makespan_us, float(T_lo * unit), trace=[row],
-                                 build_time_s=build_s, stats=stats, solution_source=inc_src, **base)
+        return _bound_met(sched, inc_src, inc_ms, T_lo, unit, t_call, on_progress, stats, base)
 
     # --- model ---------------------------------------------------------------------------------------------
     m = cp_model.CpModel()
@@ -1269,37 +1344,11 @@ def solve_continuous(problem: Problem, *, time_limit_s: float | None = 60.0, num
     build_s = time.perf_counter() - t_call
 
     # --- search ----------------------------------------------------------------------------------------------
-    solver = cp_model.CpSolver()
-    prm = solver.parameters
-    if time_limit_s is not None:
-        prm.max_time_in_seconds = float(time_limit_s)
-    prm.num_workers = int(num_workers)
-    prm.random_seed = int(seed) % 2147483647
-    prm.log_search_progress = bool(log)
-    for k, v in (cpsat_params or {}).items():
-        cur = getattr(prm, k)
-        if isinstance(v, str) and not isinstance(cur, str):   # an enum given by name
-            v = getattr(type(cur), v)
-        setattr(prm, k, v)
-    rec = _Recorder(t_call, unit_f, on_progress)
-    solver.best_bound_callback = lambda b: rec.add(bound=b)
-    t1 = time.perf_counter()
-    code = solver.solve(m, _solution_callback(rec))
-    search_s = time.perf_counter() - t1
-    name = solver.status_name(code)
-    has = code in (cp_model.OPTIMAL, cp_model.FEASIBLE)
-    bound_units = None
-    if name in ("OPTIMAL", "FEASIBLE", "UNKNOWN"):
-        b = float(solver.best_objective_bound)
-        bound_units = b if math.isfinite(b) else None
-    if name == "OPTIMAL":
-        bound_units = float(solver.objective_value)
-    elif name in ("FEASIBLE", "UNKNOWN"):
-        # T's lower end is a valid bound too (CP-SAT reports 0 when stopped before presolve ends)
-        bound_units = max(bound_units or 0.0, float(min(T_lo, H)))
-    obj_units = round(solver.objective_value) if has else None
-    stats.update(branches=int(solver.num_branches), conflicts=int(solver.num_conflicts),
-                 model_objective_units=obj_units, model_bound_units=bound_units)
+    run = _search(m, t_call=t_call, unit_f=unit_f, on_progress=on_progress, time_limit_s=time_limit_s,
+                  num_workers=num_workers, seed=seed, log=log, T_floor=min(T_lo, H), cpsat_params=cpsat_params,
+                  stats=stats)
+    solver, name, has, obj_units, bound_units, search_s, rec = (run.solver, run.name, run.has, run.obj_units,
+                                                               run.bound_units, run.search_s, run.rec)
 
     # --- schedule ------------------------------------------------------------------------------------------
     sched, src = None, None

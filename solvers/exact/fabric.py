@@ -76,7 +76,6 @@ Examples
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import math
 import random
@@ -99,8 +98,10 @@ from .continuous import (
     FALLBACK_UNIT_US,
     MAX_HORIZON_UNITS,
     ContinuousOutcome,
-    _Recorder,
-    _solution_callback,
+    _bound_met,
+    _bound_us,
+    _search,
+    dijkstra_arcs,
 )
 
 __all__ = ["MAX_HOPS", "MAX_INTERVALS", "FabricInstance", "fabric_copy_result", "fabric_hops", "fabric_instance",
@@ -228,22 +229,6 @@ def _segment_times(topo: Topology, links: list[int], chunk_bytes: int) -> tuple[
     return exact, flt
 
 
-def _dijkstra(n: int, arcs: list[list[tuple[int, int]]], root: int) -> list[float]:
-    dist = [math.inf] * n
-    dist[root] = 0
-    heap = [(0, root)]
-    while heap:
-        d, u = heapq.heappop(heap)
-        if d > dist[u]:
-            continue
-        for v, w in arcs[u]:
-            nd = d + w
-            if nd < dist[v]:
-                dist[v] = nd
-                heapq.heappush(heap, (nd, v))
-    return dist
-
-
 def fabric_instance(problem: Problem, *, max_hops: int = MAX_HOPS, horizon_us: float | None = None,
                     max_units: int = MAX_HORIZON_UNITS) -> FabricInstance:
     """Hops, segments and the time unit of ``problem`` (a copy collective); ``horizon_us`` (default: a rough
@@ -309,10 +294,10 @@ def fabric_instance(problem: Problem, *, max_hops: int = MAX_HOPS, horizon_us: f
         fwd[u].append((v, w))
         bwd[v].append((u, w))
     for s in sorted({source[c] for c in chunks}):
-        inst.dist_from[s] = _dijkstra(n, fwd, s)
+        inst.dist_from[s] = dijkstra_arcs(n, fwd, s)
     if not inst.multicast:
         for t in sorted({dest[c] for c in chunks}):
-            inst.dist_to[t] = _dijkstra(n, bwd, t)
+            inst.dist_to[t] = dijkstra_arcs(n, bwd, t)
     return inst
 
 
@@ -559,14 +544,9 @@ def _real_schedule(inst: FabricInstance, transfers: list[Transfer]) -> Schedule:
 
 # =============================================================================================== bounds
 def fabric_bound_us(problem: Problem) -> tuple[float | None, str]:
-    """The project's lower bound (:func:`tacos_bench.bounds.lower_bounds`, the fabric bounds on a fabric)."""
-    from tacos_bench.bounds import lower_bounds
-
-    try:
-        b = lower_bounds(problem)
-    except Exception as e:  # noqa: BLE001 - a failing bound must not take the exact solve down
-        return None, f"failed ({type(e).__name__}: {e})"
-    return float(b["best_us"]), str(b.get("best_source"))
+    """The project's lower bound (:func:`tacos_bench.bounds.lower_bounds`, the fabric bounds on a fabric) and
+    its source, as the continuous model takes it."""
+    return _bound_us(problem)
 
 
 def _symmetry_groups(inst: FabricInstance) -> list[tuple[int, list[int]]]:
@@ -918,8 +898,6 @@ def solve_fabric(problem: Problem, *, time_limit_s: float | None = 60.0, num_wor
         ``segments_max``. ``proved_optimal`` is for the model's hops: with ``hops_complete`` false the caller
         must not report it as the problem's optimum.
     """
-    from ortools.sat.python import cp_model
-
     t_call = time.perf_counter()
     deadline = None if time_limit_s is None else t_call + float(time_limit_s)
     if not problem.collective.copies:
@@ -1003,14 +981,7 @@ def solve_fabric(problem: Problem, *, time_limit_s: float | None = 60.0, num_wor
 
     if skip_search_at_bound and inc_ms <= T_lo:
         sched, src = _finish_real(incumbent, inc_src)
-        stats.update(intervals=0, variables=0, constraints=0, workers=0, branches=0, conflicts=0,
-                     model_objective_units=inc_ms, model_bound_units=T_lo)
-        build_s = time.perf_counter() - t_call
-        row = (build_s, float(inc_ms * unit), float(T_lo * unit))
-        if on_progress is not None:
-            on_progress(*row)
-        return ContinuousOutcome("BOUND_MET", sched, sched.makespan_us, float(T_lo * unit), trace=[row],
-                                 build_time_s=build_s, stats=stats, solution_source=src, **base)
+        return _bound_met(sched, src, inc_ms, T_lo, unit, t_call, on_progress, stats, base)
 
     # --- candidates and size ------------------------------------------------------------------------------------
     cands = []   # (c, h, lo, tail)
@@ -1056,38 +1027,15 @@ def solve_fabric(problem: Problem, *, time_limit_s: float | None = 60.0, num_wor
     build_s = time.perf_counter() - t_call
 
     # --- search ---------------------------------------------------------------------------------------------------
-    solver = cp_model.CpSolver()
-    prm = solver.parameters
+    limit = None
     if deadline is not None:
         left = deadline - time.perf_counter()
         reserve = min(0.2 * left, 0.03 * left + 2e-5 * (len(proto.variables) + len(proto.constraints)))
-        prm.max_time_in_seconds = max(0.01, left - reserve)
-    prm.num_workers = int(num_workers)
-    prm.random_seed = int(seed) % 2147483647
-    prm.relative_gap_limit = float(mip_gap)
-    prm.log_search_progress = bool(log)
-    rec = _Recorder(t_call, unit_f, on_progress)
-    solver.best_bound_callback = lambda b: rec.add(bound=b)
-    t1 = time.perf_counter()
-    code = solver.solve(m, _solution_callback(rec))
-    search_s = time.perf_counter() - t1
-    name = solver.status_name(code)
-    has = code in (cp_model.OPTIMAL, cp_model.FEASIBLE)
-    bound_units = None
-    if name in ("OPTIMAL", "FEASIBLE", "UNKNOWN"):
-        b = float(solver.best_objective_bound)
-        bound_units = b if math.isfinite(b) else None
-    obj_units = round(solver.objective_value) if has else None
-    if name == "OPTIMAL" and mip_gap > 0 and obj_units is not None and bound_units is not None \
-            and bound_units < obj_units - 1e-9:
-        name = "FEASIBLE"                               # stopped at the gap the caller allowed
-        stats["gap_limit"] = True
-    if name == "OPTIMAL":
-        bound_units = float(solver.objective_value)
-    elif name in ("FEASIBLE", "UNKNOWN"):
-        bound_units = max(bound_units or 0.0, float(min(T_lo, H)))
-    stats.update(branches=int(solver.num_branches), conflicts=int(solver.num_conflicts),
-                 model_objective_units=obj_units, model_bound_units=bound_units)
+        limit = max(0.01, left - reserve)
+    run = _search(m, t_call=t_call, unit_f=unit_f, on_progress=on_progress, time_limit_s=limit,
+                  num_workers=num_workers, seed=seed, log=log, T_floor=min(T_lo, H), mip_gap=mip_gap, stats=stats)
+    solver, name, has, obj_units, bound_units, search_s, rec = (run.solver, run.name, run.has, run.obj_units,
+                                                               run.bound_units, run.search_s, run.rec)
 
     sched, src = None, None
     if has:
