@@ -44,36 +44,55 @@ def _fit(head, nxt, rs, re, l, a, dur):
 
 
 @njit(cache=True)
-def reserve_routes(N, out_ptr, lsrc, ldst, lt, csrc, cdst, order, out_chunk, out_link, out_start, out_end):
-    """Route the chunks ``order[0], order[1], ...`` from ``csrc[c]`` to ``cdst[c]``, each on its earliest-
-    arrival path given the reservations before it; returns the number of transfers written (-1: a chunk
-    could not reach its destination, -2: the output is too small)."""
+def reserve_routes(N, out_ptr, lsrc, ldst, lt, hptr, hnode, htime, cdst, link_free, order, out_chunk, out_link,
+                   out_start, out_end):
+    """Route the chunks ``order[0], order[1], ...`` to ``cdst[c]``, each on its earliest-arrival path given
+    the reservations before it, from any of its holders ``hnode[hptr[c]:hptr[c + 1]]`` (holding it from
+    ``htime``); link ``l`` is reserved over ``[0, link_free[l])`` to begin with (an earlier transfer). Returns
+    the number of transfers written (-1: a chunk could not reach its destination, -2: the output is too
+    small)."""
     M = ldst.shape[0]
     cap = out_chunk.shape[0]
+    pool = cap + M
     head = np.full(M, NONE, np.int64)
-    nxt = np.full(cap, NONE, np.int64)
-    rs = np.zeros(cap)
-    re = np.zeros(cap)
+    nxt = np.full(pool, NONE, np.int64)
+    rs = np.zeros(pool)
+    re = np.zeros(pool)
     used = 0
+    for l in range(M):
+        if link_free[l] > 0.0:
+            rs[used] = -np.inf
+            re[used] = link_free[l]
+            head[l] = used
+            used += 1
     arr = np.full(N, np.inf)
     done = np.zeros(N, np.bool_)
     via = np.full(N, NONE, np.int64)
     via_s = np.zeros(N)
     touched = np.empty(N, np.int64)
-    hk = np.empty(M + N + 1)
-    hv = np.empty(M + N + 1, np.int64)
+    hk = np.empty(M + 2 * N + 1)
+    hv = np.empty(M + 2 * N + 1, np.int64)
     path = np.empty(N, np.int64)
     n_out = 0
     for oi in range(order.shape[0]):
         c = order[oi]
-        s0, v = csrc[c], cdst[c]
-        if s0 == v:
+        v = cdst[c]
+        held = False
+        for i in range(hptr[c], hptr[c + 1]):
+            if hnode[i] == v:
+                held = True
+        if held:
             continue
         nt = 0
-        arr[s0] = 0.0
-        touched[nt] = s0
-        nt += 1
-        size = pair_push(hk, hv, 0, 0.0, s0)
+        size = 0
+        for i in range(hptr[c], hptr[c + 1]):
+            u = hnode[i]
+            if htime[i] < arr[u]:
+                if arr[u] == np.inf:
+                    touched[nt] = u
+                    nt += 1
+                arr[u] = htime[i]
+                size = pair_push(hk, hv, size, htime[i], u)
         while size > 0:
             a, u, size = pair_pop(hk, hv, size)
             if done[u]:
@@ -97,10 +116,10 @@ def reserve_routes(N, out_ptr, lsrc, ldst, lt, csrc, cdst, order, out_chunk, out
                     size = pair_push(hk, hv, size, e, w)
         if not done[v]:
             return -1
-        # the path, destination first
+        # the path, destination first, back to the holder it started from
         hops = 0
         x = v
-        while x != s0:
+        while via[x] != NONE:
             l = via[x]
             path[hops] = l
             hops += 1

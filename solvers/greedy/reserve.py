@@ -17,6 +17,8 @@ from tacos_bench.graph import shortest_path_tree
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import COPY, Schedule
 
+from ..base import StartState
+
 from . import _kernel_reserve as K
 
 # the candidate runs up to this many NPUs x chunks (its pool and probes grow with both)
@@ -27,11 +29,14 @@ RESERVE_WORK = 1 << 23
 
 
 def reserve_schedule(problem: Problem, *, seed: int, tries: int, bound_us: float | None = None,
-                     deadline: float | None = None, stats: dict | None = None) -> Schedule | None:
-    """The fastest of up to ``tries`` reservation runs (tie orders from ``seed``; fewer on large problems,
-    ``RESERVE_WORK``), stopping once one ends at
-    ``bound_us`` or after ``deadline`` (``time.perf_counter()``; the first run always completes). ``None``
-    when the collective is not unicast or too large (``RESERVE_MAX_PAIRS``).
+                     deadline: float | None = None, stats: dict | None = None,
+                     start: StartState | None = None, work: int = 0) -> Schedule | None:
+    """The fastest of up to ``tries`` reservation runs (tie orders from ``seed``; fewer on large problems: at
+    most ``work`` (default ``RESERVE_WORK``) over chunks to route x links per order, at least one), stopping
+    once one ends at ``bound_us`` or after ``deadline`` (``time.perf_counter()``;
+    the first run always completes). From ``start`` (a resume after a fault) a chunk leaves from any of its
+    holders, from the time its copy is there (``hold_time``), links are busy until ``link_free`` and the
+    failed ones are not used. ``None`` when the collective is not unicast or too large (``RESERVE_MAX_PAIRS``).
 
     >>> from tacos_bench import Collective
     >>> from tacos_bench.topology.generators import mesh2d
@@ -48,16 +53,33 @@ def reserve_schedule(problem: Problem, *, seed: int, tries: int, bound_us: float
     if tries <= 0 or (dst < 0).any() or (src < 0).any() or N * C > RESERVE_MAX_PAIRS:
         return None
     t = np.ascontiguousarray(problem.link_time_us, dtype=np.float64)
+    free = np.zeros(t.size)
+    if start is None:
+        hptr, hnode, htime = np.arange(C + 1, dtype=np.int64), src, np.zeros(C)
+    else:
+        hptr, hnode, htime, dst = _holders(problem, start)
+        keep = np.asarray(start.links, bool)
+        if start.link_free is not None:
+            free = np.asarray(start.link_free, np.float64).copy()
+        free[~keep] = np.inf
     out_ptr = np.ascontiguousarray(topo.out_ptr, dtype=np.int64)
     lsrc = np.ascontiguousarray(topo.src, dtype=np.int64)
     ldst = np.ascontiguousarray(topo.dst, dtype=np.int64)
-    dist = np.zeros(C)
-    for s in np.unique(src).tolist():
-        row = shortest_path_tree(N, out_ptr, ldst, t, int(s))[0]
-        mine = src == s
-        dist[mine] = row[dst[mine]]
-    tries = int(min(tries, max(1, RESERVE_WORK // max(C * topo.num_links, 1))))
+    # each chunk's earliest possible arrival, ignoring every other chunk: farthest first
+    w = np.where(np.isfinite(free), t, np.inf)
+    rev = topo.reversed()
+    rw = w[topo.link_ids(rev.dst, rev.src)]
+    dist = np.full(C, np.inf)
+    counts = np.diff(hptr)
+    owner = np.repeat(np.arange(C), counts)
+    for d in np.unique(dst).tolist():
+        to_d = shortest_path_tree(N, np.asarray(rev.out_ptr, np.int64), np.asarray(rev.dst, np.int64), rw, int(d))[0]
+        mine = dst[owner] == d
+        np.minimum.at(dist, owner[mine], htime[mine] + to_d[hnode[mine]])
+    dist[~np.isfinite(dist)] = 0.0
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x5E5E]))
+    moving = int(np.sum(dist > 0))
+    tries = int(min(tries, max(1, (work or RESERVE_WORK) // max(moving * topo.num_links, 1))))
     cap = max(1024, 8 * C)
     best: Schedule | None = None
     runs = 0
@@ -68,20 +90,42 @@ def reserve_schedule(problem: Problem, *, seed: int, tries: int, bound_us: float
         order = np.lexsort((rng.random(C), -dist)).astype(np.int64)
         while True:
             out = (np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap), np.empty(cap))
-            n = K.reserve_routes(N, out_ptr, lsrc, ldst, t, src, dst, order, *out)
+            n = K.reserve_routes(N, out_ptr, lsrc, ldst, t, hptr, hnode, htime, dst, free, order, *out)
             if n != -2:
                 break
             cap *= 2
         if n < 0:   # cannot happen on a strongly connected topology
             return None
         runs += 1
-        chunk, link, start, end = (a[:n] for a in out)
-        sched = Schedule(chunk, lsrc[link], ldst[link], start, end, np.full(n, COPY, np.int8))
+        chunk, link, st, end = (a[:n] for a in out)
+        sched = Schedule(chunk, lsrc[link], ldst[link], st, end, np.full(n, COPY, np.int8))
         if best is None or sched.makespan_us < best.makespan_us * (1 - 1e-12):
             best = sched
     if stats is not None:
         stats.update(reserve_runs=runs, reserve_us=best.makespan_us if best is not None else None)
     return best
+
+
+def _holders(problem: Problem, start: StartState):
+    """CSR of each chunk's surviving holders and their times; a chunk bound for a failed NPU goes nowhere
+    (its destination set to one of its holders)."""
+    C = problem.num_chunks
+    alive = np.asarray(start.alive, bool)
+    hv = np.asarray(start.hold_npu, np.int64)
+    hc = np.asarray(start.hold_chunk, np.int64)
+    ht = np.zeros(hv.size) if start.hold_time is None else np.asarray(start.hold_time, np.float64)
+    ok = alive[hv]
+    hv, hc, ht = hv[ok], hc[ok], ht[ok]
+    order = np.lexsort((ht, hc))
+    hv, hc, ht = hv[order], hc[order], ht[order]
+    hptr = np.zeros(C + 1, np.int64)
+    np.add.at(hptr, hc + 1, 1)
+    hptr = np.cumsum(hptr)
+    dst = np.asarray(problem.destinations, np.int64).copy()
+    gone = ~alive[dst]
+    has = np.diff(hptr) > 0
+    dst[gone & has] = hv[hptr[:-1][gone & has]]
+    return hptr, hv, ht, dst
 
 
 def warmup() -> None:

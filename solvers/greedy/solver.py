@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from tacos_bench.collective import ALL_GATHER, BROADCAST, GATHER, SCATTER
+from tacos_bench.collective import ALL_GATHER, ALL_TO_ALL, BROADCAST, GATHER, SCATTER
 from tacos_bench.errors import SolverError
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import Schedule
@@ -19,7 +19,7 @@ from ..base import (CAP_FABRIC, CAP_FROM_STATE, CAP_ALL_GATHER, CAP_ALL_REDUCE, 
 from ..compose import solve_collective
 
 from .options import (AUTO_RESTARTS_MAX, COMPACT_MIN_ROWS, RAREST_WORK, RELABEL_RESTARTS, RELABEL_WORK,
-                      TIERED_MAX_PAIRS,
+                      RESUME_RESERVE_TRIES, RESUME_RESERVE_WORK, TIERED_MAX_PAIRS,
                       GreedyOptions, GreedyPlusOptions,
                       restart_count)
 from .decomposition import hier_compact_all_gather, warmup as decomposition_warmup
@@ -145,6 +145,15 @@ class GreedySolver(Solver):
             st["resume_forward_us"], st["resume_reversed_us"] = fwd_us, rev_us
             if rev is not None and rev_us < fwd_us * (1 - 1e-12):
                 sched, st = rev, {**st, **rst, "by_reversal": True}
+        if problem.kind in (GATHER, SCATTER, ALL_TO_ALL) and opts.reserve_resume:
+            # the remainder routed by reservation in time from the state itself (solvers/greedy/reserve.py)
+            rst = {}
+            res = reserve_schedule(problem, seed=opts.seed, tries=RESUME_RESERVE_TRIES, start=start, stats=rst,
+                                   work=RESUME_RESERVE_WORK)
+            cur_us, res_us = _placed_us(problem, start, sched), _placed_us(problem, start, res)
+            st["resume_reserve_us"] = res_us
+            if res is not None and res_us < cur_us * (1 - 1e-12):
+                sched, st = res, {**st, **rst, "by_reservation": True}
         return SolveResult("feasible", sched, objective_us=sched.makespan_us, solve_time_s=time.perf_counter() - t0,
                            stats={"jit_warmup_s": jit_s, **st}, stop_reason="finished")
 
