@@ -56,7 +56,7 @@ from _study import ROOT, error_summary, ok_rows, to_markdown
 NAME = "fabrics"
 SEEDS = (0, 1, 2)
 RANDOMIZED = ("greedy", "greedy_plus")
-BASELINES = ("ring", "direct", "rhd", "dbt", "pairwise", "bruck", "binomial", "chain", "nvls")
+BASELINES = ("ring", "direct", "rhd", "dbt", "pairwise", "bruck", "binomial", "chain", "nvls", "sharp")
 SOLVERS = RANDOMIZED + BASELINES
 TIE = 1e-9          # relative: two verified times closer than this are equal
 AT_BOUND = 1e-6     # relative: a time within this of the bound is at the bound
@@ -76,9 +76,11 @@ def grid(quick: bool) -> dict:
         pairs = [(pair_label("leafspine2x4", "leafspine2x4_2to1"), "leafspine2x4", "leafspine2x4_2to1")]
         oversub = [(t, "all_gather", 1, 1) for _, a, b in pairs for t in (a, b)]
         astra = [("switched4_sf", "all_gather", 1, 1)]
+        sharp = [(t, "all_reduce", 4, 1) for t in ("leafspine2x4", "leafspine2x4_sharp")]
         return {"unwound": unwound, "in_network": in_net, "oversub": oversub, "astra": astra, "pairs": pairs,
                 "astra_topology": "switched4_sf", "unwound_pair": ("switch8", "switched8"),
-                "in_network_pair": ("switched8", "switched8_nvls")}
+                "in_network_pair": ("switched8", "switched8_nvls"), "sharp": sharp,
+                "sharp_pair": ("leafspine2x4", "leafspine2x4_sharp")}
     sizes = (1, 1024)
     unwound = [(t, k, c, s) for t in ("switch8", "switched8")
                for k, c in (("broadcast", 8), ("reduce", 8), ("broadcast", 1), ("reduce", 1), ("gather", 1),
@@ -96,12 +98,15 @@ def grid(quick: bool) -> dict:
                if (t, k, c, s) not in DROPPED]
     astra = [("switched8_sf", k, 1, s) for k in ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")
              for s in sizes]
+    sharp = [(t, "all_reduce", c, s) for t in ("leafspine4x8", "leafspine4x8_sharp") for c in (1, 4, 16)
+             for s in sizes]
     return {"unwound": unwound, "in_network": in_net, "oversub": oversub, "astra": astra, "pairs": pairs,
             "astra_topology": "switched8_sf", "unwound_pair": ("switch8", "switched8"),
-            "in_network_pair": ("switched8", "switched8_nvls")}
+            "in_network_pair": ("switched8", "switched8_nvls"), "sharp": sharp,
+            "sharp_pair": ("leafspine4x8", "leafspine4x8_sharp")}
 
 
-PARTS = ("unwound", "in_network", "oversub", "astra")
+PARTS = ("unwound", "in_network", "oversub", "astra", "sharp")
 # part 3's 1:1 / 2:1 twins (public names; every topology of the study is one)
 OVERSUB_PAIRS = (("dgx_h100x4", "dgx_h100x4_2to1"), ("leafspine4x8", "leafspine4x8_2to1"))
 DROPPED = {(t, "all_to_all", 4, 1) for pair in OVERSUB_PAIRS for t in pair if t.startswith("leafspine")}
@@ -379,6 +384,29 @@ def table_in_network(c: Cases, g: dict) -> str:
                      f"nvls baseline on {b} µs": fmt_us(nv) if not np.isnan(nv) else (
                          "error" if (kb, "nvls") in c.ran else ""),
                      "gp / nvls baseline": fmt_r(tb / nv) if not np.isnan(nv) else "",
+                     f"{a} bound µs": fmt_us(c.bound.get(ka)), f"{b} bound µs": fmt_us(c.bound.get(kb)),
+                     f"gp / bound ({b})": fmt_r(c.ratio(kb, "greedy_plus"))})
+    return to_markdown(pd.DataFrame(rows))
+
+
+def table_sharp(c: Cases, g: dict) -> str:
+    """Part 2b: All-Reduce on a leaf-spine without and with switches that multicast and reduce (SHARP-like)."""
+    a, b = g["sharp_pair"]
+    rows = []
+    for topo, kind, cpn, mib in g["sharp"]:
+        if topo != a:
+            continue
+        ka, kb = c.key(a, kind, cpn, mib), c.key(b, kind, cpn, mib)
+        ta, tb = c.t(ka, "greedy_plus"), c.t(kb, "greedy_plus")
+        sh = c.t(kb, "sharp", "min")
+        base = [c.t(ka, s, "min") for s in BASELINES if s != "sharp"]
+        base = [x for x in base if not np.isnan(x)]
+        rows.append({"collective": kind, "chunks": cpn, "size": MIB[mib],
+                     f"{a} µs": c.spread_cell(ka), f"{b} µs": c.spread_cell(kb),
+                     "gain (plain / SHARP tree)": fmt_r(ta / tb),
+                     f"sharp baseline on {b} µs": fmt_us(sh) if not np.isnan(sh) else (
+                         "error" if (kb, "sharp") in c.ran else ""),
+                     f"best baseline on {a} µs": fmt_us(min(base)) if base else "",
                      f"{a} bound µs": fmt_us(c.bound.get(ka)), f"{b} bound µs": fmt_us(c.bound.get(kb)),
                      f"gp / bound ({b})": fmt_r(c.ratio(kb, "greedy_plus"))})
     return to_markdown(pd.DataFrame(rows))
@@ -698,6 +726,18 @@ def report(df: pd.DataFrame, g: dict, args, wall_s: float | None, cmd: str, fig:
     L.append(table_in_network(c, g))
     L.append(in_network_notes(c, g))
 
+    # 2b
+    a, b = g["sharp_pair"]
+    L.append(f"\n## 2b. A SHARP-like reduction tree (`{a}` against `{b}`)\n")
+    L.append(f"All-Reduce on the leaf-spine as built and with every leaf and spine a switch that multicasts and "
+             f"reduces (`{b}`, as InfiniBand switches running SHARP aggregation trees). The `sharp` baseline "
+             f"(solvers/in_switch.py) reduces each chunk leaf -> spine -> leaf on its way to its owner and "
+             f"multicasts it back the same way, one spine per chunk in turn, pipelined owner by owner; greedy_plus "
+             f"keeps it as a candidate. *gain* > 1: the in-network tree is that many times faster than the best "
+             f"greedy_plus schedule on the plain fabric; *best baseline*: the fastest of the point-to-point "
+             f"baselines there.\n")
+    L.append(table_sharp(c, g))
+
     # 3
     L.append("\n## 3. Oversubscription: 1:1 against 2:1\n")
     L.append("greedy_plus's verified time on the 1:1 fabric and on its 2:1 twin (half the spines, so half a leaf's "
@@ -710,9 +750,9 @@ def report(df: pd.DataFrame, g: dict, args, wall_s: float | None, cmd: str, fig:
 
     # 4
     L.append("\n## 4. greedy_plus against every baseline\n")
-    L.append("Every case of the study (parts 1-3 and the `switched8_sf` cases of part 5), every backend whose "
+    L.append("Every case of the study (parts 1-3, 2b and the `switched8_sf` cases of part 5), every backend whose "
              "capabilities cover it: greedy (the TACOS rule), ring, direct, rhd, dbt, pairwise, bruck, binomial, "
-             f"chain, nvls ({not_compared()}). Summary per solver over the cases "
+             f"chain, nvls, sharp ({not_compared()}). Summary per solver over the cases "
              "it ran (ratio: its median seed over the bound; *fastest on*: its best seed is the fastest verified "
              "time of the case, ties counted for each):\n")
     L.append(to_markdown(solver_summary(c, df)))
