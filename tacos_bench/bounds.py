@@ -879,16 +879,21 @@ def _candidate_cuts(topo: Topology, t: np.ndarray) -> list[np.ndarray]:
     are the ones likely to be tight."""
     sets = list(_drain_groups(topo, t))
     meta = topo.meta if isinstance(topo.meta, dict) else {}
-    dims = meta.get("dims")
     n = topo.num_npus
+    # a relabelled copy carries its layout in the ids as built: NPU i of the copy is original_ids[i] there
+    orig = np.arange(n)
+    if meta.get("layout") and len(meta.get("original_ids") or ()) == n:
+        orig = np.asarray(meta["original_ids"], dtype=np.int64)
+        meta = meta["layout"]
+    dims = meta.get("dims")
     if dims and int(np.prod(dims)) == n:
-        coords = np.stack(np.unravel_index(np.arange(n), [int(d) for d in dims][::-1])[::-1], axis=1)
+        coords = np.stack(np.unravel_index(orig, [int(d) for d in dims][::-1])[::-1], axis=1)
         for a, size in enumerate(dims):
             if size >= 2:
                 sets.append(np.flatnonzero(coords[:, a] < size // 2))
     if meta.get("kind") == "hetero" and {"servers_x", "servers_y", "npus_per_server"} <= set(meta):
         sx, sy, p = int(meta["servers_x"]), int(meta["servers_y"]), int(meta["npus_per_server"])
-        server = np.arange(n) // p
+        server = orig // p
         for coord, size in ((server % sx, sx), (server // sx, sy)):
             if size >= 2:
                 sets.append(np.flatnonzero(coord < size // 2))

@@ -55,6 +55,8 @@ __all__ = ["as_permutation", "relabel", "random_permutation", "random_relabellin
 
 # meta keys that are about the NPUs or links as built, not about their ids' layout: kept as they are
 _KEPT_META = ("failed_links", "header_name", "path")
+# layout keys read by label-free consumers through ``meta["layout"]`` with ``meta["original_ids"]``
+_LAYOUT_META = ("kind", "dims", "servers_x", "servers_y", "npus_per_server")
 
 
 def as_permutation(permutation: Sequence[int], num_npus: int) -> np.ndarray:
@@ -110,7 +112,8 @@ def relabel(topology: Topology, permutation: Sequence[int], name: str | None = N
     Topology
         Link ``u->v`` of ``topology`` is link ``permutation[u]->permutation[v]``, same bandwidth and latency.
         ``meta``: ``kind="relabelled"``, ``parent``, ``parent_kind``, ``permutation``, ``original_ids``
-        (see the module docstring); ``node_labels`` follow their NPUs.
+        (see the module docstring), ``layout`` (the grid dims / server torus as built, in original ids);
+        ``node_labels`` follow their NPUs.
 
     Raises
     ------
@@ -143,6 +146,11 @@ def relabel(topology: Topology, permutation: Sequence[int], name: str | None = N
                 "parent_kind": meta.get("parent_kind", meta.get("kind")),
                 "permutation": perm.tolist(), "original_ids": original.tolist()}
     new_meta.update({k: meta[k] for k in _KEPT_META if k in meta})
+    # the layout as built (grid dims, server torus) in the ids of ``original_ids``, so label-free users (the cut
+    # candidates of tacos_bench.bounds) can map it onto the copy
+    layout = meta.get("layout") if parent_orig is not None else {k: meta[k] for k in _LAYOUT_META if k in meta}
+    if layout:
+        new_meta["layout"] = dict(layout)
     labels = meta.get("node_labels")
     if labels is not None and len(labels) == n:
         new_meta["node_labels"] = [labels[i] for i in inv.tolist()]
