@@ -16,7 +16,7 @@ from _study import Study, ok_rows, run_sweep, to_markdown
 
 NAME = "ablation"
 QUICK = ["topo.name=torus4x4,hetero_mesh4x4", "seed=0",
-         "solver.restarts=1,2", "solver.chunk_order=random,rarest",
+         "solver.restarts=1", "solver.chunk_order=random,rarest",
          "solver.link_tiebreak=earliest_finish,random", "solver.matching=greedy"]
 KEYS = ["p_solver_chunk_order", "p_solver_link_tiebreak", "p_solver_matching", "p_solver_restarts"]
 # the topology-aware rules (docs/greedy.md): greedy_plus = all of them; each variant adds one rule to the TACOS rule

@@ -33,7 +33,7 @@ def test_study_exact_vs_greedy_quick(root, tmp_path):
     for name in ("exact_vs_greedy.md", "exact_vs_greedy.png", "exact_vs_greedy_anytime.png", "results.parquet"):
         assert (tmp_path / name).exists(), name
     df = pd.read_parquet(tmp_path / "results.parquet")
-    assert len(df) == 12 and df["valid"].all()
+    assert len(df) == 6 and df["valid"].all()
     cont = df[df["p_solver_model"] == "continuous"]
     assert set(cont["p_solver_warm_start"].astype(bool)) == {False, True}
     assert (df.loc[df["solver"].isin(["milp", "cpsat"]), "optimality_scope"].notna()).all()
