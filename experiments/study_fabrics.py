@@ -370,45 +370,40 @@ def table_unwound(c: Cases, g: dict) -> str:
 
 
 def table_in_network(c: Cases, g: dict) -> str:
-    a, b = g["in_network_pair"]
-    rows = []
-    for topo, kind, cpn, mib in g["in_network"]:
-        if topo != a:
-            continue
-        ka, kb = c.key(a, kind, cpn, mib), c.key(b, kind, cpn, mib)
-        ta, tb = c.t(ka, "greedy_plus"), c.t(kb, "greedy_plus")
-        nv = c.t(kb, "nvls", "min")
-        rows.append({"collective": kind, "chunks": cpn, "size": MIB[mib],
-                     f"{a} µs": c.spread_cell(ka), f"{b} µs": c.spread_cell(kb),
-                     "gain (plain / nvls switch)": fmt_r(ta / tb),
-                     f"nvls baseline on {b} µs": fmt_us(nv) if not np.isnan(nv) else (
-                         "error" if (kb, "nvls") in c.ran else ""),
-                     "gp / nvls baseline": fmt_r(tb / nv) if not np.isnan(nv) else "",
-                     f"{a} bound µs": fmt_us(c.bound.get(ka)), f"{b} bound µs": fmt_us(c.bound.get(kb)),
-                     f"gp / bound ({b})": fmt_r(c.ratio(kb, "greedy_plus"))})
-    return to_markdown(pd.DataFrame(rows))
+    """Part 2: the plain switch against the one that multicasts and reduces, and the ``nvls`` baseline."""
+    return _in_network_table(c, g["in_network_pair"], g["in_network"], "nvls", "gain (plain / nvls switch)")
 
 
 def table_sharp(c: Cases, g: dict) -> str:
     """Part 2b: All-Reduce on a leaf-spine without and with switches that multicast and reduce (SHARP-like)."""
-    a, b = g["sharp_pair"]
+    return _in_network_table(c, g["sharp_pair"], g["sharp"], "sharp", "gain (plain / SHARP tree)",
+                             best_plain_baseline=True)
+
+
+def _in_network_table(c: Cases, pair: tuple[str, str], cases, baseline: str, gain: str,
+                      best_plain_baseline: bool = False) -> str:
+    """greedy_plus on the plain fabric ``a`` and on its in-network twin ``b``, the in-network ``baseline`` on
+    ``b`` (and, asked for, the fastest point-to-point baseline on ``a``), the bounds of both."""
+    a, b = pair
     rows = []
-    for topo, kind, cpn, mib in g["sharp"]:
+    for topo, kind, cpn, mib in cases:
         if topo != a:
             continue
         ka, kb = c.key(a, kind, cpn, mib), c.key(b, kind, cpn, mib)
         ta, tb = c.t(ka, "greedy_plus"), c.t(kb, "greedy_plus")
-        sh = c.t(kb, "sharp", "min")
-        base = [c.t(ka, s, "min") for s in BASELINES if s != "sharp"]
-        base = [x for x in base if not np.isnan(x)]
-        rows.append({"collective": kind, "chunks": cpn, "size": MIB[mib],
-                     f"{a} µs": c.spread_cell(ka), f"{b} µs": c.spread_cell(kb),
-                     "gain (plain / SHARP tree)": fmt_r(ta / tb),
-                     f"sharp baseline on {b} µs": fmt_us(sh) if not np.isnan(sh) else (
-                         "error" if (kb, "sharp") in c.ran else ""),
-                     f"best baseline on {a} µs": fmt_us(min(base)) if base else "",
-                     f"{a} bound µs": fmt_us(c.bound.get(ka)), f"{b} bound µs": fmt_us(c.bound.get(kb)),
-                     f"gp / bound ({b})": fmt_r(c.ratio(kb, "greedy_plus"))})
+        nv = c.t(kb, baseline, "min")
+        row = {"collective": kind, "chunks": cpn, "size": MIB[mib],
+               f"{a} µs": c.spread_cell(ka), f"{b} µs": c.spread_cell(kb), gain: fmt_r(ta / tb),
+               f"{baseline} baseline on {b} µs": fmt_us(nv) if not np.isnan(nv) else (
+                   "error" if (kb, baseline) in c.ran else "")}
+        if best_plain_baseline:
+            base = [x for x in (c.t(ka, s, "min") for s in BASELINES if s != baseline) if not np.isnan(x)]
+            row[f"best baseline on {a} µs"] = fmt_us(min(base)) if base else ""
+        else:
+            row[f"gp / {baseline} baseline"] = fmt_r(tb / nv) if not np.isnan(nv) else ""
+        row.update({f"{a} bound µs": fmt_us(c.bound.get(ka)), f"{b} bound µs": fmt_us(c.bound.get(kb)),
+                    f"gp / bound ({b})": fmt_r(c.ratio(kb, "greedy_plus"))})
+        rows.append(row)
     return to_markdown(pd.DataFrame(rows))
 
 
