@@ -179,8 +179,8 @@ class GreedyPlusOptions(GreedyOptions):
                                     "bound, also run the greedy (one seed) on up to this many relabelled copies "
                                     "(NPUs numbered by hops from the root, then from its neighbours spread "
                                     "apart; later tries rotate them, then random labels), each mapped back, "
-                                    "the fastest kept (0: off; more than 1 only on small problems, "
-                                    "RELABEL_WORK)")
+                                    "the fastest kept (0: off; more than 1 only on small problems with one "
+                                    "link speed, RELABEL_WORK)")
 
 
 def restart_seeds(seed: int, restarts: int) -> np.ndarray:
