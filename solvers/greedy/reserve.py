@@ -66,17 +66,7 @@ def reserve_schedule(problem: Problem, *, seed: int, tries: int, bound_us: float
     lsrc = np.ascontiguousarray(topo.src, dtype=np.int64)
     ldst = np.ascontiguousarray(topo.dst, dtype=np.int64)
     # each chunk's earliest possible arrival, ignoring every other chunk: farthest first
-    w = np.where(np.isfinite(free), t, np.inf)
-    rev = topo.reversed()
-    rw = w[topo.link_ids(rev.dst, rev.src)]
-    dist = np.full(C, np.inf)
-    counts = np.diff(hptr)
-    owner = np.repeat(np.arange(C), counts)
-    for d in np.unique(dst).tolist():
-        to_d = shortest_path_tree(N, np.asarray(rev.out_ptr, np.int64), np.asarray(rev.dst, np.int64), rw, int(d))[0]
-        mine = dst[owner] == d
-        np.minimum.at(dist, owner[mine], htime[mine] + to_d[hnode[mine]])
-    dist[~np.isfinite(dist)] = 0.0
+    dist = _earliest_arrivals(topo, np.where(np.isfinite(free), t, np.inf), hptr, hnode, htime, dst)
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x5E5E]))
     moving = int(np.sum(dist > 0))
     tries = int(min(tries, max(1, (work or RESERVE_WORK) // max(moving * topo.num_links, 1))))
@@ -104,6 +94,31 @@ def reserve_schedule(problem: Problem, *, seed: int, tries: int, bound_us: float
     if stats is not None:
         stats.update(reserve_runs=runs, reserve_us=best.makespan_us if best is not None else None)
     return best
+
+
+def _earliest_arrivals(topo, w: np.ndarray, hptr, hnode, htime, dst) -> np.ndarray:
+    """Per chunk, the earliest arrival at its destination from any holder alone on the links (link times
+    ``w``, inf: unusable; 0 where unreachable or already there): one shortest-path search per holder NPU or
+    per destination, whichever are fewer (a Scatter has one source, a Gather one destination)."""
+    N, C = topo.num_npus, len(hptr) - 1
+    owner = np.repeat(np.arange(C), np.diff(hptr))
+    dist = np.full(C, np.inf)
+    if np.unique(hnode).size <= np.unique(dst).size:
+        out_ptr, ldst = np.asarray(topo.out_ptr, np.int64), np.asarray(topo.dst, np.int64)
+        for u in np.unique(hnode).tolist():
+            mine = hnode == u
+            from_u = shortest_path_tree(N, out_ptr, ldst, w, int(u))[0]
+            np.minimum.at(dist, owner[mine], htime[mine] + from_u[dst[owner[mine]]])
+    else:
+        rev = topo.reversed()
+        rw = w[topo.link_ids(rev.dst, rev.src)]
+        out_ptr, ldst = np.asarray(rev.out_ptr, np.int64), np.asarray(rev.dst, np.int64)
+        for d in np.unique(dst).tolist():
+            mine = dst[owner] == d
+            to_d = shortest_path_tree(N, out_ptr, ldst, rw, int(d))[0]
+            np.minimum.at(dist, owner[mine], htime[mine] + to_d[hnode[mine]])
+    dist[~np.isfinite(dist)] = 0.0
+    return dist
 
 
 def _holders(problem: Problem, start: StartState):
