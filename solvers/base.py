@@ -32,6 +32,8 @@ True
 
 from __future__ import annotations
 
+import numpy as np
+
 import abc
 import importlib
 from dataclasses import dataclass, field
@@ -140,6 +142,13 @@ class StartState:
     alive: Any
     hold_time: Any = None
     link_free: Any = None
+
+    def surviving_holds(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(npu, chunk, time)`` of every copy an alive NPU holds (time 0 without ``hold_time``)."""
+        hv, hc = np.asarray(self.hold_npu, np.int64), np.asarray(self.hold_chunk, np.int64)
+        ht = np.zeros(hv.size) if self.hold_time is None else np.asarray(self.hold_time, np.float64)
+        ok = np.asarray(self.alive, bool)[hv]
+        return hv[ok], hc[ok], ht[ok]
 
 
 class Solver(abc.ABC):

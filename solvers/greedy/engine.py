@@ -524,15 +524,9 @@ class _UnicastInstance:
         """Each chunk resumes from the holder nearest its destination; chunks bound for a failed NPU or
         already there stay put."""
         alive = np.asarray(start.alive, bool)
-        hv, hc = np.asarray(start.hold_npu, np.int64), np.asarray(start.hold_chunk, np.int64)
-        ht = np.zeros(hv.size) if start.hold_time is None else np.asarray(start.hold_time, np.float64)
-        ok = alive[hv]
-        hv, hc, ht = hv[ok], hc[ok], ht[ok]
+        hv, hc, ht = start.surviving_holds()
         # the holder where the chunk would arrive first (a copy still in flight counts from its arrival)
-        order = np.lexsort((self.D[hv, self.dst_of[hc]] + ht, hc))
-        first = np.ones(order.size, bool)
-        first[1:] = hc[order][1:] != hc[order][:-1]
-        pick = order[first]
+        pick = cheapest_per_chunk(hc, self.D[hv, self.dst_of[hc]] + ht)
         src = self.dst_of.copy()
         src[hc[pick]] = hv[pick]
         self.ready[hc[pick]] = ht[pick]
@@ -629,6 +623,14 @@ class _UnicastInstance:
                  "route_passes": passes, "route_tries": tries})
 
 
+def cheapest_per_chunk(chunk: np.ndarray, cost: np.ndarray) -> np.ndarray:
+    """Indices of the least-cost entry of each chunk present in ``chunk`` (ties: the first listed)."""
+    order = np.lexsort((cost, chunk))
+    first = np.ones(order.size, bool)
+    first[1:] = chunk[order][1:] != chunk[order][:-1]
+    return order[first]
+
+
 def gather_resume_reversed(problem: Problem, start: StartState, opts: GreedyOptions, seed: int = 0,
                            stats: dict | None = None) -> Schedule | None:
     """A gather's remainder from ``start``, built as its fresh synthesis is: the time-reversed scatter on the
@@ -655,15 +657,9 @@ def gather_resume_reversed(problem: Problem, start: StartState, opts: GreedyOpti
         return None
     inst = _UnicastInstance(rev, opts)
     root = int(problem.collective.root)
-    alive = np.asarray(start.alive, bool)
-    hv, hc = np.asarray(start.hold_npu, np.int64), np.asarray(start.hold_chunk, np.int64)
-    ok = alive[hv]
-    hv, hc = hv[ok], hc[ok]
+    hv, hc, _ = start.surviving_holds()
     # per chunk, the holder nearest the root (the root itself when it has the chunk: nothing to send)
-    order = np.lexsort((inst.D[root, hv], hc))
-    first = np.ones(order.size, bool)
-    first[1:] = hc[order][1:] != hc[order][:-1]
-    pick = order[first]
+    pick = cheapest_per_chunk(hc, inst.D[root, hv])
     dst = np.full(problem.num_chunks, root, np.int64)
     dst[hc[pick]] = hv[pick]
     inst.dst_of = np.ascontiguousarray(dst)

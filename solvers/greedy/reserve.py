@@ -126,11 +126,7 @@ def _holders(problem: Problem, start: StartState):
     (its destination set to one of its holders)."""
     C = problem.num_chunks
     alive = np.asarray(start.alive, bool)
-    hv = np.asarray(start.hold_npu, np.int64)
-    hc = np.asarray(start.hold_chunk, np.int64)
-    ht = np.zeros(hv.size) if start.hold_time is None else np.asarray(start.hold_time, np.float64)
-    ok = alive[hv]
-    hv, hc, ht = hv[ok], hc[ok], ht[ok]
+    hv, hc, ht = start.surviving_holds()
     order = np.lexsort((ht, hc))
     hv, hc, ht = hv[order], hc[order], ht[order]
     hptr = np.zeros(C + 1, np.int64)
