@@ -442,8 +442,10 @@ def _ingress_after(problem: Problem, fault: Fault, state: FaultState) -> float:
     t = np.asarray(problem.link_time_us, np.float64)
     free = np.maximum(np.asarray(state.link_free, np.float64), fault.at_us)
     best = 0.0
+    in_ptr, in_order = np.asarray(topo.in_ptr), np.asarray(topo.in_order)
     for v in np.flatnonzero(missing > 0):
-        links = np.flatnonzero((topo.dst == v) & np.isfinite(free))
+        links = in_order[in_ptr[v]:in_ptr[v + 1]]
+        links = links[np.isfinite(free[links])]
         m = int(missing[v])
         if not links.size:
             return np.inf
