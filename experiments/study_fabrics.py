@@ -543,29 +543,24 @@ def plot(c: Cases, df: pd.DataFrame, g: dict, path: Path) -> Path:
         ax.grid(axis="y", alpha=0.3)
         ax.legend(fontsize=7)
 
-    a, b = g["unwound_pair"]
-    labels, s1, s2 = [], [], []
-    for topo, kind, cpn, mib in g["unwound"]:
-        if topo != a or mib != g["unwound"][0][3]:
-            continue
-        labels.append(f"{KIND_SHORT[kind]} cpn{cpn}")
-        for mb, s in ((1, s1), (1024, s2)):
-            s.append(c.t(c.key(a, kind, cpn, mb), "greedy_plus") / c.t(c.key(b, kind, cpn, mb), "greedy_plus"))
-    series = {"1 MiB": s1} if all(np.isnan(s2)) else {"1 MiB": s1, "1 GiB": s2}
-    bars(axes[0, 0], labels, series, f"1. unwound {a} / switched {b} (greedy_plus, median seed)",
-         "time ratio (>1: unwound slower)")
+    def pair_ratios(pair, cases):
+        """Bar labels and greedy_plus's time on ``pair[0]`` over ``pair[1]``, per case, at 1 MiB and 1 GiB."""
+        a, b = pair
+        labels, s1, s2 = [], [], []
+        for topo, kind, cpn, mib in cases:
+            if topo != a or mib != cases[0][3]:
+                continue
+            labels.append(f"{KIND_SHORT[kind]} cpn{cpn}")
+            for mb, s in ((1, s1), (1024, s2)):
+                s.append(c.t(c.key(a, kind, cpn, mb), "greedy_plus") / c.t(c.key(b, kind, cpn, mb), "greedy_plus"))
+        return labels, ({"1 MiB": s1} if all(np.isnan(s2)) else {"1 MiB": s1, "1 GiB": s2})
 
+    a, b = g["unwound_pair"]
+    bars(axes[0, 0], *pair_ratios(g["unwound_pair"], g["unwound"]),
+         f"1. unwound {a} / switched {b} (greedy_plus, median seed)", "time ratio (>1: unwound slower)")
     a, b = g["in_network_pair"]
-    labels, s1, s2 = [], [], []
-    for topo, kind, cpn, mib in g["in_network"]:
-        if topo != a or mib != g["in_network"][0][3]:
-            continue
-        labels.append(f"{KIND_SHORT[kind]} cpn{cpn}")
-        for mb, s in ((1, s1), (1024, s2)):
-            s.append(c.t(c.key(a, kind, cpn, mb), "greedy_plus") / c.t(c.key(b, kind, cpn, mb), "greedy_plus"))
-    series = {"1 MiB": s1} if all(np.isnan(s2)) else {"1 MiB": s1, "1 GiB": s2}
-    bars(axes[0, 1], labels, series, f"2. gain of multicast + reduction: {a} / {b} (greedy_plus)",
-         "time ratio (>1: the NVLS switch is faster)")
+    bars(axes[0, 1], *pair_ratios(g["in_network_pair"], g["in_network"]),
+         f"2. gain of multicast + reduction: {a} / {b} (greedy_plus)", "time ratio (>1: the NVLS switch is faster)")
 
     labels, series = [], {}
     for label, a, b in g["pairs"]:
