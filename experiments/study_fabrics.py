@@ -27,8 +27,8 @@ Parts (a case can belong to several; each case runs once):
    direct, rhd, dbt, pairwise, bruck, binomial, chain, nvls), ratio to the bound.
 5. ``astra``: greedy and greedy_plus on ``switched8_sf`` (one store-and-forward switch, ASTRA-sim's
    ``Switch(8)``), All-Gather, Reduce-Scatter, All-Reduce, All-to-All, 1 chunk per NPU, 1 MiB and 1 GiB, exported
-   with ``tacos_bench.export.astra_sim`` and run through ASTRA-sim (skipped, with the reason, when the binary does
-   not run here).
+   with ``tacos_bench.export.astra_sim`` pinned (every send held to its start: our schedule) and unpinned (each
+   send once ready) and run through ASTRA-sim (skipped, with the reason, when the binary does not run here).
 
 Seeds: the randomized backends (greedy, greedy_plus) run seeds 0, 1, 2; the deterministic baselines seed 0.
 Writes ``fabrics.md``, ``fabrics.png`` and ``results.parquet`` under ``--out`` (default results/fabrics) and, unless
@@ -244,12 +244,15 @@ def astra_round_trip(problem, sched, rec: dict, task: dict, astra_dir: str | Non
     bundle = Path(astra_dir) / (f"{task['topology']}_{task['collective']}_{task['buffer_mib']}MiB_"
                                 f"cpn{task['chunks_per_npu']}_{task['solver']}_s{task['seed']}")
     try:
-        d = export_astra_sim(problem, sched, bundle, record=rec)
-        run = run_bundle(d, timeout=600)
+        # pinned (every send held to its start: the replay of our schedule) and unpinned (each send once ready)
+        run = run_bundle(export_astra_sim(problem, sched, bundle, record=rec, pin="on"), timeout=600)
+        free = run_bundle(export_astra_sim(problem, sched, Path(f"{bundle}_unpinned"), record=rec, pin="off"),
+                          timeout=600)
     except Exception as e:  # noqa: BLE001 - an ASTRA-sim failure is a finding of this row, not of the run
         return {"astra_error": f"{type(e).__name__}: {e}", "astra_bundle": str(bundle)}
     ours = float(rec["collective_time_us"])
     return {"astra_sim_time_us": run.time_us, "astra_minus_ours_us": run.time_us - ours,
+            "astra_unpinned_us": free.time_us,
             "astra_causal_depth_ns": int(causal_depth(problem, sched)), "astra_bundle": str(bundle),
             "astra_error": None}
 
@@ -501,14 +504,18 @@ def table_astra(df: pd.DataFrame, g: dict) -> tuple[str, str]:
     for (_, kind, mib, solver), grp in a.groupby(["_o", "collective", "buffer_mib", "solver"], sort=True):
         r = {"collective": kind, "size": MIB.get(int(mib), f"{mib:g} MiB"), "solver": solver}
         for _, x in grp.sort_values("seed").iterrows():
+            key = f"seed {x['seed']}: ours / pinned / unpinned µs"
             if pd.notna(x.get("astra_sim_time_us")):
-                r[f"seed {x['seed']}: ours / ASTRA-sim µs"] = (f"{fmt_us(x['collective_time_us'])} / "
-                                                              f"{fmt_us(x['astra_sim_time_us'])}")
+                r[key] = (f"{fmt_us(x['collective_time_us'])} / {fmt_us(x['astra_sim_time_us'])} / "
+                          f"{fmt_us(x.get('astra_unpinned_us', float('nan')))}")
             else:
-                r[f"seed {x['seed']}: ours / ASTRA-sim µs"] = f"error: {x.get('astra_error')}"
+                r[key] = f"error: {x.get('astra_error')}"
         ok = grp[grp["astra_sim_time_us"].notna()]
         q = ok["astra_sim_time_us"] / ok["collective_time_us"]
-        r["ASTRA-sim / ours"] = _range(q) if len(q) else ""
+        r["pinned / ours"] = _range(q) if len(q) else ""
+        if "astra_unpinned_us" in ok:
+            qf = ok["astra_unpinned_us"] / ok["collective_time_us"]
+            r["unpinned / ours"] = _range(qf) if len(qf) else ""
         lo, hi = (int(ok["astra_causal_depth_ns"].min()), int(ok["astra_causal_depth_ns"].max())) if len(ok) else (0, 0)
         r["rounding bound ns"] = "" if not len(ok) else (str(lo) if lo == hi else f"{lo}-{hi}")
         agree = (ok["astra_minus_ours_us"].abs() * 1000 <= ok["astra_causal_depth_ns"] + 1e-6)
@@ -757,13 +764,16 @@ def report(df: pd.DataFrame, g: dict, args, wall_s: float | None, cmd: str, fig:
 
     # 5
     L.append(f"\n## 5. ASTRA-sim's `Switch(N)` round trip (`{g['astra_topology']}`)\n")
-    L.append("docs/export.md (\"Switched fabrics\") explains why ASTRA-sim's `Switch(N)` does not replay our "
-             "`store_forward` schedules to our time: its links are busy for the serialization only (the latency is "
-             "pipelined; ours holds a link for latency + serialization), and its trace replay issues every ready send "
-             "at once, queued first come first served on the NPU's up-link, where the greedy interleaves relays with "
-             "its own chunk's copies. Here each greedy and greedy_plus schedule (every seed) is exported with "
-             "`tacos_bench.export.astra_sim.export_astra_sim` and run with `run_bundle`; *agree*: |ASTRA-sim - ours| "
-             "within the exporter's rounding bound (`causal_depth` ns).\n")
+    L.append("Each greedy and greedy_plus schedule (every seed) is exported with "
+             "`tacos_bench.export.astra_sim.export_astra_sim` and run with `run_bundle` twice: *pinned* (`pin=\"on\"`, "
+             "the default for `Switch`: every send held to its start in our schedule by a wait node, the simulator run "
+             "1000x slower so that a whole Chakra µs is our ns) replays our schedule, and ASTRA-sim's shared ports and "
+             "store-and-forward hops would make it later if the schedule were not feasible there; *unpinned* "
+             "(`pin=\"off\"`) lets every send go once its data is there, which is another schedule: ASTRA-sim's links "
+             "are busy for the serialization only (the latency is pipelined; ours holds a link for latency + "
+             "serialization) and its trace replay queues every ready send first come first served on the NPU's "
+             "up-link (docs/export.md, \"Switched fabrics\"). *agree*: pinned |ASTRA-sim - ours| within the "
+             "exporter's rounding bound (`causal_depth` ns).\n")
     tab, why = table_astra(df, g)
     L.append(tab or why)
     if tab:
@@ -1003,49 +1013,24 @@ def far_notes(c: Cases, df: pd.DataFrame) -> str:
 
 
 # docs/export.md, "Switched fabrics": the greedy (seed 0) on switched8_sf, ours / ASTRA-sim µs, as measured there
-EXPORT_MD = {("all_gather", 1024): (20004.0, 27502.0), ("reduce_scatter", 1024): (20004.0, 30003.003),
-             ("all_reduce", 1024): (40008.0, 52506.004), ("all_to_all", 1024): (20004.0, 20001.0),
-             ("all_gather", 1): (23.531, 28.851), ("reduce_scatter", 1): (23.531, 32.295),
-             ("all_reduce", 1): (47.063, 57.265), ("all_to_all", 1): (23.531, 20.528)}
-
-
 def astra_notes(df: pd.DataFrame, g: dict) -> str:
     a = df[df["parts"].astype(str).str.contains("astra") & df["solver"].isin(RANDOMIZED)]
     a = a[a["astra_sim_time_us"].notna()] if "astra_sim_time_us" in a else a.iloc[0:0]
     if a.empty:
         return ""
     agree = (a["astra_minus_ours_us"].abs() * 1000 <= a["astra_causal_depth_ns"] + 1e-6)
-    q = a["astra_sim_time_us"] / a["collective_time_us"]
-    a2a = a["collective"] == "all_to_all"
-    odd = a[~a2a & (a["astra_minus_ours_us"] < -1e-3)]
-    s = (f"\n{int(agree.sum())} of {len(a)} round trips agree within the rounding bound. ASTRA-sim is slower on "
-         f"{int((a['astra_minus_ours_us'] > 1e-3).sum())} and faster on {int((a['astra_minus_ours_us'] < -1e-3).sum())} "
-         f"(its time over ours {q.min():.3f}-{q.max():.3f}). All-to-All (no data dependencies) is faster there on "
-         f"every seed ({_range(q[a2a])}: the pipelined latency); the others are slower ({_range(q[~a2a])})"
-         + (" except " + ", ".join(f"{x['solver']} seed {x['seed']} {x['collective']} {x['size']} "
-                                   f"({x['astra_sim_time_us'] / x['collective_time_us']:.3f}x)"
-                                   for _, x in odd.iterrows()) if len(odd) else "")
-         + ": the ready sends queue in another order than the greedy's. Different seeds with the same verified time get "
-         "different ASTRA-sim times: ASTRA-sim's time depends on the order of the sends, not only on our makespan, "
-         "which is what docs/export.md says.\n")
-    if g["astra_topology"] != "switched8_sf":
+    s = f"\n{int(agree.sum())} of {len(a)} pinned round trips agree within the rounding bound.\n"
+    if "astra_unpinned_us" not in a or a["astra_unpinned_us"].isna().all():
         return s
-    g0 = a[(a["solver"] == "greedy") & (a["seed"] == 0)]
-    diff = []
-    for _, x in g0.iterrows():
-        ref = EXPORT_MD.get((x["collective"], int(x["buffer_mib"])))
-        if ref and (abs(x["collective_time_us"] - ref[0]) > 2e-3 or abs(x["astra_sim_time_us"] - ref[1]) > 2e-3):
-            diff.append(f"{x['collective']} {x['size']}: {fmt_us(x['collective_time_us'])} / "
-                        f"{fmt_us(x['astra_sim_time_us'])} µs (docs/export.md: {fmt_us(ref[0])} / {fmt_us(ref[1])})")
-    if diff:
-        s += (f"\n**docs/export.md's measured table is out of date** for the greedy (seed 0): {len(diff)} of "
-              f"{len(g0)} of its rows differ now, ours / ASTRA-sim: " + "; ".join(diff) + ". The greedy's fabric "
-              "schedules changed after that table was measured; its conclusion (no round trip agrees; All-to-All "
-              "faster there, the others slower) still holds. The strict `xfail`s of tests/test_fabric_export.py "
-              "still fail as expected, but their reasons quote the old numbers.\n")
-    else:
-        s += "\nThe greedy's seed-0 rows reproduce docs/export.md's measured table.\n"
-    return s
+    d = a["astra_unpinned_us"] - a["collective_time_us"]
+    q = a["astra_unpinned_us"] / a["collective_time_us"]
+    a2a = a["collective"] == "all_to_all"
+    split = (f"; All-to-All, which has no data dependencies, {_range(q[a2a])}: the pipelined latency; the others "
+             f"{_range(q[~a2a])}" if a2a.any() and (~a2a).any() else "")
+    return s + (f"Unpinned, ASTRA-sim is slower on {int((d > 1e-3).sum())} and faster on {int((d < -1e-3).sum())} "
+                f"(its time over ours {q.min():.3f}-{q.max():.3f}{split}). Seeds with the same "
+                "verified time get different unpinned times: an unpinned replay's time depends on the order the "
+                "sends become ready, not only on our makespan.\n")
 
 
 # ---------------------------------------------------------------------------------------------- main

@@ -58,6 +58,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="ASTRA-sim network: auto = Ring when exact, else FullyConnected; Switch for a fabric of "
                         "one store_forward switch")
     a.add_argument("--reduce-time-us", type=int, default=0, help="duration of each reduction node (µs)")
+    a.add_argument("--pin", default="auto", choices=("auto", "on", "off"),
+                   help="hold every send to its start in the schedule (auto: on for Switch, whose unpinned replay "
+                        "sends in another order; off for Ring/FullyConnected, which replay exactly unpinned)")
 
     k = sub.add_parser("check", help="validate and simulate an MSCCL-IR XML file (tacos_bench.export.msccl_check)")
     k.add_argument("xml", type=Path)
@@ -124,7 +127,7 @@ def main(argv=None) -> int:
 
             out = args.output if args.output is not None else args.result_dir / "astra-sim"
             where = str(export_astra_sim(problem, schedule, out, network=args.network,
-                                         reduce_time_us=args.reduce_time_us, record=record))
+                                         reduce_time_us=args.reduce_time_us, record=record, pin=args.pin))
         else:
             prefix = args.output if args.output is not None else args.result_dir / "chakra" / "algo"
             paths = export_chakra(problem, schedule, prefix, reduce_time_us=args.reduce_time_us)

@@ -47,10 +47,16 @@ NPU-to-NPU sends ``u -> v`` (first in, first out per chunk at the switch:
 written; ASTRA-sim routes each through its switch. Every other fabric raises
 :class:`~tacos_bench.errors.ExportError`. tacos-bench's unwound switch
 (``switch<N>``, a fully connected graph of per-pair links) is not this network
-and keeps ``FullyConnected``. ASTRA-sim's ``Switch`` does not replay a
-store-and-forward schedule exactly (docs/export.md, "Switched fabrics"): a link
-there is busy for the serialization only, and the trace cannot hold back a
-ready send, so an NPU's up-link sends in the order the data arrives.
+and keeps ``FullyConnected``. Left to itself, ASTRA-sim's ``Switch`` does not
+replay a store-and-forward schedule (docs/export.md, "Switched fabrics"): a
+link there is busy for the serialization only, and a send goes once its data
+is there, so an NPU's up-link sends in the order the data arrives. So a
+``Switch`` bundle is **pinned** by default (``pin``): every send also waits
+for a ``COMP_NODE`` as long as its start in our schedule, and since Chakra
+durations are whole µs the simulator runs 1000x slower (latency x 1000,
+bandwidth / 1000) so that a trace µs is our ns; ``run.sh`` scales the time
+back. A pinned replay is our schedule in ASTRA-sim's network: a send it could
+not start on time (a shared port still busy, data not there) ends later.
 
 **Units.** ASTRA-sim's ``bandwidth`` is in GB/s converted with 2^30, i.e.
 GiB/s like ours; ``latency`` is in ns (ours is µs). It truncates each hop's
@@ -59,7 +65,9 @@ latency + serialization time to whole ns and charges 1 ns for a reduction
 by at most 1 ns per transfer and per reduction on the longest dependency
 chain (:func:`causal_depth`), provided the schedule starts every transfer as
 early as its per-link order and data allow (the greedy does; a schedule with
-idle slack finishes earlier in ASTRA-sim's as-soon-as-possible replay).
+idle slack finishes earlier in ASTRA-sim's as-soon-as-possible replay, unless
+pinned). Pinned, each send starts within 0.5 ns of ours (a pin rounded to our
+ns) and each hop is truncated to a simulator ns (a thousandth of ours).
 """
 
 from __future__ import annotations
@@ -106,6 +114,7 @@ TRACE_PREFIX = "chakra/algo"      # relative to the bundle directory (ASTRA-sim 
 WORKLOAD_PREFIX = "workload"
 BUNDLE_SCHEMA = "tacos-bench/astra-sim-bundle"
 BUNDLE_VERSION = 1
+PIN_TIME_SCALE = 1000   # a pinned bundle's simulator ns per our ns (Chakra durations are whole µs)
 _FINISHED = re.compile(r"sys\[(\d+)\] finished, (\d+) cycles")
 
 
@@ -359,8 +368,9 @@ def _workload_node(pb, kind: str, comm_bytes: int):
     return node
 
 
-def run_script(num_npus: int, comment: str = "") -> str:
-    """The ``run.sh`` of a bundle of ``num_npus`` NPUs (bash; runs from any working directory)."""
+def run_script(num_npus: int, comment: str = "", time_scale: int = 1) -> str:
+    """The ``run.sh`` of a bundle of ``num_npus`` NPUs (bash; runs from any working directory); it prints
+    the simulator's time divided by ``time_scale`` (see ``pin`` in :func:`export_astra_sim`)."""
     head = "".join(f"# {line}\n" for line in comment.splitlines())
     return f"""#!/usr/bin/env bash
 # ASTRA-sim bundle written by tacos-bench (python -m tacos_bench.export astra-sim).
@@ -406,13 +416,14 @@ read -r nfin ns worst <<< "$summary"
 if [ "$nfin" -ne "$NPUS" ]; then
   echo "error: only $nfin of $NPUS NPUs finished" >&2; exit 3
 fi
-echo "ASTRA-sim: $nfin/$NPUS NPUs finished, the last (sys[$worst]) at $ns ns; collective time in us:"
-awk -v t="$ns" 'BEGIN {{ printf "%.3f\\n", t / 1000 }}'
+echo "ASTRA-sim: $nfin/$NPUS NPUs finished, the last (sys[$worst]) at $ns simulator ns; collective time in us:"
+awk -v t="$ns" 'BEGIN {{ printf "%.{3 + len(str(int(time_scale))) - 1}f\\n", t / {1000 * int(time_scale)} }}'
 """
 
 
 def export_astra_sim(problem: Problem, schedule: Schedule, out_dir: str | os.PathLike, *,
-                     network: str = "auto", reduce_time_us: int = 0, record: dict | None = None) -> Path:
+                     network: str = "auto", reduce_time_us: int = 0, record: dict | None = None,
+                     pin: str = "auto") -> Path:
     """Write a directory that runs ``schedule`` in ASTRA-sim as is; returns it.
 
     Parameters
@@ -428,6 +439,13 @@ def export_astra_sim(problem: Problem, schedule: Schedule, out_dir: str | os.Pat
         reduces in zero time, so a positive value makes ASTRA-sim's time longer than ours by design.
     record : dict, optional
         The run record; its solver, seed and status are copied into ``bundle.json``.
+    pin : {"auto", "on", "off"}
+        ``on`` holds every send back to its start in the schedule (a ``COMP_NODE`` of that duration it waits
+        for) and runs the simulator :data:`PIN_TIME_SCALE` times slower (latency x 1000, bandwidth / 1000:
+        Chakra durations are whole µs, so a trace µs is then our ns); the run script scales the time back.
+        ``off`` lets each send go once its data and its previous send on the link are done. ``auto``: ``on``
+        for ``Switch(N)``, whose replay otherwise reorders a store-and-forward schedule (see the module
+        docstring), ``off`` for ``Ring``/``FullyConnected``, which replay the schedule exactly as they are.
 
     Raises
     ------
@@ -459,13 +477,21 @@ def export_astra_sim(problem: Problem, schedule: Schedule, out_dir: str | os.Pat
     kind = problem.kind
     ctype, _ = astra_collective(kind)                 # reject before anything is written
     net = embed_network(problem.topology, network)
+    if pin not in ("auto", "on", "off"):
+        raise ExportError(f"pin must be 'auto', 'on' or 'off', got {pin!r}")
+    pinned = pin == "on" or (pin == "auto" and net["topology"] == "Switch")
+    scale = PIN_TIME_SCALE if pinned else 1
     pb, encode = _chakra()
     ver = verified(problem, schedule)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for old in [*out.glob(f"{WORKLOAD_PREFIX}.*.et"), *(out / "chakra").glob("algo.*.et")]:
         old.unlink()
-    export_chakra(problem, schedule, out / TRACE_PREFIX, reduce_time_us=reduce_time_us)
+    if isinstance(reduce_time_us, bool) or not isinstance(reduce_time_us, (int, np.integer)) or reduce_time_us < 0:
+        raise ExportError(f"reduce_time_us must be a non-negative integer (Chakra stores whole µs), "
+                          f"got {reduce_time_us!r}")
+    export_chakra(problem, schedule, out / TRACE_PREFIX, reduce_time_us=int(reduce_time_us) * scale,
+                  pin_scale=scale if pinned else 0)
 
     n = problem.num_npus
     comm_bytes = int(problem.chunk_bytes) * int(problem.num_chunks)
@@ -479,7 +505,8 @@ def export_astra_sim(problem: Problem, schedule: Schedule, out_dir: str | os.Pat
             encode(fh, node)
     (out / "system.json").write_text(json.dumps(system_config(kind), indent=2) + "\n")
     (out / "remote_memory.json").write_text(json.dumps({"memory-type": "NO_MEMORY_EXPANSION"}, indent=2) + "\n")
-    (out / "network.yml").write_text(network_yaml(net))
+    (out / "network.yml").write_text(network_yaml(net if scale == 1 else {
+        **net, "bandwidth": net["bandwidth"] / scale, "latency": net["latency"] * scale}))
 
     T = float(ver.collective_time_us)
     depth = causal_depth(problem, schedule)
@@ -490,7 +517,10 @@ def export_astra_sim(problem: Problem, schedule: Schedule, out_dir: str | os.Pat
                f"network: {net['topology']}({n}), {_num(net['bandwidth'])} GiB/s, {_num(net['latency'])} ns\n"
                f"tacos-bench verified collective_time_us: {T!r}")
     script = out / "run.sh"
-    script.write_text(run_script(n, comment))
+    if pinned:
+        comment += (f"\nevery send pinned to its start; the simulator runs {scale}x slower (network.yml: latency "
+                    f"x {scale}, bandwidth / {scale}) and this script divides its time by {scale}")
+    script.write_text(run_script(n, comment, time_scale=scale))
     script.chmod(0o755)
     manifest = {
         "schema": BUNDLE_SCHEMA, "schema_version": BUNDLE_VERSION,
@@ -502,6 +532,7 @@ def export_astra_sim(problem: Problem, schedule: Schedule, out_dir: str | os.Pat
         "network": net,
         "trace_prefix": TRACE_PREFIX, "workload_prefix": WORKLOAD_PREFIX,
         "reduce_time_us": int(reduce_time_us),
+        "pinned": pinned, "time_scale": scale,
         "num_transfers": len(schedule),
         "causal_depth": depth,
         "collective_time_us": T,
@@ -651,4 +682,11 @@ def run_bundle(bundle_dir: str | os.PathLike, binary: str | os.PathLike | None =
         t = float(lines[-1])
     except ValueError:
         raise ExportError(f"{script}: last line {lines[-1]!r} is not a time in µs") from None
-    return AstraSimRun(time_us=t, finish_ns=parse_finish_ns(p.stderr), stdout=p.stdout, stderr=p.stderr)
+    finish = parse_finish_ns(p.stderr)
+    try:
+        scale = int(json.loads((d / "bundle.json").read_text()).get("time_scale", 1))
+    except (OSError, ValueError):
+        scale = 1
+    if scale != 1:
+        finish = {r: ns / scale for r, ns in finish.items()}
+    return AstraSimRun(time_us=t, finish_ns=finish, stdout=p.stdout, stderr=p.stderr)

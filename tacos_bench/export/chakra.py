@@ -60,8 +60,14 @@ def _chakra():
     return et_def_pb2, encodeMessage
 
 
-def build_chakra_nodes(problem: Problem, schedule: Schedule, *, reduce_time_us: int = 0):
-    """Per-rank lists of Chakra ``Node`` messages (the schedule is verified first)."""
+def build_chakra_nodes(problem: Problem, schedule: Schedule, *, reduce_time_us: int = 0, pin_scale: int = 0):
+    """Per-rank lists of Chakra ``Node`` messages (the schedule is verified first).
+
+    ``pin_scale > 0`` pins every send that starts after 0 to its start: the send also waits for a
+    ``COMP_NODE`` of ``duration_micros = round(start_us * pin_scale)`` with no dependencies of its own, so
+    it leaves no earlier than the schedule says (in a simulator running ``pin_scale`` times slower than our
+    µs, ``pin_scale = 1000``: whole trace µs are our ns).
+    """
     from ..verify import REL_TOL
 
     pb, _ = _chakra()
@@ -69,6 +75,8 @@ def build_chakra_nodes(problem: Problem, schedule: Schedule, *, reduce_time_us: 
     if isinstance(reduce_time_us, bool) or not isinstance(reduce_time_us, (int, np.integer)) or reduce_time_us < 0:
         raise ExportError(f"reduce_time_us must be a non-negative integer (Chakra stores whole µs), "
                           f"got {reduce_time_us!r}")
+    if isinstance(pin_scale, bool) or not isinstance(pin_scale, (int, np.integer)) or pin_scale < 0:
+        raise ExportError(f"pin_scale must be a non-negative integer, got {pin_scale!r}")
     n = problem.num_npus
     size = int(problem.chunk_bytes)
     sources = problem.sources.tolist()
@@ -94,6 +102,7 @@ def build_chakra_nodes(problem: Problem, schedule: Schedule, *, reduce_time_us: 
         tags = list(range(len(sched)))
     T = len(sched)
     chunk, src, dst, op = (sched.chunk.tolist(), sched.src.tolist(), sched.dst.tolist(), sched.op.tolist())
+    pins = np.rint(sched.start_us * pin_scale).astype(np.int64).tolist()
     tol = REL_TOL * max(1.0, abs(sched.makespan_us))
     times = np.concatenate([sched.end_us - tol, sched.start_us])
     kinds = np.concatenate([np.zeros(T, np.int8), np.ones(T, np.int8)])
@@ -132,11 +141,17 @@ def build_chakra_nodes(problem: Problem, schedule: Schedule, *, reduce_time_us: 
         t = ids[e]
         c, u, v, tag = chunk[t], src[t], dst[t], tags[t]
         if kinds[e]:
+            pin = None
+            if pins[t] > 0:
+                pin = new_node(u, f"wait_t{tag}", pb.COMP_NODE)
+                pin.duration_micros = pins[t]
             node = new_node(u, f"send_c{c}_to{v}_t{tag}", pb.COMM_SEND_NODE)
             comm_attrs(node, "comm_dst", v, tag, pb.COMM_SEND_NODE)
             route_attrs(node, t)
             key = link_key[t] if fabric else (u, v)
             deps = [writer[(u, c)]] if (u, c) in writer else []
+            if pin is not None:
+                deps.append(pin.id)
             if key is not None:
                 if key in last_send_on_link:
                     deps.append(last_send_on_link[key])
@@ -188,7 +203,7 @@ def _canonical_order(schedule: Schedule) -> np.ndarray:
 
 
 def export_chakra(problem: Problem, schedule: Schedule, prefix: str | os.PathLike, *,
-                  reduce_time_us: int = 0) -> list[Path]:
+                  reduce_time_us: int = 0, pin_scale: int = 0) -> list[Path]:
     """Write ``<prefix>.<rank>.et`` for every NPU; returns the paths.
 
     Examples
@@ -204,7 +219,7 @@ def export_chakra(problem: Problem, schedule: Schedule, prefix: str | os.PathLik
     ['ag.0.et', 'ag.1.et']
     """
     _, encode = _chakra()
-    meta, nodes = build_chakra_nodes(problem, schedule, reduce_time_us=reduce_time_us)
+    meta, nodes = build_chakra_nodes(problem, schedule, reduce_time_us=reduce_time_us, pin_scale=pin_scale)
     prefix = Path(prefix)
     prefix.parent.mkdir(parents=True, exist_ok=True)
     paths = []
