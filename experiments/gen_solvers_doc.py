@@ -59,15 +59,17 @@ get_solver("greedy").solve(problem, seed=1)      # run.py: solver=greedy seed=1
 ```
 
 The backends come in three families, each a package that never imports another family, over a shared layer that
-imports no family (import-linter contracts in `pyproject.toml`, checked by `tests/test_layers.py`).
+imports no family (import-linter contracts in `pyproject.toml`, checked by `tests/test_layers.py`). What one
+family needs of another goes through the registry: the exact backends' warm start runs the greedy, and
+`greedy_plus` on a switched fabric runs the baselines (`solver_family` names each backend's family) as candidates.
 Each backend's options, their defaults and their meaning: `python -m solvers.describe NAME`.
 
 ## The shared layer (`solvers/`)
 
 `solvers/base.py` holds the interface (`Solver`, `SolveResult`, `StartState`), the shared vocabularies (statuses,
 stop reasons, solution sources), the capability flags and the registry (`get_solver`, `available_solvers`,
-`register_solver`). `solvers/options.py` is the options machinery every backend's dataclass derives from
-(`SolverOptions`: `seed`, `time_limit_s`, `threads`, and one validation for all). `solvers/compose.py` builds
+`register_solver`, `solver_family`). `solvers/options.py` is the options machinery every backend's dataclass derives
+from (`SolverOptions`: `seed`, `time_limit_s`, `threads`, and one validation for all). `solvers/compose.py` builds
 every collective from a copy synthesizer: a reducing collective is its copy mirror on the reversed topology with
 time reversed, and All-Reduce is Reduce-Scatter then All-Gather, overlapped or with a barrier.
 `solvers/plan.py` times the baselines' plans (single-hop transfers and barriers) with one list scheduler.

@@ -985,11 +985,29 @@ def oversub_notes(c: Cases, g: dict) -> str:
     return s + "\n"
 
 
+def portfolio_note(df: pd.DataFrame) -> str:
+    """On how many cases greedy_plus's best seed kept a baseline's schedule (its ``baseline_candidates``)."""
+    gp = df[(df["solver"] == "greedy_plus") & df["ok"]]
+    if gp.empty or "s_chosen" not in gp:
+        return ""
+    best = gp.loc[gp.groupby("case")["collective_time_us"].idxmin()]
+    kept = best["s_chosen"].astype(str)
+    kept = kept[kept.str.startswith("baseline:")].str.removeprefix("baseline:")
+    if kept.empty:
+        return ""
+    per = kept.value_counts()
+    return (f" On {len(kept)} of them its best seed's schedule is a baseline's, which greedy_plus runs as "
+            "candidates on small fabrics (option `baseline_candidates`, solvers/greedy/fabric_solver.py) and keeps "
+            "only when strictly faster than its own: " + ", ".join(f"{n} on {k}" for n, k in per.items()) + ".")
+
+
 def behind_notes(c: Cases, df: pd.DataFrame, behind: list[dict]) -> str:
     cases = df.loc[df["solver"] == "greedy_plus", "case"].nunique()
     if not behind:
-        return (f"\n**greedy_plus (best of its seeds) is the fastest, or tied, on every one of the {cases} cases.**\n")
-    s = [f"\n**greedy_plus (best of its {len(SEEDS)} seeds) is not the fastest on {len(behind)} of {cases} cases:**\n"]
+        return (f"\n**greedy_plus (best of its seeds) is the fastest, or tied, on every one of the {cases} cases.**"
+                + portfolio_note(df) + "\n")
+    s = [f"\n**greedy_plus (best of its {len(SEEDS)} seeds) is not the fastest on {len(behind)} of {cases} cases:**"
+         + portfolio_note(df) + "\n"]
     for b in sorted(behind, key=lambda x: -x["gp_min"] / x["t"]):
         s.append(f"- `{b['case']}`: greedy_plus {fmt_us(b['gp_min'])} µs (median seed {fmt_us(b['gp_median'])}; "
                  f"{b['gp_min'] / b['bound']:.3f}x the bound) vs {' = '.join(b['ties'])} {fmt_us(b['t'])} µs "

@@ -257,6 +257,23 @@ _REGISTRY: dict[str, str] = {
 }
 
 
+# the solver families: the packages solvers/<family>/ (a backend registered from elsewhere is in none)
+FAMILIES = ("greedy", "exact", "baselines")
+
+
+def solver_family(name: str) -> str | None:
+    """The family of a registered backend, read from where it is registered (``solvers.<family>....``), without
+    importing it; ``None`` for a backend outside the families.
+
+    >>> solver_family("rhd"), solver_family("greedy_plus"), solver_family("cpsat")
+    ('baselines', 'greedy', 'exact')
+    """
+    if name not in _REGISTRY:
+        raise SolverError(f"unknown solver {name!r}; choose one of {', '.join(sorted(available_solvers()))}")
+    parts = _REGISTRY[name].split(":")[0].split(".")
+    return parts[1] if len(parts) > 2 and parts[0] == "solvers" and parts[1] in FAMILIES else None
+
+
 def register_solver(name: str, target: str) -> None:
     """Register a backend as ``"module:Class"`` (imported lazily)."""
     _REGISTRY[name] = target

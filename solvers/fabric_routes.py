@@ -10,16 +10,23 @@ Only hops through at most ``max_switches`` switches are kept (the fewest that co
 one when ``max_switches=0``): on a rail-optimized cluster that is one switch (NVSwitch within a node, the rail's
 leaf across nodes; traffic between rails relays through an NPU, as NCCL's PXN does), on a leaf-spine three.
 Between two NPUs, every hop of the least duration is kept (one per spine), so the greedy picks a free one.
+
+Inside a :func:`shared_hops` block the hops of a fabric are built once and handed to every caller (the greedy's
+runs over the seeds, each mirrored phase's reversed copy of the fabric, and ``greedy_plus``'s baseline
+candidates, which build them again otherwise).
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import numpy as np
 
 from tacos_bench.cost import link_time_us
 from tacos_bench.errors import SolverError
+from tacos_bench.schedule import row_links
 from tacos_bench.topology import CUT_THROUGH, Topology
 
 MAX_ROUTE_SWITCHES = 6   # the auto search gives up beyond this many switches on a hop
@@ -90,8 +97,44 @@ def _paths_from(topo: Topology, u: int, max_switches: int):
                 stack.append((y, path + [y], links + [lid]))
 
 
+# the hops built so far inside a shared_hops() block (None outside one), by content of the topology
+_SHARED: ContextVar[dict | None] = ContextVar("shared_hops", default=None)
+
+
+@contextmanager
+def shared_hops():
+    """Within the block, :func:`build_hops` builds the hops of a fabric once per chunk size and hands every later
+    call the same :class:`Hops` (its callers only read them); a topology is recognized by its content, so the
+    reversed copy a mirrored phase builds again is the same fabric. Outside any block every call builds afresh;
+    a nested block shares the outer one's store.
+
+    >>> from tacos_bench.topology import Switch, Topology
+    >>> e = [(i, 4, 50, 0.5) for i in range(4)] + [(4, i, 50, 0.5) for i in range(4)]
+    >>> t = Topology.from_edges(4, e, switches=[Switch()])
+    >>> with shared_hops():
+    ...     build_hops(t, 2**20) is build_hops(t.reversed().reversed(), 2**20)
+    True
+    >>> build_hops(t, 2**20) is build_hops(t, 2**20)
+    False
+    """
+    if _SHARED.get() is not None:
+        yield
+        return
+    token = _SHARED.set({})
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
+def _content_key(topo: Topology, chunk_bytes: int, max_switches: int) -> tuple:
+    return (topo.num_npus, topo.src.tobytes(), topo.dst.tobytes(), topo.bw_GiBps.tobytes(), topo.lat_us.tobytes(),
+            tuple(topo.switches), int(chunk_bytes), int(max_switches))
+
+
 def build_hops(topo: Topology, chunk_bytes: int, max_switches: int = 0) -> Hops:
-    """The hops of ``topo`` for chunks of ``chunk_bytes`` (see the module docstring).
+    """The hops of ``topo`` for chunks of ``chunk_bytes`` (see the module docstring; built once per
+    :func:`shared_hops` block).
 
     Examples
     --------
@@ -101,6 +144,16 @@ def build_hops(topo: Topology, chunk_bytes: int, max_switches: int = 0) -> Hops:
     >>> len(h), h.nodes[0], round(float(h.dur[0]), 4)
     (12, (0, 4, 1), 20.5312)
     """
+    store = _SHARED.get()
+    if store is None:
+        return _build_hops(topo, chunk_bytes, max_switches)
+    key = _content_key(topo, chunk_bytes, max_switches)
+    if key not in store:
+        store[key] = _build_hops(topo, chunk_bytes, max_switches)
+    return store[key]
+
+
+def _build_hops(topo: Topology, chunk_bytes: int, max_switches: int) -> Hops:
     if max_switches <= 0:
         for m in range(0, MAX_ROUTE_SWITCHES + 1):
             if _connected(topo, m):
@@ -146,6 +199,22 @@ def build_hops(topo: Topology, chunk_bytes: int, max_switches: int = 0) -> Hops:
                 link_pad=link_pad, off_pad=off_pad, end_pad=end_pad)
 
 
+def surviving_hops(topo: Topology, keep: np.ndarray, chunk_bytes: int, max_switches: int) -> Hops:
+    """The hops of ``topo`` over the links ``keep`` marks only (a fault's survivors), with ``topo``'s link ids;
+    ``max_switches`` as a healthy run found it (some NPU may have lost every way out)."""
+    keep = np.asarray(keep, bool)
+    sub = Topology(topo.num_npus, topo.src[keep], topo.dst[keep], topo.bw_GiBps[keep], topo.lat_us[keep],
+                   name=f"{topo.name}-surviving", switches=topo.switches)
+    h = _build_hops(sub, chunk_bytes, max(int(max_switches), 1))
+    links = [topo.link_ids(np.asarray(p[:-1]), np.asarray(p[1:])) for p in h.nodes]
+    pad = np.full_like(h.link_pad, topo.num_links)
+    for k, x in enumerate(links):
+        pad[k, :x.size] = x
+    return Hops(src=h.src, dst=h.dst, dur=h.dur, nodes=h.nodes, links=links, off=h.off, end=h.end,
+                segments=h.segments, into=h.into, out_of=h.out_of, max_switches=h.max_switches, link_pad=pad,
+                off_pad=h.off_pad, end_pad=h.end_pad)
+
+
 def _connected(topo: Topology, m: int) -> bool:
     """True when hops through at most ``m`` switches connect every NPU to every other one (via NPUs)."""
     n = topo.num_npus
@@ -172,13 +241,5 @@ def _connected(topo: Topology, m: int) -> bool:
 
 
 def route_links(topo: Topology, schedule) -> list[np.ndarray]:
-    """The link ids each row of ``schedule`` occupies: its route's links, or the link ``src -> dst``."""
-    routes = schedule.route if getattr(schedule, "route", None) is not None else [""] * len(schedule)
-    out = []
-    for s, d, r in zip(schedule.src.tolist(), schedule.dst.tolist(), routes):
-        if r:
-            nodes = [int(x) for x in r.split(">")]
-            out.append(topo.link_ids(nodes[:-1], nodes[1:]))
-        else:
-            out.append(topo.link_ids([s], [d]))
-    return out
+    """The link ids each row of ``schedule`` occupies (:func:`tacos_bench.schedule.row_links`)."""
+    return row_links(topo, schedule)

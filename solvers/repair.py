@@ -19,6 +19,14 @@ forward resume cannot, and the replanned schedule keeps that order. On All-Gathe
 never won (96 runs of ``experiments/probe_repair.py``) and costs a second synthesis (``hetero512`` All-to-All:
 10.7 s against 4.5 s fresh), so they resume only.
 
+When no transfer that ends after the fault crosses a failed link, the healthy schedule itself is a third
+candidate (``unaffected``).
+
+On a switched fabric (a failed switch port is a failed link) the state keeps each row with every link of its
+route (a copy buffered in a switch and not sent on by the fault is lost with it), and the fabric greedy
+resumes on routes over the surviving links, planning with the state's times itself, so its schedule is only
+shifted to the fault (:mod:`solvers.greedy.fabric_resume`); there is no replan candidate.
+
 Examples
 --------
 >>> from tacos_bench import Collective, Problem
@@ -42,10 +50,10 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from tacos_bench.errors import SolverError, TacosError
+from tacos_bench.errors import TacosError
 from tacos_bench.faults import Fault, FaultState, check_repairable, state_at
 from tacos_bench.problem import Problem
-from tacos_bench.schedule import Schedule
+from tacos_bench.schedule import Schedule, row_links
 
 from .base import CAP_FROM_STATE, SolveResult, StartState, get_solver
 from .compose import retime_from, warm_retime
@@ -59,7 +67,8 @@ class Repair:
     state: FaultState
     residual: SolveResult     # the backend's schedule of the remainder, from time 0
     synthesis_time_s: float   # re-synthesis and placement, JIT compilation excluded
-    plan: str = "resume"      # which candidate was kept: "resume" (from the state) or "replan" (fresh, pruned)
+    plan: str = "resume"      # which candidate was kept: "resume" (from the state), "replan" (fresh, pruned) or
+    #                           "unaffected" (no transfer still to end crosses a failed link: the healthy schedule)
     candidates_us: dict | None = None   # each candidate's executed makespan
 
     def fields(self) -> dict[str, Any]:
@@ -90,10 +99,7 @@ def repair(problem: Problem, schedule: Schedule, fault: Fault, solver: str = "gr
     SolverError
         When ``solver`` cannot start from a state.
     """
-    if problem.topology.is_fabric:
-        raise SolverError(f"repair after a fault is not available on switched fabrics yet ({problem.topology.name!r}: "
-                          "the replay of a fault and the resume are link-by-link); run the fault as failed_links "
-                          "of the topology instead")
+    fabric = problem.topology.is_fabric
     backend = get_solver(solver)
     opts = backend.options(options)
     _warm(problem, solver, opts)
@@ -105,11 +111,14 @@ def repair(problem: Problem, schedule: Schedule, fault: Fault, solver: str = "gr
                        hold_time=np.maximum(state.hold_time - fault.at_us, 0.0),
                        link_free=np.where(keep, np.maximum(state.link_free - fault.at_us, 0.0), np.inf))
     res = backend.solve_from(problem, start, opts)
-    placed = _place(problem, res.schedule.shifted(fault.at_us), state)
+    # on a fabric the backend plans with the state's times itself (routes hold several links; a placement
+    # link by link would not know them)
+    placed = res.schedule.shifted(fault.at_us) if fabric else _place(problem, res.schedule.shifted(fault.at_us),
+                                                                        state)
     jit_s = float(res.stats.get("jit_warmup_s", 0.0) or 0.0)
     found = {"resume": placed.makespan_us}
     plan = "resume"
-    if replan and not fault.npus and problem.collective.rooted:
+    if replan and not fault.npus and problem.collective.rooted and not fabric:
         alt = _replanned(problem, fault, state, backend, opts)
         if alt is not None:
             jit_s += float(alt[0].stats.get("jit_warmup_s", 0.0) or 0.0)
@@ -117,8 +126,25 @@ def repair(problem: Problem, schedule: Schedule, fault: Fault, solver: str = "gr
             if alt[1].makespan_us < placed.makespan_us * (1 - 1e-12):
                 (res, placed), plan = alt, "replan"
     executed = Schedule.concat([state.executed, placed])
+    if not fault.npus and not _crosses_failed_after(problem, schedule, fault):
+        # the fault hits no transfer still to end: the healthy schedule runs on as it is
+        found["unaffected"] = schedule.makespan_us
+        if schedule.makespan_us <= executed.makespan_us * (1 + 1e-12):
+            executed, plan = schedule, "unaffected"
     dt = time.perf_counter() - t0 - jit_s
     return Repair(executed, state, res, dt, plan, found)
+
+
+def _crosses_failed_after(problem: Problem, schedule: Schedule, fault: Fault) -> bool:
+    """True when a transfer that ends after the fault crosses a failed link."""
+    late = np.flatnonzero(schedule.end_us > fault.at_us + 1e-9 * max(1.0, fault.at_us))
+    failed = ~fault.surviving_links(problem.topology)
+    if not late.size or not failed.any():
+        return False
+    rows = schedule.take(late)
+    if problem.topology.is_fabric:
+        return any(failed[x].any() for x in row_links(problem.topology, rows))
+    return bool(failed[problem.topology.link_ids(rows.src, rows.dst)].any())
 
 
 def _place(problem: Problem, schedule: Schedule, state: FaultState) -> Schedule:

@@ -35,7 +35,7 @@ import numpy as np
 
 from .errors import ConfigError, TopologyError
 from .problem import Problem
-from .schedule import Schedule
+from .schedule import Schedule, row_links
 from .topology import Topology
 from .topology.transforms import parse_links, remove_links, remove_npus
 
@@ -170,23 +170,24 @@ def fault_from_config(cfg: Mapping[str, Any] | None, topo: Topology, seed: int =
             raise ConfigError("fault.links/fault.npus/fault.random_links need fault.at_us or fault.at_fraction "
                               "(when they fail)")
         return None
-    if topo.is_fabric:
-        raise ConfigError(f"fault: {topo.name!r} is a switched fabric, where a repair after a fault is not "
-                          "available yet; give the failure as topo.failed_links (a failed switch port is a failed "
-                          "link) to synthesize on the degraded fabric")
     orig = topo.meta.get("original_ids")
     to_id = ({int(o): i for i, o in enumerate(orig)} if orig is not None
              else {i: i for i in range(topo.num_npus)})
+    # a fabric's switches keep their ids (a failed switch port is the failed link between NPU and switch)
+    switch_ids = {v: v for v in range(topo.num_npus, topo.num_nodes)} if orig is None else {}
 
-    def mapped(v, what):
+    def mapped(v, what, switches=False):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
             raise ConfigError(f"{what}: NPU id {v!r} is not an integer")
+        if switches and int(v) in switch_ids:
+            return switch_ids[int(v)]
         if int(v) not in to_id:
-            raise TopologyError(f"{what}: NPU {v} is not an NPU of {topo.name} (failed, outside the subset or "
-                                "out of range)")
+            raise TopologyError(f"{what}: {'node' if switches and topo.is_fabric else 'NPU'} {v} is not "
+                                f"{'a node' if switches and topo.is_fabric else 'an NPU'} of {topo.name} "
+                                "(failed, outside the subset or out of range)")
         return to_id[int(v)]
 
-    pairs = tuple((mapped(u, "fault.links"), mapped(v, "fault.links")) for u, v in links.tolist())
+    pairs = tuple((mapped(u, "fault.links", True), mapped(v, "fault.links", True)) for u, v in links.tolist())
     if isinstance(npus, (str, bytes)) or not hasattr(npus, "__iter__"):
         raise ConfigError(f"fault.npus must be a list of NPU ids, got {npus!r}")
     dead = tuple(mapped(v, "fault.npus") for v in npus)
@@ -266,11 +267,21 @@ def state_at(problem: Problem, schedule: Schedule, fault: Fault) -> FaultState:
     topo = problem.topology
     T = fault.at_us
     tol = 1e-9 * max(1.0, T)
-    link = topo.link_ids(schedule.src, schedule.dst)
     failed = ~fault.surviving_links(topo)
     ended = schedule.end_us <= T + tol
     flying = (schedule.start_us < T - tol) & ~ended
-    on_failed = failed[link]
+    if topo.is_fabric:
+        # a row holds every link of its route; a copy that reached a switch and was not sent on by the fault
+        # is lost with the switch's buffer (the switch holds no data of its own)
+        links = row_links(topo, schedule)
+        row = np.repeat(np.arange(len(schedule)), [x.size for x in links])
+        link = np.concatenate(links) if links else np.zeros(0, np.int64)
+        on_failed = np.zeros(len(schedule), bool)
+        on_failed[row[failed[link]]] = True
+    else:
+        link = topo.link_ids(schedule.src, schedule.dst)
+        row = np.arange(len(schedule))
+        on_failed = failed[link]
     keep = ended | (flying & ~on_failed)
     executed = schedule.take(np.flatnonzero(keep))
     alive = np.ones(problem.num_npus, bool)
@@ -278,9 +289,10 @@ def state_at(problem: Problem, schedule: Schedule, fault: Fault) -> FaultState:
     C = problem.num_chunks
     src = np.asarray(problem.sources, np.int64)
     c0 = np.arange(C, dtype=np.int64)
-    hv = np.concatenate([src, executed.dst.astype(np.int64)])
-    hc = np.concatenate([c0, executed.chunk.astype(np.int64)])
-    ht = np.concatenate([np.zeros(C), executed.end_us])
+    to_npu = executed.dst < problem.num_npus
+    hv = np.concatenate([src, executed.dst[to_npu].astype(np.int64)])
+    hc = np.concatenate([c0, executed.chunk[to_npu].astype(np.int64)])
+    ht = np.concatenate([np.zeros(C), executed.end_us[to_npu]])
     ok = alive[hv]
     hv, hc, ht = hv[ok], hc[ok], ht[ok]
     # earliest time per (NPU, chunk)
@@ -290,8 +302,9 @@ def state_at(problem: Problem, schedule: Schedule, fault: Fault) -> FaultState:
     first[1:] = key[order][1:] != key[order][:-1]
     pick = order[first]
     free = np.full(topo.num_links, T)
-    if len(executed):
-        np.maximum.at(free, link[keep], executed.end_us)
+    kept = keep[row]
+    if kept.any():
+        np.maximum.at(free, link[kept], schedule.end_us[row[kept]])
     free[failed] = np.inf
     return FaultState(executed, hv[pick], hc[pick], ht[pick], free, alive,
                       lost=int(np.sum(flying & on_failed)), dropped=int(np.sum(~keep & ~(flying & on_failed))),
@@ -324,7 +337,8 @@ def check_repairable(problem: Problem, state: FaultState, fault: Fault) -> None:
         raise TopologyError(f"{fault.describe()}: the surviving links cut the surviving NPUs apart")
     from .graph import hop_distances
 
-    reach = hop_distances(topo.num_npus, np.asarray(sub.out_ptr, np.int64), np.asarray(sub.dst, np.int64)) >= 0
+    n = topo.num_npus   # a fabric's paths cross its switches: search every node, keep the NPUs
+    reach = hop_distances(topo.num_nodes, np.asarray(sub.out_ptr, np.int64), np.asarray(sub.dst, np.int64))[:n, :n] >= 0
     hv, hc = state.hold_npu, state.hold_chunk
     # every (NPU, chunk) still missing must be reachable from some surviving holder of the chunk
     every = dest < 0
@@ -361,7 +375,9 @@ def repair_bound_us(problem: Problem, fault: Fault, state: FaultState) -> float 
 
     What was executed stays (its last end counts); every (NPU, chunk) pair a survivor still needs is served
     by some surviving copy, which cannot leave its holder before the fault (or before an in-flight copy
-    arrives) and then takes at least the shortest path time over the surviving links. A repair is judged
+    arrives) and then takes at least the shortest path time over the surviving links (not on a switched
+    fabric, where a cut-through path is faster than its links one by one: there, each survivor's missing
+    chunks through its surviving in-links only). A repair is judged
     against this bound, which the executed prefix may push well above a fresh synthesis on the degraded
     topology (a gather whose root had received little by the fault).
 
@@ -383,6 +399,10 @@ def repair_bound_us(problem: Problem, fault: Fault, state: FaultState) -> float 
     N, C = problem.num_npus, problem.num_chunks
     if N > REPAIR_BOUND_MAX_NPUS:
         return None
+    done = float(state.executed.end_us.max()) if len(state.executed) else 0.0
+    if topo.is_fabric:
+        # a path through cut-through switches is faster than the sum of its links' times: the ingress term only
+        return max(done, _ingress_after(problem, fault, state))
     sub = fault.surviving_topology(topo)
     w = np.asarray(link_time_us(sub.bw_GiBps, sub.lat_us, problem.chunk_bytes), np.float64)
     out_ptr, dst_l = np.asarray(sub.out_ptr, np.int64), np.asarray(sub.dst, np.int64)
@@ -394,7 +414,6 @@ def repair_bound_us(problem: Problem, fault: Fault, state: FaultState) -> float 
     for u in np.unique(hv):
         D[u] = shortest_path_tree(N, out_ptr, dst_l, w, int(u))[0]
     dest = np.asarray(problem.destinations, np.int64)
-    done = float(state.executed.end_us.max()) if len(state.executed) else 0.0
     # a held pair counts from its own arrival; its shortest path from itself is 0 at its start time
     own = np.asarray(state.hold_time, np.float64)
     uni = dest[hc] >= 0

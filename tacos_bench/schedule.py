@@ -326,3 +326,17 @@ def _op_code(op) -> int:
             raise ScheduleError(f"op must be copy or reduce, got {op!r}")
         return OPS.index(key)
     return int(op)
+
+
+def row_links(topology, schedule) -> list[np.ndarray]:
+    """The link ids each row of ``schedule`` occupies on ``topology``: its route's links (a row through
+    ``cut_through`` switches of a fabric), or the link ``src -> dst``."""
+    routes = schedule.route if getattr(schedule, "route", None) is not None else [""] * len(schedule)
+    out = []
+    for s, d, r in zip(schedule.src.tolist(), schedule.dst.tolist(), routes):
+        if r:
+            nodes = [int(x) for x in r.split(">")]
+            out.append(topology.link_ids(nodes[:-1], nodes[1:]))
+        else:
+            out.append(topology.link_ids([s], [d]))
+    return out

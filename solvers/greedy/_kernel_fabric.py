@@ -124,7 +124,7 @@ def _place(q, v, h, c, pk_v, pk_h, pk_c, hlen, link_pad, owner, picked):
 
 
 @njit(cache=True)
-def fabric_multicast_kernel(n, C, src_of, key, seed, rarest, local_first, cap, ready, busy0,
+def fabric_multicast_kernel(n, C, init_v, init_c, init_t, needbits, need0, key, seed, rarest, local_first, cap, busy0,
                             hsrc, hdst, hdur, link_pad, off_pad, end_pad, hlen,
                             into_ptr, into_idx, grp, grp_ptr, grp_idx, mc_pos,
                             seg_ptr, seg_a, seg_b, seg_start_node,
@@ -138,16 +138,20 @@ def fabric_multicast_kernel(n, C, src_of, key, seed, rarest, local_first, cap, r
     picked = np.zeros((n, W), dtype=np.uint64)
     holders = np.zeros(C, dtype=np.int64)
     got = np.zeros(n, dtype=np.int64)
-    need = np.int64(0)
     events = [(0.0, np.int64(0), np.int64(0))]
     events.pop()
-    for c in range(C):
-        s = src_of[c]
-        holders[c] += 1
-        got[s] += 1
-        coming[s, c // 64] |= np.uint64(1) << np.uint64(c % 64)
-        heapq.heappush(events, (ready[c], np.int64(s), np.int64(c)))
-    need = np.int64(n - 1) * C
+    # the start: NPU init_v[i] holds chunk init_c[i] from init_t[i] on (the sources at 0, or a fault's state);
+    # needbits[v]: the chunks v must end with (need0 bits in all; a copy held at the start counts on arrival)
+    for i in range(init_v.shape[0]):
+        s = init_v[i]
+        c = init_c[i]
+        bit = np.uint64(1) << np.uint64(c % 64)
+        if not (coming[s, c // 64] & bit):
+            holders[c] += 1
+            got[s] += 1
+            coming[s, c // 64] |= bit
+        heapq.heappush(events, (init_t[i], np.int64(s), np.int64(c)))
+    need = np.int64(need0)
     # rows out
     r_chunk = []
     r_hop = []
@@ -157,7 +161,7 @@ def fabric_multicast_kernel(n, C, src_of, key, seed, rarest, local_first, cap, r
     owner = np.full(L1, -1, dtype=np.int64)
     pending = np.zeros(L1, dtype=np.int64)
     cand = np.zeros(W, dtype=np.uint64)
-    t = ready.min()
+    t = init_t.min()
     # the picks of one event hold disjoint links: at most one per link
     pk_v = np.empty(L1, dtype=np.int64)
     pk_h = np.empty(L1, dtype=np.int64)
@@ -176,7 +180,7 @@ def fabric_multicast_kernel(n, C, src_of, key, seed, rarest, local_first, cap, r
             if not (has[v, wi] & bit):
                 has[v, wi] |= bit
                 coming[v, wi] &= ~bit
-                if src_of[c] != v:
+                if needbits[v, wi] & bit:
                     need -= 1
         if need == 0:
             break
@@ -280,7 +284,7 @@ def fabric_multicast_kernel(n, C, src_of, key, seed, rarest, local_first, cap, r
                 for j in range(grp_ptr[g], grp_ptr[g + 1]):
                     h2 = grp_idx[j]
                     w = hdst[h2]
-                    if in_tree[w] or src_of[c] == w or (has[w, wi] & bit) or (coming[w, wi] & bit):
+                    if in_tree[w] or not (needbits[w, wi] & bit) or (has[w, wi] & bit) or (coming[w, wi] & bit):
                         continue
                     okb = True
                     for k in range(p, hlen[h2]):

@@ -37,7 +37,7 @@ def _eps(t: float) -> float:
 def fabric_copy(problem: Problem, *, seed: int = 0, max_switches: int = 0, chunk_order: str = "rarest",
                 link_free: np.ndarray | None = None, chunk_ready: np.ndarray | None = None,
                 hops: Hops | None = None, local_first: bool = False, engine: str = "auto",
-                stats: dict | None = None) -> Schedule:
+                stats: dict | None = None, holds: tuple | None = None, alive: np.ndarray | None = None) -> Schedule:
     """A schedule of the copy collective of ``problem`` (a switched fabric or not).
 
     Parameters
@@ -58,8 +58,12 @@ def fabric_copy(problem: Problem, *, seed: int = 0, max_switches: int = 0, chunk
         large problems it looks at no more than ``SCAN_CAP`` candidate chunks per hop), the rest in Python;
         ``python``: everything in Python (the reference the kernel is tested against).
     link_free, chunk_ready : array, optional
-        A start state: link ``l`` is free from ``link_free[l]``; chunk ``c`` is at its source from
-        ``chunk_ready[c]`` (All-Reduce's All-Gather phase after its Reduce-Scatter).
+        A start state: link ``l`` is free from ``link_free[l]`` (``inf``: never, a failed link); chunk ``c``
+        is at its source from ``chunk_ready[c]`` (All-Reduce's All-Gather phase after its Reduce-Scatter).
+    holds, alive : optional
+        A start state instead of the sources (a fault's, :mod:`solvers.repair`): ``holds = (npu, chunk,
+        time)`` arrays, NPU ``npu[i]`` holding ``chunk[i]`` from ``time[i]`` on; NPUs with ``alive`` false
+        need nothing. A unicast chunk moves on from the holder that reaches its destination first.
 
     Examples
     --------
@@ -92,31 +96,41 @@ def fabric_copy(problem: Problem, *, seed: int = 0, max_switches: int = 0, chunk
     got = np.zeros(n, dtype=np.int64)      # chunks each NPU holds or receives
     ready = np.zeros(C) if chunk_ready is None else np.asarray(chunk_ready, dtype=np.float64)
     busy = np.zeros(topo.num_links) if link_free is None else np.array(link_free, dtype=np.float64)
-    events: list = []                      # (time, kind, npu, chunk): kind 0 = arrival
-    for c in range(C):
-        s = int(src_of[c])
-        holders[c] += 1
-        coming[s, c] = True
-        got[s] += 1
-        heapq.heappush(events, (float(ready[c]), 0, s, c))
+    live = np.ones(n, dtype=bool) if alive is None else np.asarray(alive, dtype=bool)
+    dist = route_next = None
+    if not multicast_kind:
+        dist = _hop_distances(n, hops)
+    if holds is None:
+        hv, hc, ht = np.asarray(src_of, np.int64), np.arange(C, dtype=np.int64), ready
+    else:
+        hv, hc, ht = (np.asarray(x) for x in holds)
+        hv, hc, ht = hv.astype(np.int64), hc.astype(np.int64), ht.astype(np.float64)
+        if not multicast_kind:
+            # each unicast chunk moves on from the holder whose copy can reach its destination first
+            src_of, ready = _nearest_holders(hv, hc, ht, dst_of, dist, C)
+            hv, hc, ht = src_of, np.arange(C, dtype=np.int64), ready
     if multicast_kind:
-        need = ~np.eye(n, dtype=bool)[:, src_of]          # need[v, c]: v must end up with c
-        missing = int(need.sum())
-        dist = route_next = None
+        need = np.repeat(live[:, None], C, axis=1)        # need[v, c]: v must end up with c
     else:
         need = np.zeros((n, C), dtype=bool)
-        need[dst_of, np.arange(C)] = True
-        need[src_of, np.arange(C)] = False
-        missing = int(need.sum())
-        dist = _hop_distances(n, hops)
+        need[dst_of, np.arange(C)] = live[dst_of]
+    events: list = []                      # (time, kind, npu, chunk): kind 0 = arrival
+    for s, c, t0 in zip(hv.tolist(), hc.tolist(), ht.tolist()):
+        if not coming[s, c]:
+            holders[c] += 1
+            coming[s, c] = True
+            got[s] += 1
+        heapq.heappush(events, (float(t0), 0, s, c))
+    if not multicast_kind:
         at = src_of.copy()                 # the one holder of each unicast chunk (-1 while moving)
         # greedy_plus: every chunk follows a route of hops chosen up front to spread the links' load
         route_next = _balanced_routes(topo, hops, dist, src_of, dst_of, key) if local_first else None
-    if missing == 0:
+    if not (need & ~_held(n, C, hv, hc)).any():
         return Schedule.empty()
     if multicast_kind and engine != "python":
-        return _compiled_multicast(problem, hops, key, seed, chunk_order == "rarest", local_first, ready,
-                                   link_free, stats)
+        return _compiled_multicast(problem, hops, key, seed, chunk_order == "rarest", local_first,
+                                   (hv, hc, ht, need), link_free, stats)
+    missing = int(need.sum())              # arrivals count down, the start's own copies too
 
     rows: list[tuple] = []
     hop_links = hops.links
@@ -199,7 +213,7 @@ def fabric_copy(problem: Problem, *, seed: int = 0, max_switches: int = 0, chunk
             return (int(holders[cand[i]]), float(hops.dur[h]), float(key[cand[i]])), int(cand[i])
         i = int(np.argmin(key[cand]))
         return (0, float(hops.dur[h]), float(key[cand[i]])), int(cand[i])
-    t = float(ready.min())
+    t = float(ht.min())
     while True:
         while events and events[0][0] <= t + _eps(t):
             _, _, v, c = heapq.heappop(events)
@@ -215,8 +229,14 @@ def fabric_copy(problem: Problem, *, seed: int = 0, max_switches: int = 0, chunk
         # the neediest receivers first (fewest chunks held or coming; ties at random): a Broadcast's root then
         # feeds NPUs that hold nothing yet, and the holders multiply as in a binomial tree
         order = np.lexsort((rng.random(n), got)).tolist()
+        senders = None
+        if not multicast_kind:
+            # only a holder of a chunk still on its way can send one: the other hops need no look
+            left = np.flatnonzero((at >= 0) & need[dst_of, np.arange(C)] & ~has[dst_of, np.arange(C)])
+            senders = np.zeros(n, dtype=bool)
+            senders[at[left]] = True
         picks = _match(order, hops, t, busy, _best_chunk, _offers if multicast_kind else None,
-                       unicast=not multicast_kind)
+                       unicast=not multicast_kind, senders=senders)
         pending = np.zeros(topo.num_links, dtype=np.int64)   # links of the picks still to commit
         for _, h, _ in picks:
             pending[hop_links[h]] += 1
@@ -236,7 +256,7 @@ def fabric_copy(problem: Problem, *, seed: int = 0, max_switches: int = 0, chunk
                 heapq.heappush(events, (end, 0, w, c))
         # the next event: an arrival, or a link becoming free
         nxt = [events[0][0]] if events else []
-        later = busy[busy > t + _eps(t)]
+        later = busy[(busy > t + _eps(t)) & np.isfinite(busy)]
         if later.size:
             nxt.append(float(later.min()))
         if not nxt:
@@ -266,7 +286,31 @@ SCAN_ALL_MAX_PAIRS = 1 << 18
 SCAN_CAP = 32
 
 
-def _compiled_multicast(problem: Problem, hops: Hops, key, seed: int, rarest: bool, local_first: bool, ready,
+def _held(n: int, C: int, hv, hc) -> np.ndarray:
+    """``(n, C)``: True where a copy is held."""
+    out = np.zeros((n, C), dtype=bool)
+    out[hv, hc] = True
+    return out
+
+
+def _nearest_holders(hv, hc, ht, dst_of, dist, C: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per chunk, the holder whose copy reaches the chunk's destination first (fewest hop-µs after its
+    arrival), and that copy's time."""
+    reach = ht + np.where(hv == dst_of[hc], 0.0, dist[hv, dst_of[hc]])
+    order = np.lexsort((hv, reach, hc))
+    first = np.ones(order.size, bool)
+    first[1:] = hc[order][1:] != hc[order][:-1]
+    pick = order[first]
+    if pick.size != C:
+        raise SolverError(f"the start state holds {pick.size} of {C} chunks")
+    src = np.empty(C, np.int64)
+    ready = np.empty(C)
+    src[hc[pick]] = hv[pick]
+    ready[hc[pick]] = ht[pick]
+    return src, ready
+
+
+def _compiled_multicast(problem: Problem, hops: Hops, key, seed: int, rarest: bool, local_first: bool, holds,
                         link_free, stats) -> Schedule:
     """All-Gather / Broadcast on the compiled kernel; rows per segment, as :func:`_reserve` writes them."""
     from ._kernel_fabric import fabric_multicast_kernel
@@ -277,9 +321,14 @@ def _compiled_multicast(problem: Problem, hops: Hops, key, seed: int, rarest: bo
     busy0 = np.full(L + 1, -np.inf)
     busy0[:L] = 0.0 if link_free is None else np.asarray(link_free, dtype=np.float64)
     cap = 0 if n * C <= SCAN_ALL_MAX_PAIRS else SCAN_CAP
+    hv, hc, ht, need = holds
+    W = (C + 63) // 64
+    bits = np.zeros((n, W * 64), dtype=bool)
+    bits[:, :C] = need
+    needbits = np.packbits(bits, axis=1, bitorder="little").view("<u8").astype(np.uint64)
     ch, hop, seg, start, end, left, n_events = fabric_multicast_kernel(
-        n, C, np.asarray(problem.sources, dtype=np.int64), key, int(seed) % (2**32), rarest, local_first, cap,
-        np.asarray(ready, dtype=np.float64), busy0, hops.src, hops.dst, hops.dur, hops.link_pad, hops.off_pad,
+        n, C, hv, hc, ht, needbits, int(need.sum()), key, int(seed) % (2**32), rarest, local_first, cap,
+        busy0, hops.src, hops.dst, hops.dur, hops.link_pad, hops.off_pad,
         hops.end_pad, arr["hlen"], arr["into_ptr"], arr["into_idx"], arr["grp"], arr["grp_ptr"], arr["grp_idx"],
         arr["mc_pos"], arr["seg_ptr"], arr["seg_a"], arr["seg_b"], arr["seg_start_node"], arr["near_ptr"],
         arr["near_npu"], arr["near_dur"])
@@ -347,15 +396,18 @@ def _kernel_arrays(topo, hops: Hops) -> dict:
 
 
 def _match(order: list[int], hops: Hops, t: float, busy, best_chunk, offers=None,
-           unicast: bool = False) -> list[tuple[int, int, int]]:
+           unicast: bool = False, senders=None) -> list[tuple[int, int, int]]:
     """The (receiver, hop, chunk) transfers to start at ``t``: greedily in ``order`` (each receiver takes its
     best free hop, again while another is free), then augmented: a receiver left without a transfer takes a
     hop blocked by one other receiver's pick when that one can move to another free hop. Picks share no link
-    (a multicast tree is grown around each afterwards); a unicast chunk is picked once."""
+    (a multicast tree is grown around each afterwards); a unicast chunk is picked once. ``senders`` (per NPU):
+    the NPUs that may send at all (the others' hops are skipped)."""
     eps = _eps(t)
     L = len(busy)
     bx = np.append(busy, -np.inf)          # the padding link is always free
     free = np.all(bx[hops.link_pad] <= t + hops.off_pad + eps, axis=1)
+    if senders is not None:
+        free &= senders[hops.src]
     free_hops = {}
     for v in order:
         hv = hops.into[v]

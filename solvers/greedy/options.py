@@ -108,6 +108,11 @@ class GreedyOptions(SolverOptions):
                                                "on small problems (RAREST_WORK), the faster kept")
     tacos_candidate: bool = option(False, doc="All-Gather with topology-aware rules: also run the TACOS rule once "
                                               "and keep the faster schedule")
+    baseline_candidates: bool = option(False, doc="switched fabrics: also run every registered baseline (the "
+                                                  "baselines family) that takes the collective on this fabric, "
+                                                  "and keep the fastest schedule (greedy's own on ties; not "
+                                                  "beyond BASELINE_CANDIDATE_MAX_DELIVERIES (NPU, chunk) "
+                                                  "deliveries)")
 
     routing: str = option("balanced", choices=ROUTINGS,
                           doc="unicast data (gather, scatter, all_to_all): balanced = one shortest path per chunk "
@@ -165,6 +170,10 @@ class GreedyPlusOptions(GreedyOptions):
     restart_work: int = option(1 << 12, minimum=0, doc="more restarts on small problems (see greedy)")
     decompose: bool = option(True, doc="also build the tier decomposition, the faster kept (see greedy)")
     tacos_candidate: bool = option(True, doc="also run the TACOS rule once, the faster kept (see greedy)")
+    # the fabric study: direct (dgx_h100x4 All-to-All), pairwise (leafspine4x8 All-to-All) and rhd (leafspine4x8
+    # All-Gather, All-Reduce) were up to 8.3 % ahead of the rules on 12 of 150 cases (docs/studies/fabrics.md)
+    baseline_candidates: bool = option(True, doc="switched fabrics: also run the baselines, the fastest kept "
+                                                 "(see greedy)")
     # the AMD MI250 node of ForestColl (links of multiplicity 1, 2, 4): the tiered rules trail the plain rarest
     # order by 6-8 % at 4 and 16 chunks per NPU (docs/peer_topologies.md)
     rarest_candidate: bool = option(True, doc="also run TACOS with the rarest chunk first, the faster kept "

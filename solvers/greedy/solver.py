@@ -52,7 +52,10 @@ class GreedySolver(Solver):
         if problem is None:
             return warmup() + decomposition_warmup() + warmup_fabric()
         if problem.topology.is_fabric:
-            return _fabric_warm.setdefault("s", warmup_fabric()) if not _fabric_warm else 0.0
+            from .fabric_solver import warmup_baselines
+
+            jit = _fabric_warm.setdefault("s", warmup_fabric()) if not _fabric_warm else 0.0
+            return jit + warmup_baselines(problem, opts)
         jit = warmup(tuple(sorted({kernel_for(p, opts) for p in _phases(problem)})))
         if opts.reserve_tries and problem.kind in (SCATTER, GATHER) and not _reserve_warm:
             t0 = time.perf_counter()
@@ -132,6 +135,15 @@ class GreedySolver(Solver):
 
     def _solve_from(self, problem: Problem, start: StartState, opts: GreedyOptions) -> SolveResult:
         """The copy collective of ``problem`` completed from ``start`` (times from 0; solvers.repair places them)."""
+        if problem.topology.is_fabric:
+            from .fabric_resume import resume_fabric
+
+            jit_s = self.warmup(problem, opts)
+            t0 = time.perf_counter()
+            sched, st = resume_fabric(problem, start, opts, plus=isinstance(self, GreedyPlusSolver))
+            return SolveResult("feasible", sched, objective_us=sched.makespan_us,
+                               solve_time_s=time.perf_counter() - t0, stats={"jit_warmup_s": jit_s, **st},
+                               stop_reason="finished")
         jit_s = warmup((kernel_for(problem, opts, resume=True),))
         t0 = time.perf_counter()
         deadline = None if opts.time_limit_s is None else t0 + float(opts.time_limit_s)

@@ -163,8 +163,10 @@ FIELDS: tuple[Field, ...] = (
     Field("repair_lost_transfers", "", "fault", "transfers in flight on failed links at the fault (lost)"),
     Field("repair_dropped_transfers", "", "fault", "transfers of the healthy schedule not started by the fault"),
     Field("repair_new_transfers", "", "fault", "transfers the repair added"),
-    Field("repair_plan", "", "fault", "the repair kept: resume (from the state at the fault) or replan (a fresh "
-                                      "schedule on the surviving links less what is held, placed after the fault)"),
+    Field("repair_plan", "", "fault", "the repair kept: resume (from the state at the fault), replan (a fresh "
+                                      "schedule on the surviving links less what is held, placed after the fault) "
+                                      "or unaffected (no transfer still to end crosses a failed link: the healthy "
+                                      "schedule runs on)"),
     Field("repair_resume_us", "µs", "fault", "executed time with the resume candidate"),
     Field("repair_replan_us", "µs", "fault", "executed time with the replan candidate (null: not tried)"),
     Field("repair_bound_us", "µs", "fault", "lower bound on any repair from the state at the fault (executed "

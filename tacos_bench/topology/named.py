@@ -267,28 +267,6 @@ def _rail_from_config(dims: list[int], params: Mapping) -> Topology:
     return fab.rail_cluster(nodes, gpus, spines=spines, **kw)
 
 
-def _remove_fabric_links(topo: Topology, pairs: np.ndarray) -> Topology:
-    """:func:`~tacos_bench.topology.transforms.remove_links` for a switched fabric: endpoints may be switches."""
-    pairs = np.asarray(pairs, np.int64).reshape(-1, 2)
-    bad = np.flatnonzero((pairs < 0) | (pairs >= topo.num_nodes))
-    if bad.size:
-        v = int(pairs.ravel()[bad[0]])
-        raise TopologyError(f"topo.failed_links: unknown node id {v} (topology {topo.name!r} has NPUs "
-                            f"0..{topo.num_npus - 1} and switches {topo.num_npus}..{topo.num_nodes - 1})")
-    ids = topo.link_ids(pairs[:, 0], pairs[:, 1])
-    missing = np.flatnonzero(ids < 0)
-    if missing.size:
-        u, v = pairs[missing[0]]
-        raise TopologyError(f"topo.failed_links: topology {topo.name!r} has no link {u}->{v}")
-    keep = np.ones(topo.num_links, dtype=bool)
-    keep[ids] = False
-    meta = {"kind": "degraded", "parent": topo.name, "parent_kind": topo.meta.get("kind"),
-            "failed_links": [list(q) for q in sorted(set(map(tuple, pairs.tolist())))]}
-    meta.update({k: topo.meta[k] for k in ("original_ids", "node_labels", "header_name") if k in topo.meta})
-    return Topology(topo.num_npus, topo.src[keep], topo.dst[keep], topo.bw_GiBps[keep], topo.lat_us[keep],
-                    name=topo.name, meta=meta, switches=topo.switches)
-
-
 _DROP, _MEMBER, _RELAY = 0, 1, 2
 
 
@@ -508,8 +486,7 @@ def build_topology(cfg: Mapping) -> Topology:
 
         base = topo
         pairs = parse_links(failed_links, "topo.failed_links")
-        topo = _remove_fabric_links(base, pairs) if base.is_fabric else \
-            remove_links(base, pairs, "topo.failed_links")
+        topo = remove_links(base, pairs, "topo.failed_links")
         if not (cfg.get("failed_npus") or cfg.get("subset") is not None):
             _check_connected_configured_ids(topo, f"{name or base.name} after removing failed_links")
     failed = cfg.get("failed_npus") or []

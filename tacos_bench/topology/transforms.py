@@ -127,7 +127,7 @@ def remove_links(topo: Topology, links, what: str = "failed_links") -> Topology:
     Raises
     ------
     TopologyError
-        If a pair names an unknown NPU or a link the topology does not have.
+        If a pair names an unknown NPU (on a switched fabric: node) or a link the topology does not have.
 
     Examples
     --------
@@ -137,7 +137,7 @@ def remove_links(topo: Topology, links, what: str = "failed_links") -> Topology:
     (6, False, False, [[0, 1], [1, 0]])
     """
     pairs = np.asarray(links, np.int64).reshape(-1, 2)
-    ids = link_ids_of(topo, pairs, what)
+    ids = _fabric_link_ids(topo, pairs, what) if topo.is_fabric else link_ids_of(topo, pairs, what)
     keep = np.ones(topo.num_links, dtype=bool)
     keep[ids] = False
     # like remove_npus, structural metadata (dims, groups) is not kept: a mesh minus a link is no mesh
@@ -145,7 +145,22 @@ def remove_links(topo: Topology, links, what: str = "failed_links") -> Topology:
             "failed_links": [list(p) for p in sorted(set(map(tuple, pairs.tolist())))]}
     meta.update({k: topo.meta[k] for k in ("original_ids", "node_labels", "header_name") if k in topo.meta})
     return Topology(topo.num_npus, topo.src[keep], topo.dst[keep], topo.bw_GiBps[keep], topo.lat_us[keep],
-                    name=topo.name, meta=meta)
+                    name=topo.name, meta=meta, switches=topo.switches)
+
+
+def _fabric_link_ids(topo: Topology, pairs: np.ndarray, what: str) -> np.ndarray:
+    """:func:`link_ids_of` on a switched fabric, whose links may end at switches (a switch port)."""
+    bad = np.flatnonzero((pairs < 0) | (pairs >= topo.num_nodes))
+    if bad.size:
+        v = int(pairs.ravel()[bad[0]])
+        raise TopologyError(f"{what}: unknown node id {v} (topology {topo.name!r} has NPUs "
+                            f"0..{topo.num_npus - 1} and switches {topo.num_npus}..{topo.num_nodes - 1})")
+    ids = topo.link_ids(pairs[:, 0], pairs[:, 1])
+    missing = np.flatnonzero(ids < 0)
+    if missing.size:
+        u, v = pairs[missing[0]]
+        raise TopologyError(f"{what}: topology {topo.name!r} has no link {u}->{v}")
+    return ids
 
 
 def remove_npus(topo: Topology, failed: Iterable[int]) -> Topology:
