@@ -5,12 +5,9 @@ switch ports."""
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
-from cli import run_py
 from solvers import get_solver
 from solvers.repair import repair
 from tacos_bench import Collective, Problem, Schedule
@@ -89,11 +86,14 @@ def test_a_port_whose_loss_cuts_an_npu_off_is_one_line():
 
 
 def test_fault_run_on_a_fabric(tmp_path):
-    r = run_py("topo=named", "topo.name=leafspine2x3", "collective=all_gather", "solver=greedy_plus",
-               "collective.chunks_per_npu=2", "collective.buffer_mib=1", "fault.at_fraction=0.5",
-               "fault.links=[[6,8,both]]", f"hydra.run.dir={tmp_path}")
-    assert r.returncode == 0, r.stderr[-2000:]
-    rec = json.loads((tmp_path / "result.json").read_text())
-    assert rec["valid"] and rec["repair_plan"] == "resume"
+    # what run.py topo=named topo.name=leafspine2x3 ... fault.at_fraction=0.5 fault.links=[[6,8,both]] records
+    from tacos_bench.runner.pipeline import run_job
+
+    cfg = {"solver": {"name": "greedy_plus"}, "topo": {"name": "leafspine2x3", "kind": "named"}, "seed": 0,
+           "collective": {"kind": "all_gather", "chunks_per_npu": 2, "buffer_mib": 1},
+           "fault": {"at_fraction": 0.5, "links": [[6, 8, "both"]]}}
+    rec = run_job(cfg, tmp_path)
+    assert rec["valid"] and rec["repair_plan"] == "resume", rec.get("error")
     assert rec["collective_time_us"] >= rec["repair_bound_us"] * (1 - 1e-9)
     assert rec["scratch_valid"] and rec["scratch_time_us"] > 0
+    assert (tmp_path / "schedule.csv").exists()
