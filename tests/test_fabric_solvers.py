@@ -69,8 +69,10 @@ EXACT_LIMIT_S = 1.0
 
 # The only reasons a backend with the fabric capability may give for refusing a problem in this matrix.
 STATED_REASONS = {
-    # the exact fabric model has no in-network multicast or reduction (solvers/exact/fabric.py)
-    "cpsat": r"has no in-network multicast or reduction",
+    # the exact fabric model has in-network multicast and reduction at cut-through switches only, one per route
+    # (solvers/exact/fabric.py)
+    "cpsat": r"in-network multicast and reduction at cut_through switches only|shares a multicast copy at one "
+             r"switch per route",
     # the in-switch All-Reduce needs a cut-through switch with multicast and reduce on every NPU
     "nvls": r"has no cut-through switch with multicast and reduce joined to every NPU$",
     # the in-network tree needs such switches as every NPU's leaf, the leaves on a common one

@@ -60,8 +60,16 @@ the lower bound no model is built (``BOUND_MET``). The returned schedule is the 
 order on each link, re-timed as early as possible with the float durations the verifier uses, so it never
 ends later than the model says.
 
-Switches with ``multicast`` are refused in one line (:func:`fabric_refusal`), and so are reducing
-collectives on switches with ``reduce``: in-network multicast and reduction are not modelled.
+Multicast
+---------
+At a ``cut_through`` switch with ``multicast`` one copy may leave on several ports: the rows of a multicast copy
+share the links up to the switch and start and end together (the verifier's rule), so it runs at its slowest
+branch's duration. Per (chunk, sender, shared prefix) up to one *slot* per candidate hop (presence, start, a
+duration among the members', one interval on the prefix links); a present hop rides one slot, starts with it,
+lasts as long and holds only its links after the switch. Exact for one multicast switch per route
+(:func:`multicast_refusal` refuses routes through two); reducing collectives use ``reduce`` switches through the
+mirror. Store-and-forward switches that would multicast or reduce are refused in one line
+(:func:`fabric_refusal`), and so is multicast in the ``time_indexed`` formulation.
 
 Examples
 --------
@@ -91,7 +99,7 @@ from tacos_bench.cost import link_time_us
 from tacos_bench.errors import SolverError
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import Schedule
-from tacos_bench.topology import Topology
+from tacos_bench.topology import CUT_THROUGH, Topology
 
 from ..fabric_routes import _segments, build_hops
 from .continuous import (
@@ -122,16 +130,22 @@ _US_PER_S = 10**6
 def fabric_refusal(problem: Problem) -> str | None:
     """One line saying why the fabric model cannot take ``problem``, or None.
 
-    Copy collectives may not cross a switch with ``multicast``; Reduce-Scatter and Reduce (mirrored: the reversed
-    fabric turns ``reduce`` into ``multicast``) may not cross one with ``reduce``; All-Reduce neither.
+    In-network multicast (All-Gather, Broadcast, and the All-Gather of an All-Reduce) and reduction
+    (Reduce-Scatter, Reduce and the first phase of an All-Reduce, mirrored: the reversed fabric turns ``reduce``
+    into ``multicast``) are modelled at ``cut_through`` switches, one such switch per route
+    (:func:`multicast_refusal`); a ``store_forward`` switch that would use them is refused. The unicast
+    collectives never use them.
 
     Examples
     --------
     >>> from tacos_bench import Collective, Problem
     >>> from tacos_bench.topology.fabrics import switched
-    >>> fabric_refusal(Problem(switched(4, multicast=True, reduce=True), Collective("all_gather", 1, 1)))[:60]
-    "cpsat's fabric model has no in-network multicast or reductio"
-    >>> fabric_refusal(Problem(switched(4, reduce=True), Collective("all_gather", 1, 1))) is None
+    >>> fabric_refusal(Problem(switched(4, multicast=True, reduce=True), Collective("all_gather", 1, 1))) is None
+    True
+    >>> sf = switched(4, mode="store_forward", multicast=True)
+    >>> fabric_refusal(Problem(sf, Collective("all_gather", 1, 1)))[:62]
+    "cpsat's fabric model has in-network multicast and reduction at"
+    >>> fabric_refusal(Problem(sf, Collective("all_to_all", 1, 1))) is None
     True
     """
     topo = problem.topology
@@ -139,13 +153,30 @@ def fabric_refusal(problem: Problem) -> str | None:
     want = []
     if kind in ("reduce_scatter", "reduce", "all_reduce"):
         want.append("reduce")
-    if kind not in ("reduce_scatter", "reduce"):
+    if kind in ("all_gather", "broadcast", "all_reduce"):
         want.append("multicast")
     for i, sw in enumerate(topo.switches):
         flags = [f for f in want if getattr(sw, f)]
-        if flags:
-            return (f"cpsat's fabric model has no in-network multicast or reduction, and switch {topo.num_npus + i} "
-                    f"of {topo.name!r} has {' and '.join(flags)} ({kind} would use it); use greedy_plus or nvls")
+        if flags and sw.mode != CUT_THROUGH:
+            return (f"cpsat's fabric model has in-network multicast and reduction at cut_through switches only, and "
+                    f"switch {topo.num_npus + i} of {topo.name!r} is {sw.mode} with {' and '.join(flags)} ({kind} "
+                    f"would use it); use greedy_plus")
+    return None
+
+
+def multicast_refusal(inst: "FabricInstance") -> str | None:
+    """One line when a route of the instance crosses two multicast switches in one segment (a tree of
+    multicast switches, which the model does not share below the first), or None."""
+    topo = inst.problem.topology
+    for h, p in enumerate(inst.mc_prefix):
+        if not p:
+            continue
+        nodes = inst.seg_nodes[h][0]
+        inner = [v for v in nodes[1:-1] if topo.switch(v).multicast]
+        if len(inner) > 1:
+            return (f"cpsat's fabric model shares a multicast copy at one switch per route, and the route "
+                    f"{'>'.join(map(str, nodes))} of {topo.name!r} crosses multicast switches "
+                    f"{', '.join(map(str, inner))}; use greedy_plus")
     return None
 
 
@@ -206,6 +237,11 @@ class FabricInstance:
     source: list[int]
     dest: list[int]                            # -1: every NPU
     multicast: bool
+    # per hop: how many of segment 0's first links a multicast group may share (up to its first multicast
+    # switch; 0: none), and the key of the groups it may join (chunk aside): (sender, prefix links). A group's
+    # rows share start and end, so it runs at its slowest branch's duration
+    mc_prefix: list[int] = field(default_factory=list)
+    mc_key: list[tuple] = field(default_factory=list)
     hops_from: list[list[int]] = field(default_factory=list)
     hops_into: list[list[int]] = field(default_factory=list)
     dist_from: dict[int, list[float]] = field(default_factory=dict)   # over hops, in units
@@ -281,6 +317,15 @@ def fabric_instance(problem: Problem, *, max_hops: int = MAX_HOPS, horizon_us: f
                           [p[-1] for p in paths], seg_links, seg_nodes, seg_dur, float_d,
                           [sum(d) for d in seg_dur], complete, unit, exact, chunks, source, dest,
                           bool(problem.collective.multicast))
+    inst.mc_prefix = [0] * len(paths)
+    inst.mc_key = [()] * len(paths)
+    if inst.multicast:
+        for h, nodes in enumerate(seg_nodes):
+            first = nodes[0]
+            p = next((k for k in range(1, len(first) - 1) if topo.switch(first[k]).multicast), 0)
+            if p:
+                inst.mc_prefix[h] = p
+                inst.mc_key[h] = (first[0], seg_links[h][0][:p])
     inst.hops_from = [[] for _ in range(n)]
     inst.hops_into = [[] for _ in range(n)]
     best: dict[tuple[int, int], int] = {}
@@ -511,13 +556,18 @@ def _real_schedule(inst: FabricInstance, transfers: list[Transfer]) -> Schedule:
     if not transfers:
         return Schedule.empty()
     events = []
+    copies: dict[tuple, list[int]] = {}    # a multicast copy: its hops (same chunk, prefix and model start)
     for c, h, starts in transfers:
         for k, s in enumerate(starts):
             events.append((s, k, c, h))
+        if inst.mc_prefix[h]:
+            copies.setdefault((c, *inst.mc_key[h], starts[0]), []).append(h)
+    copy_of = {(key[0], h): key for key, hs in copies.items() if len(hs) > 1 for h in hs}
     events.sort()
     free = [0.0] * inst.num_links
     have: dict[tuple[int, int], float] = {}
     prev: dict[tuple[int, int], float] = {}
+    placed: dict[tuple, float] = {}         # a multicast copy's start, once its first hop is placed
     rows = []
     routed = False
     for _, k, c, h in events:
@@ -526,9 +576,18 @@ def _real_schedule(inst: FabricInstance, transfers: list[Transfer]) -> Schedule:
             ready = 0.0 if u == inst.source[c] else have[c, u]
         else:
             ready = prev[c, h]
-        ls = inst.seg_links[h][k]
-        s = max([ready] + [free[l] for l in ls])
-        e = s + inst.seg_us[h][k]
+        key = copy_of.get((c, h)) if k == 0 else None
+        if key is None:
+            ls = inst.seg_links[h][k]
+            s = max([ready] + [free[l] for l in ls])
+        elif key in placed:
+            s, ls = placed[key], ()
+        else:
+            # the rows of one multicast copy start and end together (the verifier wants their times
+            # bit-identical), at the slowest branch's duration
+            ls = sorted({l for x in copies[key] for l in inst.seg_links[x][0]})
+            s = placed[key] = max([ready] + [free[l] for l in ls])
+        e = s + (inst.seg_us[h][k] if key is None else max(inst.seg_us[x][0] for x in copies[key]))
         for l in ls:
             free[l] = e
         prev[c, h] = e
@@ -688,6 +747,10 @@ def _build_interval(inst: FabricInstance, cands, H: int, T_lo: int, sym, hinted,
     pres, starts, lo_of = {}, {}, {}
     by_link: dict[int, list] = {}
     load: dict[int, list] = {}
+    groups = _multicast_groups(inst, cands)
+    longest = {(x[0], x[1]): sorted({inst.seg_dur[y[1]][0] for y in members})
+               for members in groups.values() for x in members}
+    first_end, first_dur = {}, {}
     for c, h, lo, tail in cands:
         p = m.new_bool_var("")
         pres[c, h] = p
@@ -698,17 +761,31 @@ def _build_interval(inst: FabricInstance, cands, H: int, T_lo: int, sym, hinted,
         for k, d in enumerate(durs):
             rest -= d                                  # what follows this segment on the hop
             s = m.new_int_var(int(t_lo), int(H - d - rest - tail), "")
-            iv = m.new_optional_fixed_size_interval_var(s, int(d), p, "")
-            for l in inst.seg_links[h][k]:
+            if k == 0 and (c, h) in longest:
+                # a member of a multicast group: it holds the links after the shared prefix only, for the
+                # group's duration (its slowest branch's, at least its own)
+                dur = m.new_int_var_from_domain(cp_model_domain([x for x in longest[c, h] if x >= d]), "")
+                end = m.new_int_var(int(t_lo + d), int(H - rest - tail), "")
+                iv = m.new_optional_interval_var(s, dur, end, p, "")
+                first_end[c, h], first_dur[c, h] = end, dur
+                own = inst.seg_links[h][k][inst.mc_prefix[h]:]
+            else:
+                iv = m.new_optional_fixed_size_interval_var(s, int(d), p, "")
+                own = inst.seg_links[h][k]
+            for l in own:
                 by_link.setdefault(l, []).append(iv)
                 load.setdefault(l, []).append((int(d), p, t_lo, rest + tail))
             if ss:
-                m.add(s >= ss[-1] + int(durs[k - 1]))  # the switch buffers in between
+                m.add(s >= (first_end[c, h] if k == 1 and (c, h) in first_end else ss[-1] + int(durs[k - 1])))
             ss.append(s)
             los.append(int(t_lo))
             t_lo += d
         starts[c, h] = ss
         lo_of[c, h] = los
+    slot_hints = _slot_hints(inst, groups, hinted)
+    for key, members in groups.items():
+        _add_multicast_slots(m, inst, key, members, pres, starts, first_dur, H, by_link, load,
+                             slot_hints.get(key, []))
     ins, outs = _common_rows(inst, cands)
     recv, recv_lo = {}, {}
     for (c, v), hs in ins.items():
@@ -718,7 +795,9 @@ def _build_interval(inst: FabricInstance, cands, H: int, T_lo: int, sym, hinted,
         recv[c, v] = r
         recv_lo[c, v] = int(E[v])
         for h in hs:
-            m.add(r == starts[c, h][-1] + int(inst.seg_dur[h][-1])).only_enforce_if(pres[c, h])
+            last = (first_end[c, h] if len(inst.seg_dur[h]) == 1 and (c, h) in first_end
+                    else starts[c, h][-1] + int(inst.seg_dur[h][-1]))
+            m.add(r == last).only_enforce_if(pres[c, h])
     for (c, u), hs in outs.items():
         if u == inst.source[c]:
             continue
@@ -740,6 +819,11 @@ def _build_interval(inst: FabricInstance, cands, H: int, T_lo: int, sym, hinted,
         m.add_hint(p, st is not None)
         for k, s in enumerate(starts[key]):
             m.add_hint(s, st[k] if st is not None else lo_of[key][k])
+    for key, end in first_end.items():
+        st = chosen.get(key)
+        d = inst.seg_dur[key[1]][0]
+        m.add_hint(first_dur[key], d)
+        m.add_hint(end, (st[0] if st is not None else lo_of[key][0]) + d)
     got = {(c, inst.hop_dst[h]): st[-1] + inst.seg_dur[h][-1] for c, h, st in hinted}
     for key, r in recv.items():
         m.add_hint(r, got.get(key, recv_lo[key]))
@@ -750,6 +834,79 @@ def _build_interval(inst: FabricInstance, cands, H: int, T_lo: int, sym, hinted,
                 for (c, h), p in pres.items() if solver.boolean_value(p)]
 
     return m, T, extract
+
+
+def _multicast_groups(inst: FabricInstance, cands) -> dict[tuple, list]:
+    """Candidates that may share their first segment's prefix as one multicast copy: same chunk, sender,
+    prefix links (up to the first multicast switch) and segment duration; only keys with two or more."""
+    out: dict[tuple, list] = {}
+    for cand in cands:
+        c, h = cand[0], cand[1]
+        if inst.mc_prefix[h]:
+            out.setdefault((c, *inst.mc_key[h]), []).append(cand)
+    return {k: v for k, v in out.items() if len(v) > 1}
+
+
+def _slot_hints(inst: FabricInstance, groups: dict, hinted) -> dict[tuple, list[tuple[int, list[int]]]]:
+    """Per group key, the hinted copies as ``(start, [hops])`` in start order (hinted hops with one start share
+    a copy)."""
+    at: dict[tuple, dict[int, list[int]]] = {}
+    for c, h, st in hinted:
+        if inst.mc_prefix[h]:
+            key = (c, *inst.mc_key[h])
+            if key in groups:
+                at.setdefault(key, {}).setdefault(int(st[0]), []).append(h)
+    return {k: sorted(v.items()) for k, v in at.items()}
+
+
+def _add_multicast_slots(m, inst: FabricInstance, key, members, pres, starts, first_dur, H: int, by_link, load,
+                         hint):
+    """Up to one copy per member over the group's shared prefix (a slot: presence, start, duration -- the
+    longest of its riders' -- and one interval on the prefix links); each present member rides exactly one
+    slot, starting with it and lasting as long. Slots are used in order."""
+    c, _, prefix = key
+    durs = sorted({inst.seg_dur[x[1]][0] for x in members})
+    lo = min(x[2] for x in members)
+    after = min(inst.hop_total[x[1]] - inst.seg_dur[x[1]][0] + x[3] for x in members)
+    slots = []
+    for _ in members:
+        q = m.new_bool_var("")
+        S = m.new_int_var(int(lo), int(H - durs[0] - after), "")
+        D = m.new_int_var_from_domain(cp_model_domain(durs), "")
+        E = m.new_int_var(int(lo + durs[0]), int(H - after), "")
+        iv = m.new_optional_interval_var(S, D, E, q, "")
+        for l in prefix:
+            by_link.setdefault(l, []).append(iv)
+            load.setdefault(l, []).append((int(durs[0]), q, lo, after))
+        slots.append((q, S, D, E))
+    ride = [[m.new_bool_var("") for _ in slots] for _ in members]
+    for k, (_, h, _, _) in enumerate(members):
+        m.add(sum(ride[k]) == pres[c, h])
+        for g, (q, S, D, _) in enumerate(slots):
+            m.add_implication(ride[k][g], q)
+            m.add(starts[c, h][0] == S).only_enforce_if(ride[k][g])
+            m.add(first_dur[c, h] == D).only_enforce_if(ride[k][g])
+    for g, (q, S, D, E) in enumerate(slots):
+        m.add_bool_or([ride[k][g] for k in range(len(members))]).only_enforce_if(q)
+        if g:
+            m.add_implication(q, slots[g - 1][0])
+            m.add(slots[g - 1][3] <= S).only_enforce_if(q)
+    for g, (q, S, D, E) in enumerate(slots):
+        used = g < len(hint)
+        d = max(inst.seg_dur[h][0] for h in hint[g][1]) if used else durs[0]
+        m.add_hint(q, used)
+        m.add_hint(S, hint[g][0] if used else lo)
+        m.add_hint(D, d)
+        m.add_hint(E, (hint[g][0] if used else lo) + d)
+        for k, (_, h, _, _) in enumerate(members):
+            m.add_hint(ride[k][g], used and h in hint[g][1])
+
+
+def cp_model_domain(values):
+    """A CP-SAT domain of exactly ``values``."""
+    from ortools.sat.python import cp_model
+
+    return cp_model.Domain.from_values([int(v) for v in values])
 
 
 def _build_time_indexed(inst: FabricInstance, cands, H: int, T_lo: int, sym, hinted, inc_ms: int):
@@ -906,6 +1063,9 @@ def solve_fabric(problem: Problem, *, time_limit_s: float | None = 60.0, num_wor
     if why:
         raise SolverError(why)
     inst = fabric_instance(problem, max_hops=max_hops, horizon_us=0.0)
+    why = multicast_refusal(inst)
+    if why:
+        raise SolverError(why)
     stats: dict[str, Any] = {"hops": len(inst.hop_src), "hops_complete": inst.complete,
                              "segments_max": max((len(s) for s in inst.seg_dur), default=0)}
     if not inst.chunks:
@@ -1006,6 +1166,9 @@ def solve_fabric(problem: Problem, *, time_limit_s: float | None = 60.0, num_wor
     # --- model ----------------------------------------------------------------------------------------------------
     if formulation not in ("interval", "time_indexed"):
         raise SolverError(f"fabric formulation must be interval or time_indexed, got {formulation!r}")
+    if formulation == "time_indexed" and any(inst.mc_prefix):
+        raise SolverError(f"the time-indexed fabric model has no in-network multicast, which {problem.kind} on "
+                          f"{problem.topology.name!r} may use; use the interval formulation (model=auto)")
     if formulation == "time_indexed":
         n_bool = sum(H - lo - inst.hop_total[h] - tail + 1 for _, h, lo, tail in cands for _ in inst.seg_dur[h])
         n_occ = sum((H - lo - inst.hop_total[h] - tail + 1) * d * len(ls) for _, h, lo, tail in cands
