@@ -141,6 +141,23 @@ def load_run(result_dir: str | os.PathLike):
         Missing files, a run without a schedule, or a record that does not
         match the rebuilt problem.
     """
+    d = Path(result_dir)
+    problem, record = load_run_problem(d)
+    if record.get("status") == "error":
+        raise ExportError(f"{d}: the run failed ({record.get('error')}); nothing to export")
+    if record.get("valid") is False:
+        raise ExportError(f"{d}: the run's schedule was rejected by the verifier; nothing to export")
+    sched_name = record.get("schedule_file") or SCHEDULE_FILE
+    sched_path = d / str(sched_name)
+    if not sched_path.is_file():
+        raise ExportError(f"{d}: no {sched_name} (the run saved no schedule; rerun with schedule_csv=always)")
+    schedule = Schedule.from_csv(sched_path)
+    return problem, schedule, record
+
+
+def load_run_problem(result_dir: str | os.PathLike) -> tuple[Problem, dict[str, Any]]:
+    """The problem of a run directory, rebuilt from its record and topology file (see :func:`load_run`), and
+    the record; whatever the run's outcome."""
     from .topology.io import load_topology
 
     d = Path(result_dir)
@@ -153,20 +170,12 @@ def load_run(result_dir: str | os.PathLike):
         record = read_record(rec_path)
     except ValueError as e:
         raise ExportError(f"{rec_path}: not valid JSON: {e}") from None
-    if record.get("status") == "error":
-        raise ExportError(f"{d}: the run failed ({record.get('error')}); nothing to export")
-    if record.get("valid") is False:
-        raise ExportError(f"{d}: the run's schedule was rejected by the verifier; nothing to export")
     topo_name = record.get("topology_file")
     if not topo_name:
         raise ExportError(f"{rec_path}: the record names no topology_file, so the problem cannot be rebuilt")
     topo_path = d / str(topo_name)
     if not topo_path.is_file():
         raise ExportError(f"{d}: topology file {topo_name!r} named by the record is missing")
-    sched_name = record.get("schedule_file") or SCHEDULE_FILE
-    sched_path = d / str(sched_name)
-    if not sched_path.is_file():
-        raise ExportError(f"{d}: no {sched_name} (the run saved no schedule; rerun with schedule_csv=always)")
     for key in ("collective", "chunks_per_npu", "buffer_mib"):
         if record.get(key) is None:
             raise ExportError(f"{rec_path}: field {key!r} is missing")
@@ -185,5 +194,4 @@ def load_run(result_dir: str | os.PathLike):
         want = record.get(key)
         if want is not None and int(want) != int(have):
             raise ExportError(f"{d}: record says {key}={want} but the rebuilt problem has {have}")
-    schedule = Schedule.from_csv(sched_path)
-    return problem, schedule, record
+    return problem, record

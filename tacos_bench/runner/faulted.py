@@ -48,6 +48,7 @@ def run_with_fault(problem: Problem, fault: Fault, solver: str, options: Mapping
         raise ConfigError(f"solver {solver!r} cannot start from a state, so it cannot repair after a fault "
                           f"(solvers that can: {', '.join(can)})")
     fields.update(fault_at_us=fault.at_us, fault_at_fraction=fault.at_fraction, fault_links=len(fault.links),
+                  fault_failed_links=[[int(u), int(v)] for u, v in fault.links] or None,
                   fault_npus=list(fault.configured.get("npus", [])) or None,
                   fault_random_links=fault.configured.get("random_links") or None)
     _, healthy = solve_and_verify(problem, solver, options, fields=fields)
