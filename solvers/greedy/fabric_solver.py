@@ -176,10 +176,13 @@ def _solve_fabric(problem: Problem, opts: GreedyOptions, plus: bool, deadline: f
                 found[name] = s
             ends.append((time.perf_counter(), min(x.makespan_us for x in found.values())))
     if plus and problem.kind == ALL_REDUCE:
-        from ..in_switch import reduction_tree, sharp_all_reduce
+        from ..in_switch import interleaved_all_reduce, nvls_switch, reduction_tree, sharp_all_reduce
 
         if reduction_tree(problem.topology) is not None:   # one switch (NVLS-like) or a tree of them (SHARP-like)
             found["in_switch_pipeline"] = sharp_all_reduce(problem)
+            ends.append((time.perf_counter(), min(s.makespan_us for s in found.values())))
+        if nvls_switch(problem.topology) is not None:      # one switch: owner changes interleaved
+            found["in_switch_interleaved"] = interleaved_all_reduce(problem)
             ends.append((time.perf_counter(), min(s.makespan_us for s in found.values())))
     if _baselines_wanted(problem, opts):
         baseline_candidates(problem, opts, deadline, found, ends, notes)
@@ -187,7 +190,7 @@ def _solve_fabric(problem: Problem, opts: GreedyOptions, plus: bool, deadline: f
         notes["baselines_skipped"] = (f"{deliveries(problem)} (NPU, chunk) deliveries > "
                                       f"{BASELINE_CANDIDATE_MAX_DELIVERIES}: no baseline is a candidate at this size")
     # ties: the greedy's own schedules first, then the baselines in registry order
-    pref = {"rules": 0, "greedy": 0, "in_switch_pipeline": 1, "tacos": 2}
+    pref = {"rules": 0, "greedy": 0, "in_switch_interleaved": 1, "in_switch_pipeline": 1, "tacos": 2}
     pref.update({k: 3 + i for i, k in enumerate(k for k in found if k not in pref)})
     chosen = min(found, key=lambda k: (found[k].makespan_us, pref[k]))
     stats = {"engine": "fabric", "chunk_order_used": order, "restarts": len(seeds),
