@@ -11,6 +11,11 @@ store-and-forward node before it and to the next one after it.
 * **cut** (switch uplinks, oversubscription): around each switch with the NPUs joined to it both ways (a
   node's NVSwitch and its GPUs, a leaf and its NPUs), every chunk needed inside from outside crosses the links
   into the set at least once, and every chunk needed outside from inside crosses the links out.
+* **last import wave** (All-Gather, Broadcast; part of *cut*): into such a group whose links from outside all end
+  at its NPUs (a DGX node: its NICs), the chunks from outside that every NPU of it needs enter one at a time per
+  link, so the last of them enter together at ``T`` or later (``W`` of them: those no earlier import can carry),
+  and each NPU still needs them afterwards, through its own links from outside or from inside the group
+  (``W - 1`` more chunk times on its down-link from the switch when the NIC is much slower): docs/fabrics.md.
 * **start-up** (Broadcast without multicast anywhere): the NPUs holding something at most multiply by ``1 + p``
   per shortest transfer (``p``: the most out-links of an NPU; slower growth through store-and-forward switches,
   :func:`_startup_us`), so the last NPU receives its first chunk only after ``ceil(log_{1+p} N)`` of them, and
@@ -130,6 +135,35 @@ def _groups(topo: Topology) -> list[np.ndarray]:
     return out
 
 
+def _import_wave_us(topo: Topology, occ: np.ndarray, X: np.ndarray, late_need: int, into: np.ndarray) -> float:
+    """The last import wave into the group ``X`` (a switch and its NPUs; every link into it ends at an NPU of
+    it): ``late_need`` chunks from outside that every NPU of the group needs enter one at a time per link of
+    ``into``, ``occ[e]`` each, so the ``late_need``-th distinct one enters at ``T`` or later, and so do at
+    least ``W`` of them (those no import completing before ``T`` can carry). Each NPU of the group still needs
+    all ``W``: through its own links from outside (one per ``occ[e]``, the first at ``T``) or from inside the
+    group once they are in it (one per ``occ[i]`` per link, the first at ``T + occ[i]``)."""
+    n = topo.num_npus
+    if late_need <= 0 or not len(into):
+        return 0.0
+    vals = np.concatenate([np.arange(1, late_need + 1) * occ[e] for e in into])
+    T = float(np.partition(vals, late_need - 1)[late_need - 1])
+    W = late_need - int(np.count_nonzero(vals < T * (1 - 1e-9)))
+    inside = np.zeros(topo.num_nodes, dtype=bool)
+    inside[X] = True
+    ks = np.arange(W, dtype=np.float64)
+    best = 0.0
+    for v in X[X < n].tolist():
+        links = topo.in_order[topo.in_ptr[v]:topo.in_ptr[v + 1]]
+        outer = links[~inside[topo.src[links]]]
+        inner = links[inside[topo.src[links]]]
+        ends = [T + ks * occ[e] for e in outer] + [T + (ks + 1) * occ[i] for i in inner]
+        if not ends:
+            return math.inf
+        got = np.concatenate(ends)
+        best = max(best, float(np.partition(got, W - 1)[W - 1]))
+    return best
+
+
 def _startup_us(occ: np.ndarray, lag: np.ndarray, out_links: list, n: int) -> float:
     """The least time before every NPU holds some chunk, with no multicast: a holder starts at most ``p`` new
     transfers (its out-links) per ``s`` (the shortest occupancy of an NPU's out-link), and a transfer takes at
@@ -176,7 +210,7 @@ def _copy_bounds(problem: Problem) -> dict:
     lead, lag = lead_lag_us(topo, occ)
     ingress = max(_count(occ, in_links[v], int(in_need[v]), lead=lead) for v in range(n))
     egress = max(_count(occ, out_links[u], int(out_need[u]), lag=lag) for u in range(n))
-    cut = 0.0
+    cut = wave = 0.0
     for X in _groups(topo):
         inside = np.zeros(topo.num_nodes, dtype=bool)
         inside[X] = True
@@ -189,6 +223,10 @@ def _copy_bounds(problem: Problem) -> dict:
             need_in = int((need[npu_in] & ~npu_in[src][None, :]).sum())
             need_out = int((need[~npu_in] & npu_in[src][None, :]).sum())
         cut = max(cut, _count(occ, into, need_in), _count(occ, out, need_out))
+        if problem.kind in MULTICAST_KINDS and len(into) and np.all(topo.dst[into] < n):
+            # chunks from outside every NPU of the group needs: the last of them enter in a wave
+            every = int((need[npu_in].all(axis=0) & ~npu_in[src]).sum()) if npu_in.any() else 0
+            wave = max(wave, _import_wave_us(topo, occ, X, every, into))
     startup = None
     multicast_somewhere = any(sw.multicast for sw in topo.switches)
     if problem.kind == "broadcast" and n > 2 and not multicast_somewhere:
@@ -197,8 +235,8 @@ def _copy_bounds(problem: Problem) -> dict:
             for v in range(n) if v != problem.collective.root)
     pv, pc = np.nonzero(need)
     distance = _distance(topo, src[pc], pv, problem.chunk_bytes)
-    return {"ingress_us": ingress, "egress_us": egress, "cut_us": cut or None, "pipeline_us": startup,
-            "distance_us": distance}
+    return {"ingress_us": ingress, "egress_us": egress, "cut_us": max(cut, wave) or None, "pipeline_us": startup,
+            "distance_us": distance, "wave_us": wave or None}
 
 
 def _all_reduce_bounds(problem: Problem) -> dict:
@@ -249,11 +287,14 @@ def fabric_lower_bounds(problem: Problem) -> dict:
         res = _all_reduce_bounds(problem)
     else:
         res = _copy_bounds(problem)
+    wave = res.pop("wave_us", None) or 0.0
     parts = {k: res[f"{k}_us"] for k in ("ingress", "egress", "distance", "cut", "pipeline")}
     best = max(v for v in parts.values() if v is not None)
     source = next(k for k, v in parts.items() if v is not None and v >= best * (1 - 1e-12))
     res.update(best_us=float(best), best_source=source, kind=problem.kind, step_us=None, ingress_steps=None,
                ingress_basic_us=res["ingress_us"], ingress_basic_steps=None, ingress_refined=False,
-               distance_exact=True, cut_bw_us=None, cut_exact=False, cut_method="switch groups", cut_flows=0,
+               distance_exact=True, cut_bw_us=None, cut_exact=False,
+               cut_method=("switch groups, last import wave" if wave and wave >= (res["cut_us"] or 0) * (1 - 1e-12)
+                           else "switch groups"), cut_flows=0,
                cut_size=None, drain_us=None, linkload_us=None, gossip_us=None, fabric=True)
     return res

@@ -300,7 +300,8 @@ def fabric_instance(problem: Problem, *, max_hops: int = MAX_HOPS, horizon_us: f
     unit = Fraction(g, den) if g else Fraction(1)
     if horizon_us is None:
         horizon_us = float(sum(allf)) * max(1, problem.num_chunks)
-    exact = Fraction(horizon_us) / unit <= max_units
+    # a unit so fine that one segment alone (or the horizon) needs more than max_units of it falls back too
+    exact = max(Fraction(horizon_us), max(allf, default=Fraction(0))) / unit <= max_units
     if exact:
         seg_dur = [[int(t / unit) for t in se] for se in exact_d]
     else:
