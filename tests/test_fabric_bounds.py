@@ -31,6 +31,8 @@ def test_no_verified_schedule_beats_the_wave_bound(rail, kind, cpn):
         s = solver_class(name)
         if CAP_FABRIC not in s.capabilities or not get_solver(name).supports(kind):
             continue
+        if CAP_EXACT in s.capabilities and rail != "2x2_nic10_mc":   # the exact search: on the smaller one only
+            continue
         try:
             res = get_solver(name).solve(p, {"time_limit_s": 2.0} if CAP_EXACT in s.capabilities else {})
         except SolverError:
