@@ -123,7 +123,7 @@ class Fault:
         (survivors renumbered as :func:`tacos_bench.topology.transforms.remove_npus` does)."""
         out = remove_links(topo, self.links, "fault.links") if self.links else topo
         if self.npus:
-            out = remove_npus(out, self.npus)
+            out = without_npus(out, self.npus)
         return out.with_name(topo.name)
 
     def describe(self) -> str:
@@ -201,6 +201,20 @@ def fault_from_config(cfg: Mapping[str, Any] | None, topo: Topology, seed: int =
                                               "random_links": int(nrand)}, at_fraction=frac)
 
 
+def without_npus(topo: Topology, npus) -> Topology:
+    """``topo`` without the NPUs ``npus`` (renumbered as
+    :func:`tacos_bench.topology.transforms.remove_npus` does); on a switched fabric the switches stay
+    (:func:`tacos_bench.topology.named.regroup_npus`)."""
+    if not topo.is_fabric:
+        return remove_npus(topo, npus)
+    from .topology.named import regroup_npus
+
+    roles = np.ones(topo.num_npus, np.int64)   # 1: a member NPU, 0: dropped (regroup_npus' roles)
+    roles[np.asarray(list(npus), np.int64)] = 0
+    removed = sorted({int(v) for v in npus})
+    return regroup_npus(topo, roles, f"{topo.name}-minus{len(removed)}", removed_npus=removed)
+
+
 def random_links(topo: Topology, count: int, seed: int, failed=(), dead=()) -> tuple:
     """``count`` random links (each with its reverse, when it exists) whose failure, on top of the links
     ``failed`` and the NPUs ``dead``, leaves the NPUs that survive strongly connected; drawn from ``seed``.
@@ -224,7 +238,7 @@ def random_links(topo: Topology, count: int, seed: int, failed=(), dead=()) -> t
         if any(p in chosen or p in out for p in pair) or u in dead or v in dead:
             continue
         sub = Fault(0.0, tuple(chosen + out + pair), tuple(dead)).surviving_topology(topo)
-        part = remove_npus(sub, dead) if dead else sub
+        part = without_npus(sub, dead) if dead else sub
         try:
             part.check_strongly_connected()
         except TopologyError:
@@ -326,7 +340,7 @@ def check_repairable(problem: Problem, state: FaultState, fault: Fault) -> None:
         raise TopologyError(f"{fault.describe()}: chunk(s) {', '.join(map(str, lost[:5].tolist()))}"
                             f"{' ...' if lost.size > 5 else ''} have no copy left on a surviving NPU")
     sub = fault.surviving_topology(topo)
-    part = remove_npus(sub, np.flatnonzero(~alive)) if (~alive).any() else sub
+    part = without_npus(sub, np.flatnonzero(~alive)) if (~alive).any() else sub
     try:
         part.check_strongly_connected()
         return  # every survivor reaches every other: each held chunk can reach whoever needs it

@@ -97,3 +97,14 @@ def test_fault_run_on_a_fabric(tmp_path):
     assert rec["collective_time_us"] >= rec["repair_bound_us"] * (1 - 1e-9)
     assert rec["scratch_valid"] and rec["scratch_time_us"] > 0
     assert (tmp_path / "schedule.csv").exists()
+
+
+def test_a_failed_npu_on_a_fabric():
+    # an NPU fails: its switch ports fail with it, it needs nothing; the scratch topology keeps the switches
+    p = Problem(two_leaves("cut_through"), Collective("all_gather", 1, 1))
+    healthy = get_solver("greedy").solve(p, seed=0).schedule
+    fault = Fault(healthy.makespan_us / 2, npus=(4,))
+    r = repair(p, healthy, fault, "greedy")
+    assert verify(p, r.schedule, fault).valid
+    scratch = fault.scratch_topology(p.topology)
+    assert scratch.is_fabric and scratch.num_npus == 5 and scratch.num_switches == p.topology.num_switches
