@@ -231,10 +231,18 @@ def fabric_copy(problem: Problem, *, seed: int = 0, max_switches: int = 0, chunk
         order = np.lexsort((rng.random(n), got)).tolist()
         senders = None
         if not multicast_kind:
-            # only a holder of a chunk still on its way can send one: the other hops need no look
+            # only a holder of a chunk still on its way can send one, and on a planned route only to the
+            # chunk's next NPU: the other hops need no look
             left = np.flatnonzero((at >= 0) & need[dst_of, np.arange(C)] & ~has[dst_of, np.arange(C)])
-            senders = np.zeros(n, dtype=bool)
-            senders[at[left]] = True
+            if route_next is None:
+                senders = np.zeros(n, dtype=bool)
+                senders[at[left]] = True
+            else:
+                senders = np.zeros((n, n), dtype=bool)
+                for c in left.tolist():
+                    v = route_next.get((c, int(at[c])))
+                    if v is not None:
+                        senders[at[c], v] = True
         picks = _match(order, hops, t, busy, _best_chunk, _offers if multicast_kind else None,
                        unicast=not multicast_kind, senders=senders)
         pending = np.zeros(topo.num_links, dtype=np.int64)   # links of the picks still to commit
@@ -400,14 +408,14 @@ def _match(order: list[int], hops: Hops, t: float, busy, best_chunk, offers=None
     """The (receiver, hop, chunk) transfers to start at ``t``: greedily in ``order`` (each receiver takes its
     best free hop, again while another is free), then augmented: a receiver left without a transfer takes a
     hop blocked by one other receiver's pick when that one can move to another free hop. Picks share no link
-    (a multicast tree is grown around each afterwards); a unicast chunk is picked once. ``senders`` (per NPU):
-    the NPUs that may send at all (the others' hops are skipped)."""
+    (a multicast tree is grown around each afterwards); a unicast chunk is picked once. ``senders`` (per NPU, or
+    per (sender, receiver) pair): who may send at all, or to whom (the other hops are skipped)."""
     eps = _eps(t)
     L = len(busy)
     bx = np.append(busy, -np.inf)          # the padding link is always free
     free = np.all(bx[hops.link_pad] <= t + hops.off_pad + eps, axis=1)
     if senders is not None:
-        free &= senders[hops.src]
+        free &= senders[hops.src] if senders.ndim == 1 else senders[hops.src, hops.dst]
     free_hops = {}
     for v in order:
         hv = hops.into[v]
