@@ -765,7 +765,7 @@ def _build_interval(inst: FabricInstance, cands, H: int, T_lo: int, sym, hinted,
             if k == 0 and (c, h) in longest:
                 # a member of a multicast group: it holds the links after the shared prefix only, for the
                 # group's duration (its slowest branch's, at least its own)
-                dur = m.new_int_var_from_domain(cp_model_domain([x for x in longest[c, h] if x >= d]), "")
+                dur = m.new_int_var_from_domain(_domain([x for x in longest[c, h] if x >= d]), "")
                 end = m.new_int_var(int(t_lo + d), int(H - rest - tail), "")
                 iv = m.new_optional_interval_var(s, dur, end, p, "")
                 first_end[c, h], first_dur[c, h] = end, dur
@@ -873,7 +873,7 @@ def _add_multicast_slots(m, inst: FabricInstance, key, members, pres, starts, fi
     for _ in members:
         q = m.new_bool_var("")
         S = m.new_int_var(int(lo), int(H - durs[0] - after), "")
-        D = m.new_int_var_from_domain(cp_model_domain(durs), "")
+        D = m.new_int_var_from_domain(_domain(durs), "")
         E = m.new_int_var(int(lo + durs[0]), int(H - after), "")
         iv = m.new_optional_interval_var(S, D, E, q, "")
         for l in prefix:
@@ -903,7 +903,7 @@ def _add_multicast_slots(m, inst: FabricInstance, key, members, pres, starts, fi
             m.add_hint(ride[k][g], used and h in hint[g][1])
 
 
-def cp_model_domain(values):
+def _domain(values):
     """A CP-SAT domain of exactly ``values``."""
     from ortools.sat.python import cp_model
 
