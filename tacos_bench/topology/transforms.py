@@ -106,10 +106,16 @@ def parse_links(items, what: str) -> np.ndarray:
 
 
 def link_ids_of(topo: Topology, links: np.ndarray, what: str) -> np.ndarray:
-    """Ids of the directed links ``links`` (from :func:`parse_links`); an unknown NPU or a missing link is an
-    error naming it."""
+    """Ids of the directed links ``links`` (from :func:`parse_links`; on a switched fabric an end may be a
+    switch, a switch port); an unknown NPU (node) or a missing link is an error naming it."""
     links = np.asarray(links, np.int64).reshape(-1, 2)
-    _as_ids(topo, links.ravel().tolist(), what)
+    if topo.is_fabric:
+        bad = np.flatnonzero((links < 0) | (links >= topo.num_nodes))
+        if bad.size:
+            raise TopologyError(f"{what}: unknown node id {int(links.ravel()[bad[0]])} (topology {topo.name!r} has "
+                                f"NPUs 0..{topo.num_npus - 1} and switches {topo.num_npus}..{topo.num_nodes - 1})")
+    else:
+        _as_ids(topo, links.ravel().tolist(), what)
     ids = topo.link_ids(links[:, 0], links[:, 1])
     missing = np.flatnonzero(ids < 0)
     if missing.size:
@@ -137,7 +143,7 @@ def remove_links(topo: Topology, links, what: str = "failed_links") -> Topology:
     (6, False, False, [[0, 1], [1, 0]])
     """
     pairs = np.asarray(links, np.int64).reshape(-1, 2)
-    ids = _fabric_link_ids(topo, pairs, what) if topo.is_fabric else link_ids_of(topo, pairs, what)
+    ids = link_ids_of(topo, pairs, what)
     keep = np.ones(topo.num_links, dtype=bool)
     keep[ids] = False
     # like remove_npus, structural metadata (dims, groups) is not kept: a mesh minus a link is no mesh
@@ -146,21 +152,6 @@ def remove_links(topo: Topology, links, what: str = "failed_links") -> Topology:
     meta.update({k: topo.meta[k] for k in ("original_ids", "node_labels", "header_name") if k in topo.meta})
     return Topology(topo.num_npus, topo.src[keep], topo.dst[keep], topo.bw_GiBps[keep], topo.lat_us[keep],
                     name=topo.name, meta=meta, switches=topo.switches)
-
-
-def _fabric_link_ids(topo: Topology, pairs: np.ndarray, what: str) -> np.ndarray:
-    """:func:`link_ids_of` on a switched fabric, whose links may end at switches (a switch port)."""
-    bad = np.flatnonzero((pairs < 0) | (pairs >= topo.num_nodes))
-    if bad.size:
-        v = int(pairs.ravel()[bad[0]])
-        raise TopologyError(f"{what}: unknown node id {v} (topology {topo.name!r} has NPUs "
-                            f"0..{topo.num_npus - 1} and switches {topo.num_npus}..{topo.num_nodes - 1})")
-    ids = topo.link_ids(pairs[:, 0], pairs[:, 1])
-    missing = np.flatnonzero(ids < 0)
-    if missing.size:
-        u, v = pairs[missing[0]]
-        raise TopologyError(f"{what}: topology {topo.name!r} has no link {u}->{v}")
-    return ids
 
 
 def remove_npus(topo: Topology, failed: Iterable[int]) -> Topology:
