@@ -77,13 +77,19 @@ def nvls_all_reduce(problem: Problem) -> Schedule:
     >>> round(s.makespan_us / slot, 6)   # N K + N slots
     12.0
     """
+    s = _one_switch(problem)
+    return _in_network_pipeline(problem, np.full(problem.num_npus, s, np.int64), [])
+
+
+def _one_switch(problem: Problem) -> int:
+    """The switch of an in-switch All-Reduce of ``problem`` (:func:`nvls_switch`), or a one-line error."""
     if problem.kind != "all_reduce":
         raise SolverError(f"the in-switch pipeline is an All-Reduce, not {problem.kind}")
     s = nvls_switch(problem.topology)
     if s is None:
         raise SolverError(f"{problem.topology.name!r} has no cut-through switch with multicast and reduce joined "
                           "to every NPU")
-    return _in_network_pipeline(problem, np.full(problem.num_npus, s, np.int64), [])
+    return s
 
 
 def interleaved_all_reduce(problem: Problem) -> Schedule:
@@ -110,19 +116,9 @@ def interleaved_all_reduce(problem: Problem) -> Schedule:
     >>> round(interleaved_all_reduce(p).makespan_us / slot, 6), round(nvls_all_reduce(p).makespan_us / slot, 6)
     (67.0, 72.0)
     """
-    if problem.kind != "all_reduce":
-        raise SolverError(f"the in-switch pipeline is an All-Reduce, not {problem.kind}")
-    s = nvls_switch(problem.topology)
-    if s is None:
-        raise SolverError(f"{problem.topology.name!r} has no cut-through switch with multicast and reduce joined "
-                          "to every NPU")
-    topo = problem.topology
+    s = _one_switch(problem)
     n, C = problem.num_npus, problem.num_chunks
-    npus = np.arange(n)
-    up, down = topo.link_ids(npus, np.full(n, s)), topo.link_ids(np.full(n, s), npus)
-    lat, bw = np.asarray(topo.lat_us), np.asarray(topo.bw_GiBps)
-    slot = float((lat[up][:, None] + lat[down][None, :]
-                  + link_time_us(np.minimum(bw[up][:, None], bw[down][None, :]), 0.0, problem.chunk_bytes)).max())
+    slot = _slot_us(problem, np.full(n, s, np.int64), [])
     chunks = [list(range(o, C, n)) for o in range(n)]
     rows = []
 
@@ -138,7 +134,7 @@ def interleaved_all_reduce(problem: Problem) -> Schedule:
         for j, c in enumerate(chunks[o]):
             for u in range(n):
                 if u != o and not (j == 0 and u in early):
-                    rows.append((c, u, o, k * slot, (k + 1) * slot, REDUCE, f"{u}>{s}>{o}"))
+                    send(k, c, u, [o], REDUCE)
             if j:
                 send(k, chunks[o][j - 1], o, [v for v in range(n) if v != o], COPY)
             elif o:
@@ -149,7 +145,7 @@ def interleaved_all_reduce(problem: Problem) -> Schedule:
                 late.append((a, chunks[a][-1], sorted(skip)))
             if j == 0 and nxt is not None:
                 # this owner's contribution to the next owner's first chunk, early (its up-port is free now)
-                rows.append((chunks[nxt][0], o, nxt, k * slot, (k + 1) * slot, REDUCE, f"{o}>{s}>{nxt}"))
+                send(k, chunks[nxt][0], o, [nxt], REDUCE)
             k += 1
     # the last owner's last multicast, with the last change's left-out copy to it (its down-port is free)
     last = n - 1
@@ -195,17 +191,15 @@ def sharp_all_reduce(problem: Problem) -> Schedule:
     return _in_network_pipeline(problem, *tree)
 
 
-def _in_network_pipeline(problem: Problem, leaf: np.ndarray, spines: list[int]) -> Schedule:
-    """The owner-by-owner pipeline of reductions and multicasts through ``leaf[u]`` (and one of ``spines``
-    per chunk, round robin, between leaves)."""
+def _slot_us(problem: Problem, leaf: np.ndarray, spines: list[int]) -> float:
+    """The pipelines' slot: the slowest route NPU > leaf[u] (> spine > leaf[v]) > NPU, a route being one
+    cut-through segment (its latencies + the chunk at its slowest link)."""
     topo = problem.topology
-    n, C = problem.num_npus, problem.num_chunks
+    n = problem.num_npus
     npus = np.arange(n)
-    up = topo.link_ids(npus, leaf)
-    down = topo.link_ids(leaf, npus)
+    up, down = topo.link_ids(npus, leaf), topo.link_ids(leaf, npus)
     lat, bw = np.asarray(topo.lat_us), np.asarray(topo.bw_GiBps)
     same = leaf[:, None] == leaf[None, :]
-    # the slot: the slowest route (a route is one cut-through segment: its latencies + the chunk at its slowest link)
     slot = 0.0
     for sp in spines or [None]:
         l_lat, l_bw = lat[up][:, None] + lat[down][None, :], np.minimum(bw[up][:, None], bw[down][None, :])
@@ -214,6 +208,14 @@ def _in_network_pipeline(problem: Problem, leaf: np.ndarray, spines: list[int]) 
             l_lat = np.where(same, l_lat, l_lat + lat[ls][:, None] + lat[sl][None, :])
             l_bw = np.where(same, l_bw, np.minimum(l_bw, np.minimum(bw[ls][:, None], bw[sl][None, :])))
         slot = max(slot, float((l_lat + link_time_us(l_bw, 0.0, problem.chunk_bytes)).max()))
+    return slot
+
+
+def _in_network_pipeline(problem: Problem, leaf: np.ndarray, spines: list[int]) -> Schedule:
+    """The owner-by-owner pipeline of reductions and multicasts through ``leaf[u]`` (and one of ``spines``
+    per chunk, round robin, between leaves)."""
+    n, C = problem.num_npus, problem.num_chunks
+    slot = _slot_us(problem, leaf, spines)
 
     def route(u: int, v: int, sp) -> str:
         if leaf[u] == leaf[v]:
