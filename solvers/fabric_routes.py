@@ -153,15 +153,18 @@ def build_hops(topo: Topology, chunk_bytes: int, max_switches: int = 0) -> Hops:
     return store[key]
 
 
+def route_switches(topo: Topology) -> int:
+    """The fewest switches per hop that connect every NPU to every other (via NPUs): the hops' default."""
+    for m in range(0, MAX_ROUTE_SWITCHES + 1):
+        if _connected(topo, m):
+            return m
+    raise SolverError(f"{topo.name!r}: some NPU reaches another only through more than "
+                      f"{MAX_ROUTE_SWITCHES} switches")
+
+
 def _build_hops(topo: Topology, chunk_bytes: int, max_switches: int) -> Hops:
     if max_switches <= 0:
-        for m in range(0, MAX_ROUTE_SWITCHES + 1):
-            if _connected(topo, m):
-                max_switches = m
-                break
-        else:
-            raise SolverError(f"{topo.name!r}: some NPU reaches another only through more than "
-                              f"{MAX_ROUTE_SWITCHES} switches")
+        max_switches = route_switches(topo)
     lat, bw = topo.lat_us, topo.bw_GiBps
     best: dict[tuple[int, int], list] = {}
     for u in range(topo.num_npus):
@@ -199,13 +202,14 @@ def _build_hops(topo: Topology, chunk_bytes: int, max_switches: int) -> Hops:
                 link_pad=link_pad, off_pad=off_pad, end_pad=end_pad)
 
 
-def surviving_hops(topo: Topology, keep: np.ndarray, chunk_bytes: int, max_switches: int) -> Hops:
+def surviving_hops(topo: Topology, keep: np.ndarray, chunk_bytes: int) -> Hops:
     """The hops of ``topo`` over the links ``keep`` marks only (a fault's survivors), with ``topo``'s link ids;
-    ``max_switches`` as a healthy run found it (some NPU may have lost every way out)."""
+    through as many switches as the healthy ``topo`` needs (:func:`route_switches`: after the fault some NPU
+    may have no way out left, so the survivors alone may not say)."""
     keep = np.asarray(keep, bool)
     sub = Topology(topo.num_npus, topo.src[keep], topo.dst[keep], topo.bw_GiBps[keep], topo.lat_us[keep],
                    name=f"{topo.name}-surviving", switches=topo.switches)
-    h = _build_hops(sub, chunk_bytes, max(int(max_switches), 1))
+    h = _build_hops(sub, chunk_bytes, max(route_switches(topo), 1))
     links = [topo.link_ids(np.asarray(p[:-1]), np.asarray(p[1:])) for p in h.nodes]
     pad = np.full_like(h.link_pad, topo.num_links)
     for k, x in enumerate(links):

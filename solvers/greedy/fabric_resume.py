@@ -30,7 +30,7 @@ from tacos_bench.problem import Problem
 from tacos_bench.schedule import Schedule
 
 from ..base import StartState
-from ..fabric_routes import build_hops, surviving_hops
+from ..fabric_routes import surviving_hops
 from .fabric import fabric_copy
 from .options import GreedyOptions, restart_count, restart_seeds
 
@@ -39,9 +39,8 @@ def resume_fabric(problem: Problem, start: StartState, opts: GreedyOptions, plus
     """The copy collective of ``problem`` completed from ``start`` (times from the fault; see the module
     docstring), and its statistics."""
     links = np.asarray(start.links, bool)
-    healthy = build_hops(problem.topology, problem.chunk_bytes)
     # routes over the surviving links only (the healthy hops' shortest ways may cross a failed link)
-    hops = surviving_hops(problem.topology, links, problem.chunk_bytes, healthy.max_switches)
+    hops = surviving_hops(problem.topology, links, problem.chunk_bytes)
     hv, hc, ht = start.surviving_holds()
     free = np.zeros(problem.num_links) if start.link_free is None else np.asarray(start.link_free, np.float64)
     free = np.where(links, free, np.inf)
