@@ -487,10 +487,7 @@ def export_astra_sim(problem: Problem, schedule: Schedule, out_dir: str | os.Pat
     out.mkdir(parents=True, exist_ok=True)
     for old in [*out.glob(f"{WORKLOAD_PREFIX}.*.et"), *(out / "chakra").glob("algo.*.et")]:
         old.unlink()
-    if isinstance(reduce_time_us, bool) or not isinstance(reduce_time_us, (int, np.integer)) or reduce_time_us < 0:
-        raise ExportError(f"reduce_time_us must be a non-negative integer (Chakra stores whole µs), "
-                          f"got {reduce_time_us!r}")
-    export_chakra(problem, schedule, out / TRACE_PREFIX, reduce_time_us=int(reduce_time_us) * scale,
+    export_chakra(problem, schedule, out / TRACE_PREFIX, reduce_time_us=reduce_time_us,
                   pin_scale=scale if pinned else 0)
 
     n = problem.num_npus

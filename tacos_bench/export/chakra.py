@@ -65,18 +65,17 @@ def build_chakra_nodes(problem: Problem, schedule: Schedule, *, reduce_time_us: 
 
     ``pin_scale > 0`` pins every send that starts after 0 to its start: the send also waits for a
     ``COMP_NODE`` of ``duration_micros = round(start_us * pin_scale)`` with no dependencies of its own, so
-    it leaves no earlier than the schedule says (in a simulator running ``pin_scale`` times slower than our
-    µs, ``pin_scale = 1000``: whole trace µs are our ns).
+    it leaves no earlier than the schedule says, in a simulator running ``pin_scale`` times slower than our
+    µs (``pin_scale = 1000``: whole trace µs are our ns); a reduction then lasts ``reduce_time_us *
+    pin_scale`` trace µs, the same time in ours.
     """
     from ..verify import REL_TOL
 
     pb, _ = _chakra()
     verified(problem, schedule)
-    if isinstance(reduce_time_us, bool) or not isinstance(reduce_time_us, (int, np.integer)) or reduce_time_us < 0:
-        raise ExportError(f"reduce_time_us must be a non-negative integer (Chakra stores whole µs), "
-                          f"got {reduce_time_us!r}")
-    if isinstance(pin_scale, bool) or not isinstance(pin_scale, (int, np.integer)) or pin_scale < 0:
-        raise ExportError(f"pin_scale must be a non-negative integer, got {pin_scale!r}")
+    for name, v in (("reduce_time_us", reduce_time_us), ("pin_scale", pin_scale)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+            raise ExportError(f"{name} must be a non-negative integer (Chakra stores whole µs), got {v!r}")
     n = problem.num_npus
     size = int(problem.chunk_bytes)
     sources = problem.sources.tolist()
@@ -163,7 +162,7 @@ def build_chakra_nodes(problem: Problem, schedule: Schedule, *, reduce_time_us: 
             route_attrs(node, t)
             if op[t] == REDUCE and (v, c) in holds:
                 comp = new_node(v, f"reduce_c{c}_t{tag}", pb.COMP_NODE)
-                comp.duration_micros = int(reduce_time_us)
+                comp.duration_micros = int(reduce_time_us) * max(int(pin_scale), 1)
                 deps = [node.id] + ([writer[(v, c)]] if (v, c) in writer else [])
                 comp.data_deps.extend(sorted(deps))
                 writer[(v, c)] = comp.id
