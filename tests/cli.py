@@ -38,16 +38,18 @@ def run_in_process(out_dir, *, solver: str = "greedy", topo: str = "mesh4x4", co
     """What ``run.py solver=S topo=T collective=C collective.K=V seed=N hydra.run.dir=OUT`` records, without the
     interpreter start and Hydra: the topology and collective come from their ``conf/`` files, the solver runs
     with its own defaults. Returns the record; ``out_dir`` holds the run's files."""
-    import yaml
-
     from tacos_bench.runner.pipeline import run_job
-
-    def conf(group: str, name: str) -> dict:
-        return yaml.safe_load((ROOT / "conf" / group / f"{name}.yaml").read_text())
 
     cfg = {"solver": {"name": solver}, "topo": conf("topo", topo),
            "collective": {**conf("collective", collective), **collective_overrides}, "seed": seed}
     return run_job(cfg, out_dir)
+
+
+def conf(group: str, name: str) -> dict:
+    """A ``conf/GROUP/NAME.yaml`` file as a dict (what Hydra composes for ``GROUP=NAME``)."""
+    import yaml
+
+    return yaml.safe_load((ROOT / "conf" / group / f"{name}.yaml").read_text())
 
 
 def astra_sim_missing() -> str | None:

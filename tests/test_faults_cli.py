@@ -140,10 +140,7 @@ def _cfg(args: list[str]) -> dict:
     """The run configuration ``args`` (Hydra overrides of conf/) give, composed by hand for run_job."""
     import yaml
 
-    from cli import ROOT
-
-    def conf(group: str, name: str) -> dict:
-        return yaml.safe_load((ROOT / "conf" / group / f"{name}.yaml").read_text())
+    from cli import conf
 
     cfg = {"solver": {"name": "greedy"}, "topo": conf("topo", "mesh4x4"), "collective": conf("collective", "all_gather"),
            "seed": 0}
