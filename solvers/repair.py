@@ -51,9 +51,9 @@ from typing import Any, Mapping
 import numpy as np
 
 from tacos_bench.errors import TacosError
-from tacos_bench.faults import Fault, FaultState, check_repairable, state_at
+from tacos_bench.faults import Fault, FaultState, check_repairable, row_link_pairs, rows_crossing, state_at
 from tacos_bench.problem import Problem
-from tacos_bench.schedule import Schedule, row_links
+from tacos_bench.schedule import Schedule
 
 from .base import CAP_FROM_STATE, SolveResult, StartState, get_solver
 from .compose import retime_from, warm_retime
@@ -142,9 +142,7 @@ def _crosses_failed_after(problem: Problem, schedule: Schedule, fault: Fault) ->
     if not late.size or not failed.any():
         return False
     rows = schedule.take(late)
-    if problem.topology.is_fabric:
-        return any(failed[x].any() for x in row_links(problem.topology, rows))
-    return bool(failed[problem.topology.link_ids(rows.src, rows.dst)].any())
+    return bool(rows_crossing(rows, *row_link_pairs(problem.topology, rows), failed).any())
 
 
 def _place(problem: Problem, schedule: Schedule, state: FaultState) -> Schedule:

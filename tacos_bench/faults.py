@@ -173,18 +173,16 @@ def fault_from_config(cfg: Mapping[str, Any] | None, topo: Topology, seed: int =
     orig = topo.meta.get("original_ids")
     to_id = ({int(o): i for i, o in enumerate(orig)} if orig is not None
              else {i: i for i in range(topo.num_npus)})
-    # a fabric's switches keep their ids (a failed switch port is the failed link between NPU and switch)
-    switch_ids = {v: v for v in range(topo.num_npus, topo.num_nodes)} if orig is None else {}
-
     def mapped(v, what, switches=False):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
             raise ConfigError(f"{what}: NPU id {v!r} is not an integer")
-        if switches and int(v) in switch_ids:
-            return switch_ids[int(v)]
+        # a fabric's switches keep their ids (a failed switch port is the failed link between NPU and switch)
+        if switches and orig is None and topo.num_npus <= int(v) < topo.num_nodes:
+            return int(v)
         if int(v) not in to_id:
-            raise TopologyError(f"{what}: {'node' if switches and topo.is_fabric else 'NPU'} {v} is not "
-                                f"{'a node' if switches and topo.is_fabric else 'an NPU'} of {topo.name} "
-                                "(failed, outside the subset or out of range)")
+            node = switches and topo.is_fabric
+            raise TopologyError(f"{what}: {'node' if node else 'NPU'} {v} is not {'a node' if node else 'an NPU'} "
+                                f"of {topo.name} (failed, outside the subset or out of range)")
         return to_id[int(v)]
 
     pairs = tuple((mapped(u, "fault.links", True), mapped(v, "fault.links", True)) for u, v in links.tolist())
@@ -273,6 +271,22 @@ class FaultState:
     in_flight: int
 
 
+def row_link_pairs(topo: Topology, schedule: Schedule) -> tuple[np.ndarray, np.ndarray]:
+    """``(row, link)``: every link each row of ``schedule`` holds (one per row, or its route's on a fabric)."""
+    if not topo.is_fabric:
+        return np.arange(len(schedule)), topo.link_ids(schedule.src, schedule.dst)
+    links = row_links(topo, schedule)
+    row = np.repeat(np.arange(len(schedule)), [x.size for x in links])
+    return row, (np.concatenate(links) if links else np.zeros(0, np.int64))
+
+
+def rows_crossing(schedule: Schedule, row: np.ndarray, link: np.ndarray, failed: np.ndarray) -> np.ndarray:
+    """Per row of ``schedule``: it holds a link that ``failed`` (a per-link mask) marks."""
+    out = np.zeros(len(schedule), bool)
+    out[row[failed[link]]] = True
+    return out
+
+
 def state_at(problem: Problem, schedule: Schedule, fault: Fault) -> FaultState:
     """The state ``schedule`` (valid on the healthy ``problem``) reaches at ``fault.at_us``."""
     if problem.collective.reduces:
@@ -284,18 +298,10 @@ def state_at(problem: Problem, schedule: Schedule, fault: Fault) -> FaultState:
     failed = ~fault.surviving_links(topo)
     ended = schedule.end_us <= T + tol
     flying = (schedule.start_us < T - tol) & ~ended
-    if topo.is_fabric:
-        # a row holds every link of its route; a copy that reached a switch and was not sent on by the fault
-        # is lost with the switch's buffer (the switch holds no data of its own)
-        links = row_links(topo, schedule)
-        row = np.repeat(np.arange(len(schedule)), [x.size for x in links])
-        link = np.concatenate(links) if links else np.zeros(0, np.int64)
-        on_failed = np.zeros(len(schedule), bool)
-        on_failed[row[failed[link]]] = True
-    else:
-        link = topo.link_ids(schedule.src, schedule.dst)
-        row = np.arange(len(schedule))
-        on_failed = failed[link]
+    # a row holds every link of its route; a copy that reached a switch and was not sent on by the fault is
+    # lost with the switch's buffer (the switch holds no data of its own)
+    row, link = row_link_pairs(topo, schedule)
+    on_failed = rows_crossing(schedule, row, link, failed)
     keep = ended | (flying & ~on_failed)
     executed = schedule.take(np.flatnonzero(keep))
     alive = np.ones(problem.num_npus, bool)
