@@ -178,11 +178,12 @@ def _solve_fabric(problem: Problem, opts: GreedyOptions, plus: bool, deadline: f
     if plus and problem.kind == ALL_REDUCE:
         from ..in_switch import interleaved_all_reduce, nvls_switch, reduction_tree, sharp_all_reduce
 
-        if reduction_tree(problem.topology) is not None:   # one switch (NVLS-like) or a tree of them (SHARP-like)
-            found["in_switch_pipeline"] = sharp_all_reduce(problem)
-            ends.append((time.perf_counter(), min(s.makespan_us for s in found.values())))
-        if nvls_switch(problem.topology) is not None:      # one switch: owner changes interleaved
+        if nvls_switch(problem.topology) is not None:
+            # one switch: owner changes interleaved (N K + 3 slots; the owner-by-owner pipeline takes N K + N)
             found["in_switch_interleaved"] = interleaved_all_reduce(problem)
+            ends.append((time.perf_counter(), min(s.makespan_us for s in found.values())))
+        elif reduction_tree(problem.topology) is not None:   # a tree of such switches (SHARP-like)
+            found["in_switch_pipeline"] = sharp_all_reduce(problem)
             ends.append((time.perf_counter(), min(s.makespan_us for s in found.values())))
     if _baselines_wanted(problem, opts):
         baseline_candidates(problem, opts, deadline, found, ends, notes)
