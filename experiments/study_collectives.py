@@ -41,7 +41,8 @@ ROOTED = "collective=broadcast,reduce,gather,scatter"
 ROOTS16, ROOTS64 = "torus4x4,hetero_mesh4x4", "torus8x8,hetero64"
 ROOT_PARTS = ("roots16", "roots64", "roots_exact", "roots_exact64", "roots_ablation")
 # greedy_plus without its rooted candidates (relabelled copies, reservation routing): what they add
-NO_ROOTED = ["solver=greedy_plus", "solver.relabel_tries=0", "solver.reserve_tries=0"]
+NO_ROOTED = ["solver=greedy_plus", "solver.relabel_tries=0", "solver.reserve_tries=0",
+             "solver.broadcast_reserve_tries=0"]
 
 
 def sweeps(quick: bool) -> list[tuple[str, list[str]]]:
@@ -211,9 +212,9 @@ def main():
                  "model on the 16-NPU instances and the continuous one on hetero64; Reduce and Gather against the "
                  "Broadcast and Scatter of that root, their mirrors); `cpsat optimal`: roots CP-SAT proved (the "
                  "schedule is then optimal, and another solver's ratio above 1.000 with `vs cpsat` 1.000 means the "
-                 "bound is loose there; a CP-SAT row's own bound includes what it proved). `greedy_plus, no relabel/reserve`: `solver.relabel_tries=0 "
-                 "solver.reserve_tries=0` (roots 0-15 only), what its rooted candidates add. A torus is "
-                 "vertex-transitive, so a spread over its roots is the heuristic's dependence on node ids.\n\n"
+                 "bound is loose there; a CP-SAT row's own bound includes what it proved). `greedy_plus, no "
+                 "relabel/reserve`: `solver.relabel_tries=0 solver.reserve_tries=0 solver.broadcast_reserve_tries=0` "
+                 "(roots 0-15 only), what its rooted candidates add. A torus is vertex-transitive, so a spread over its roots is the heuristic's dependence on node ids.\n\n"
                  + to_markdown(roots, ".4f"))
     if not fails.empty:
         body += ("\n## Failures and repair\n\nRandom links (both directions) fail at half the healthy schedule's "

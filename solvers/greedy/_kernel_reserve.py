@@ -11,7 +11,9 @@ after the previous one ends.
 
 Each link's reservations are a singly linked list sorted by start, in one pool; a probe walks the list
 from its head, so the work is (chunks) x (links probed) x (reservations per link): meant for rooted
-unicast collectives (Scatter, and Gather time-reversed), where the chunks are few.
+collectives, where the chunks are few: unicast (Scatter, and Gather time-reversed: :func:`reserve_routes`) and
+multicast (Broadcast, and Reduce time-reversed: :func:`reserve_multicast`, which routes (chunk, NPU) requests;
+every NPU a path passes keeps its copy and serves the later requests for that chunk).
 """
 
 from __future__ import annotations
@@ -44,15 +46,8 @@ def _fit(head, nxt, rs, re, l, a, dur):
 
 
 @njit(cache=True)
-def reserve_routes(N, out_ptr, lsrc, ldst, lt, hptr, hnode, htime, cdst, link_free, order, out_chunk, out_link,
-                   out_start, out_end):
-    """Route the chunks ``order[0], order[1], ...`` to ``cdst[c]``, each on its earliest-arrival path given
-    the reservations before it, from any of its holders ``hnode[hptr[c]:hptr[c + 1]]`` (holding it from
-    ``htime``); link ``l`` is reserved over ``[0, link_free[l])`` to begin with (an earlier transfer). Returns
-    the number of transfers written (-1: a chunk could not reach its destination, -2: the output is too
-    small)."""
-    M = ldst.shape[0]
-    cap = out_chunk.shape[0]
+def _pool(M, cap, link_free):
+    """Empty reservation lists with room for ``cap`` reservations; link ``l`` busy over ``[0, link_free[l])``."""
     pool = cap + M
     head = np.full(M, NONE, np.int64)
     nxt = np.full(pool, NONE, np.int64)
@@ -65,6 +60,94 @@ def reserve_routes(N, out_ptr, lsrc, ldst, lt, hptr, hnode, htime, cdst, link_fr
             re[used] = link_free[l]
             head[l] = used
             used += 1
+    return head, nxt, rs, re, used
+
+
+@njit(cache=True)
+def _earliest_path(v, size, hk, hv, arr, done, via, via_s, touched, nt, out_ptr, ldst, lt, head, nxt, rs, re):
+    """Label setting from the holders already on the heap (their ``arr`` set, listed in ``touched[:nt]``)
+    until ``v`` is settled; returns the new ``nt``. A holder is settled at its own time before any path could
+    reach it later, so it keeps its copy."""
+    while size > 0:
+        a, u, size = pair_pop(hk, hv, size)
+        if done[u]:
+            continue
+        done[u] = True
+        if u == v:
+            break
+        for l in range(out_ptr[u], out_ptr[u + 1]):
+            w = ldst[l]
+            if done[w]:
+                continue
+            st, _ = _fit(head, nxt, rs, re, l, a, lt[l])
+            e = st + lt[l]
+            if e < arr[w]:
+                if arr[w] == np.inf:
+                    touched[nt] = w
+                    nt += 1
+                arr[w] = e
+                via[w] = l
+                via_s[w] = st
+                size = pair_push(hk, hv, size, e, w)
+    return nt
+
+
+@njit(cache=True)
+def _book_path(v, c, via, via_s, lsrc, ldst, lt, head, nxt, rs, re, used, path, out_chunk, out_link, out_start,
+               out_end, n_out):
+    """Reserve the path found to ``v`` (``via``, back to a holder) and write its hops from ``n_out`` on;
+    returns ``(n_out, used)``, ``n_out`` -2 when the output is too small."""
+    hops = 0
+    x = v
+    while via[x] != NONE:
+        l = via[x]
+        path[hops] = l
+        hops += 1
+        x = lsrc[l]
+    if n_out + hops > out_chunk.shape[0]:
+        return -2, used
+    for h in range(hops - 1, -1, -1):
+        l = path[h]
+        st = via_s[ldst[l]]
+        # insert the reservation [st, st + lt) into l's sorted list
+        _, prev = _fit(head, nxt, rs, re, l, st, lt[l])
+        k = used
+        used += 1
+        rs[k] = st
+        re[k] = st + lt[l]
+        if prev == NONE:
+            nxt[k] = head[l]
+            head[l] = k
+        else:
+            nxt[k] = nxt[prev]
+            nxt[prev] = k
+        out_chunk[n_out] = c
+        out_link[n_out] = l
+        out_start[n_out] = st
+        out_end[n_out] = st + lt[l]
+        n_out += 1
+    return n_out, used
+
+
+@njit(cache=True)
+def _forget(touched, nt, arr, done, via):
+    for i in range(nt):
+        u = touched[i]
+        arr[u] = np.inf
+        done[u] = False
+        via[u] = NONE
+
+
+@njit(cache=True)
+def reserve_routes(N, out_ptr, lsrc, ldst, lt, hptr, hnode, htime, cdst, link_free, order, out_chunk, out_link,
+                   out_start, out_end):
+    """Route the chunks ``order[0], order[1], ...`` to ``cdst[c]``, each on its earliest-arrival path given
+    the reservations before it, from any of its holders ``hnode[hptr[c]:hptr[c + 1]]`` (holding it from
+    ``htime``); link ``l`` is reserved over ``[0, link_free[l])`` to begin with (an earlier transfer). Returns
+    the number of transfers written (-1: a chunk could not reach its destination, -2: the output is too
+    small)."""
+    M = ldst.shape[0]
+    head, nxt, rs, re, used = _pool(M, out_chunk.shape[0], link_free)
     arr = np.full(N, np.inf)
     done = np.zeros(N, np.bool_)
     via = np.full(N, NONE, np.int64)
@@ -93,63 +176,61 @@ def reserve_routes(N, out_ptr, lsrc, ldst, lt, hptr, hnode, htime, cdst, link_fr
                     nt += 1
                 arr[u] = htime[i]
                 size = pair_push(hk, hv, size, htime[i], u)
-        while size > 0:
-            a, u, size = pair_pop(hk, hv, size)
-            if done[u]:
-                continue
-            done[u] = True
-            if u == v:
-                break
-            for l in range(out_ptr[u], out_ptr[u + 1]):
-                w = ldst[l]
-                if done[w]:
-                    continue
-                st, _ = _fit(head, nxt, rs, re, l, a, lt[l])
-                e = st + lt[l]
-                if e < arr[w]:
-                    if arr[w] == np.inf:
-                        touched[nt] = w
-                        nt += 1
-                    arr[w] = e
-                    via[w] = l
-                    via_s[w] = st
-                    size = pair_push(hk, hv, size, e, w)
+        nt = _earliest_path(v, size, hk, hv, arr, done, via, via_s, touched, nt, out_ptr, ldst, lt, head, nxt, rs,
+                            re)
         if not done[v]:
             return -1
-        # the path, destination first, back to the holder it started from
-        hops = 0
-        x = v
-        while via[x] != NONE:
-            l = via[x]
-            path[hops] = l
-            hops += 1
-            x = lsrc[l]
-        if n_out + hops > cap:
-            return -2
-        for h in range(hops - 1, -1, -1):
-            l = path[h]
-            w = ldst[l]
-            st = via_s[w]
-            # insert the reservation [st, st + lt) into l's sorted list
-            _, prev = _fit(head, nxt, rs, re, l, st, lt[l])
-            k = used
-            used += 1
-            rs[k] = st
-            re[k] = st + lt[l]
-            if prev == NONE:
-                nxt[k] = head[l]
-                head[l] = k
-            else:
-                nxt[k] = nxt[prev]
-                nxt[prev] = k
-            out_chunk[n_out] = c
-            out_link[n_out] = l
-            out_start[n_out] = st
-            out_end[n_out] = st + lt[l]
-            n_out += 1
-        for i in range(nt):
-            u = touched[i]
-            arr[u] = np.inf
-            done[u] = False
-            via[u] = NONE
+        n_out, used = _book_path(v, c, via, via_s, lsrc, ldst, lt, head, nxt, rs, re, used, path, out_chunk,
+                                 out_link, out_start, out_end, n_out)
+        if n_out < 0:
+            return n_out
+        _forget(touched, nt, arr, done, via)
+    return n_out
+
+
+@njit(cache=True)
+def reserve_multicast(N, out_ptr, lsrc, ldst, lt, hold, req_chunk, req_npu, link_free, out_chunk, out_link,
+                      out_start, out_end):
+    """Serve the requests ``(req_chunk[i], req_npu[i])`` in order, each on its earliest-arrival path given the
+    reservations before it, from any NPU holding the chunk (``hold[c, u]``: from when ``u`` holds chunk ``c``,
+    ``inf``: not); every NPU on the path then holds the chunk from the path's arrival there (``hold`` is
+    updated in place), and a request whose NPU holds the chunk already is skipped. Link ``l`` is reserved over
+    ``[0, link_free[l])`` to begin with. Returns the number of transfers written (-1: an NPU could not be
+    reached, -2: the output is too small)."""
+    M = ldst.shape[0]
+    head, nxt, rs, re, used = _pool(M, out_chunk.shape[0], link_free)
+    arr = np.full(N, np.inf)
+    done = np.zeros(N, np.bool_)
+    via = np.full(N, NONE, np.int64)
+    via_s = np.zeros(N)
+    touched = np.empty(N, np.int64)
+    hk = np.empty(M + 2 * N + 1)
+    hv = np.empty(M + 2 * N + 1, np.int64)
+    path = np.empty(N, np.int64)
+    n_out = 0
+    for i in range(req_chunk.shape[0]):
+        c = req_chunk[i]
+        v = req_npu[i]
+        if hold[c, v] < np.inf:
+            continue
+        nt = 0
+        size = 0
+        for u in range(N):
+            if hold[c, u] < np.inf:
+                touched[nt] = u
+                nt += 1
+                arr[u] = hold[c, u]
+                size = pair_push(hk, hv, size, hold[c, u], u)
+        nt = _earliest_path(v, size, hk, hv, arr, done, via, via_s, touched, nt, out_ptr, ldst, lt, head, nxt, rs,
+                            re)
+        if not done[v]:
+            return -1
+        first = n_out
+        n_out, used = _book_path(v, c, via, via_s, lsrc, ldst, lt, head, nxt, rs, re, used, path, out_chunk,
+                                 out_link, out_start, out_end, n_out)
+        if n_out < 0:
+            return n_out
+        for k in range(first, n_out):
+            hold[c, ldst[out_link[k]]] = out_end[k]
+        _forget(touched, nt, arr, done, via)
     return n_out

@@ -98,6 +98,11 @@ class GreedyOptions(SolverOptions):
                                         "the greedy, then one hop to every group peer; groups must be complete) "
                                         "and keep the faster schedule; the only candidate of the topology-aware "
                                         "rules beyond TIERED_MAX_PAIRS (NPUs x chunks)")
+    broadcast_reserve_tries: int = option(0, minimum=0,
+                                          doc="Broadcast and Reduce, while the schedule is above the lower bound: "
+                                              "also route (chunk, NPU) requests by reservation, reordered by "
+                                              "squeaky-wheel rounds, up to this many runs (0: off; fewer on large "
+                                              "problems: MULTICAST_WORK), the faster kept")
     reserve_tries: int = option(0, minimum=0,
                                 doc="Scatter and Gather: while the schedule is above a lower bound, also route the "
                                     "chunks one at a time, farthest first, each on its earliest-arrival path "
@@ -180,6 +185,10 @@ class GreedyPlusOptions(GreedyOptions):
                                               "(see greedy)")
     # hetero64 Scatter/Gather: every root at the lower bound with 256 (1.104-1.156x on 9 of 64 roots without)
     reserve_tries: int = option(256, minimum=0, doc="reservation routing of Scatter and Gather (see greedy)")
+    # hetero_mesh4x4 Broadcast and Reduce, 8 chunks: every root at the pipeline bound (1.077-1.0995x without; the
+    # greedy leaves gaps on the in-links of the NPUs that limit the pipeline); at most 154 runs were needed
+    broadcast_reserve_tries: int = option(800, minimum=0, doc="reservation routing of Broadcast and Reduce "
+                                                              "(see greedy)")
     # torus4x4/torus8x8 Broadcast and Reduce, 8 chunks: every root at the pipeline bound for seeds 0-19 with 3
     # (with 1: for most seeds, but 7 of 64 roots with seeds 7, 11, 14, 18, 19; without: 1 of 16 and 7 of 64);
     # each copy costs about one more run (docs/greedy.md), so copies beyond the first obey RELABEL_WORK

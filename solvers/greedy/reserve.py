@@ -1,10 +1,17 @@
-"""``greedy_plus``'s reservation candidate for rooted unicast collectives (Scatter, and Gather time-reversed):
-the chunks, farthest first, each routed on its earliest-arrival path through the links already reserved
-(:mod:`solvers.greedy._kernel_reserve`), under several random tie orders.
+"""``greedy_plus``'s reservation candidates for rooted collectives: each chunk (or request) in turn on its
+earliest-arrival path through the links already reserved (:mod:`solvers.greedy._kernel_reserve`).
 
-``hetero64`` Scatter and Gather (1 chunk per NPU): the routed greedy ends 1.052x the lower bound on 55 of
-64 roots and 1.104-1.156x on 9; with 64 tie orders this candidate meets the bound (so it is optimal) on
-every root.
+* Scatter, and Gather time-reversed (:func:`reserve_schedule`): the chunks farthest first, under several
+  random tie orders. ``hetero64`` Scatter and Gather (1 chunk per NPU): the routed greedy ends 1.052x the lower
+  bound on 55 of 64 roots and 1.104-1.156x on 9; with 64 tie orders this candidate meets the bound (so it is
+  optimal) on every root.
+* Broadcast, and Reduce time-reversed (:func:`reserve_broadcast`): one request per (chunk, NPU), each NPU's
+  requests together, the farthest NPUs first, reordered by *squeaky-wheel* rounds (Joslin & Clements, JAIR
+  1999): after each run the requests that arrived after the lower bound move ahead in proportion to how late
+  they were, and the next run serves them earlier. A pipelined Broadcast is at its bound only if the NPUs
+  whose in-links limit it are fed without a gap; the greedy, matching idle links at each event, leaves those
+  gaps on heterogeneous links (``hetero_mesh4x4``, 8 chunks: 1.077-1.0995x the pipeline bound on every root,
+  where CP-SAT meets it), and these rounds close them (every root at the bound, docs/greedy.md).
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import time
 
 import numpy as np
 
+from tacos_bench.collective import BROADCAST
 from tacos_bench.graph import shortest_path_tree
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import COPY, Schedule
@@ -26,6 +34,12 @@ RESERVE_MAX_PAIRS = 1 << 22
 # tie orders tried: at most reserve_tries, and no more than this work over (chunks x links) per order, at least 1
 # (hetero64: 204 orders at most; hetero512: 2, each ~50 ms)
 RESERVE_WORK = 1 << 23
+# the Broadcast candidate: up to this many (chunk, NPU) requests; at most this work over (requests x links) in
+# all its runs (hetero_mesh4x4, 8 chunks: up to 364 runs, every root at the bound within 154; hetero64: 6 runs,
+# ~40 ms, where no run beats the greedy); a fresh tie order after this many squeaky-wheel rounds
+MULTICAST_MAX_REQUESTS = 1 << 14
+MULTICAST_WORK = 1 << 21
+SQUEAKY_ROUNDS = 100
 
 
 def reserve_schedule(problem: Problem, *, seed: int, tries: int, bound_us: float | None = None,
@@ -96,6 +110,87 @@ def reserve_schedule(problem: Problem, *, seed: int, tries: int, bound_us: float
     return best
 
 
+def reserve_broadcast(problem: Problem, *, seed: int, tries: int, bound_us: float | None = None,
+                      deadline: float | None = None, stats: dict | None = None,
+                      beat_us: float | None = None) -> Schedule | None:
+    """The fastest of up to ``tries`` reservation runs of a Broadcast (:func:`K.reserve_multicast`), request
+    orders from ``seed``: each NPU's requests together (its chunks in random order), the farthest NPUs first
+    (ties in random order); after each run, every request that arrived after ``bound_us`` (default: the
+    problem's lower bound, :func:`tacos_bench.bounds.lower_bounds`) gains priority in proportion to its
+    lateness, and the next run serves requests by priority (ties at random); every ``SQUEAKY_ROUNDS`` runs a
+    fresh order. Stops at the bound, after ``deadline`` (the first run always completes) or at
+    ``MULTICAST_WORK``; ``None`` for another collective, beyond ``MULTICAST_MAX_REQUESTS`` or
+    ``MULTICAST_WORK`` for one run, or when ``beat_us`` (a schedule already found) is at the bound.
+
+    >>> from tacos_bench import Collective
+    >>> from tacos_bench.topology.generators import mesh2d
+    >>> from tacos_bench.verify import verify
+    >>> p = Problem(mesh2d(3, 3), Collective("broadcast", 4, 4, root=4))
+    >>> s = reserve_broadcast(p, seed=0, tries=50)
+    >>> verify(p, s).valid, round(s.makespan_us / float(p.link_time_us.max()))   # 1 hop to the edges, then 1 more
+    (True, 3)
+    """
+    if problem.kind != BROADCAST or tries <= 0:
+        return None
+    topo = problem.topology
+    N, C, root = problem.num_npus, problem.num_chunks, int(problem.collective.root)
+    P = C * (N - 1)
+    if P <= 0 or P > MULTICAST_MAX_REQUESTS or P * topo.num_links > MULTICAST_WORK:
+        return None
+    if bound_us is None:
+        from tacos_bench.bounds import lower_bounds
+        bound_us = float(lower_bounds(problem)["best_us"])
+    if beat_us is not None and beat_us <= bound_us * (1 + 1e-9):
+        return None
+    t = np.ascontiguousarray(problem.link_time_us, dtype=np.float64)
+    out_ptr = np.ascontiguousarray(topo.out_ptr, dtype=np.int64)
+    lsrc = np.ascontiguousarray(topo.src, dtype=np.int64)
+    ldst = np.ascontiguousarray(topo.dst, dtype=np.int64)
+    free = np.zeros(t.size)
+    dist = shortest_path_tree(N, out_ptr, ldst, t, root)[0]
+    npus = np.delete(np.arange(N, dtype=np.int64), root)
+    req_npu = np.repeat(npus, C)
+    req_chunk = np.tile(np.arange(C, dtype=np.int64), N - 1)
+    tries = int(min(tries, max(1, MULTICAST_WORK // max(P * t.size, 1))))
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0xB0CA]))
+    cap = max(1024, 2 * P)
+    best: Schedule | None = None
+    prio = np.zeros(P)
+    runs = 0
+    for run in range(tries):
+        if best is not None and (best.makespan_us <= bound_us * (1 + 1e-9)
+                                 or deadline is not None and time.perf_counter() > deadline):
+            break
+        if run % SQUEAKY_ROUNDS == 0:   # a fresh order: farthest NPUs first, ties and chunks at random
+            first = np.lexsort((rng.random(P), rng.random(N)[req_npu], -dist[req_npu]))
+            prio[first] = -np.arange(P, dtype=np.float64)
+        order = np.lexsort((rng.random(P), -prio))
+        hold = np.full((C, N), np.inf)
+        hold[:, root] = 0.0
+        while True:
+            out = (np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap), np.empty(cap))
+            n = K.reserve_multicast(N, out_ptr, lsrc, ldst, t, hold, req_chunk[order], req_npu[order], free, *out)
+            if n != -2:
+                break
+            cap *= 2
+            hold[:] = np.inf
+            hold[:, root] = 0.0
+        if n < 0:   # cannot happen on a strongly connected topology
+            return None
+        runs += 1
+        chunk, link, st, end = (a[:n] for a in out)
+        sched = Schedule(chunk, lsrc[link], ldst[link], st, end, np.full(n, COPY, np.int8))
+        if best is None or sched.makespan_us < best.makespan_us * (1 - 1e-12):
+            best = sched
+        arrival = hold[req_chunk, req_npu]
+        late = arrival > bound_us * (1 + 1e-9)
+        prio[late] += (arrival[late] - bound_us) * (P / max(bound_us, 1e-12))
+    if stats is not None:
+        stats.update(broadcast_reserve_runs=runs, broadcast_reserve_us=best.makespan_us if best else None,
+                     broadcast_reserve_bound_us=bound_us)
+    return best
+
+
 def _earliest_arrivals(topo, w: np.ndarray, hptr, hnode, htime, dst) -> np.ndarray:
     """Per chunk, the earliest arrival at its destination from any holder alone on the links (link times
     ``w``, inf: unusable; 0 where unreachable or already there): one shortest-path search per holder NPU or
@@ -145,3 +240,4 @@ def warmup() -> None:
     from tacos_bench.topology.generators import ring
 
     reserve_schedule(Problem(ring(3), Collective("scatter", 1, 1)), seed=0, tries=1)
+    reserve_broadcast(Problem(ring(3), Collective("broadcast", 1, 1)), seed=0, tries=1, bound_us=0.0)
