@@ -4,9 +4,9 @@ A relabelling (:mod:`tacos_bench.topology.relabel`) renames the NPUs; the proble
 bounds are identical and a schedule of one maps onto a valid schedule of the other with the same makespan.
 A heuristic that breaks ties by id may still do better or worse on a copy: its *spread* (max - min of its
 ratio to the bound over the copies) is what issue 22 wants near zero. Here the spread is measured and
-reported (``pytest -rP tests/test_label_independence.py`` prints it), and only sanity is asserted; the
-issue's targets are for the work that will close it (see ``TARGET`` below). The full measurement is
-``experiments/bench_relabel.py`` (docs/relabel.md).
+reported (``pytest -rP tests/test_label_independence.py`` prints it) and held to the issue's targets on
+small copies (see ``TARGET`` below). The full measurement is ``experiments/bench_relabel.py``
+(docs/relabel.md).
 """
 
 from __future__ import annotations
@@ -99,17 +99,13 @@ def test_a_schedule_maps_onto_the_relabelled_problem(kind):
 # server torus of a hetero cluster) and from spectral bisections. A relabelled copy carries its layout in the
 # ids as built (meta["layout"] with meta["original_ids"]), so the layout cuts are the same sets on every copy
 # (before: torus8x8 All-to-All cut_us 1282 vs 781-1042 µs on copies, hetero64 All-to-All best_us 1314 vs
-# 985.5, torus4x4 All-to-All 629 vs 471.75). The spectral sets are not: the Fiedler vector is an arbitrary
-# member of a degenerate eigenspace on a symmetric topology, and which one LAPACK returns depends on the row
-# order, i.e. on the labels. Each set gives a valid bound; these cases stay xfail (not strict: which labelling
-# loses depends on LAPACK) until the spectral candidates are made label-free.
-CUT_LABEL_DEPENDENT = {
-    ("torus4x4", "gather"): "cut_us 79.125 µs as built, 118.6875 on most copies (spectral candidates)",
-    ("torus4x4", "scatter"): "cut_us 79.125 µs as built, 118.6875 on most copies (spectral candidates)",
-}
-BEST_LABEL_DEPENDENT: dict = {}
+# 985.5, torus4x4 All-to-All 629 vs 471.75). The spectral sets sweep the Fiedler vector from both ends with
+# ties kept together, or, where its eigenspace is degenerate (a symmetric topology, whose LAPACK basis depends
+# on the row order), every NPU's projection onto it (before: torus4x4 Gather/Scatter cut_us 79.125 µs as built,
+# 118.6875 on most copies).
 BOUND_CASES = [*[(t, k) for t in ("torus4x4", "hetero_mesh4x4", "random16d3s2", "hetero2x1x4") for k in KINDS],
-               ("torus8x8", "all_to_all"), ("random32d3s0", "all_to_all"), ("hetero64", "all_gather"),
+               ("torus8x8", "all_to_all"), ("torus8x8", "gather"), ("torus4x4x4", "scatter"),
+               ("bhypercube16", "all_to_all"), ("random32d3s0", "all_to_all"), ("hetero64", "all_gather"),
                ("hetero64", "broadcast"), ("hetero64", "all_to_all")]
 BOUND_SEEDS = (0, 2, 3, 4)
 
@@ -119,20 +115,14 @@ def _bounds(name, kind):
     return lower_bounds(p), [lower_bounds(relabel_problem(p, random_permutation(p.num_npus, s))) for s in BOUND_SEEDS]
 
 
-def _xfail_if(table, case):
-    return [pytest.mark.xfail(reason=f"label-dependent bound: {table[case]}", strict=False)] if case in table else []
-
-
-@pytest.mark.parametrize("name,kind", [pytest.param(*c, marks=_xfail_if(BEST_LABEL_DEPENDENT, c)) for c in BOUND_CASES])
+@pytest.mark.parametrize("name,kind", BOUND_CASES)
 def test_best_lower_bound_is_label_invariant(name, kind):
     want, copies = _bounds(name, kind)
     for seed, got in zip(BOUND_SEEDS, copies):
         assert got["best_us"] == pytest.approx(want["best_us"], rel=REL), seed
 
 
-@pytest.mark.parametrize("name,kind", [pytest.param(*c, marks=_xfail_if({**CUT_LABEL_DEPENDENT,
-                                                                          **BEST_LABEL_DEPENDENT}, c))
-                                       for c in BOUND_CASES])
+@pytest.mark.parametrize("name,kind", BOUND_CASES)
 def test_every_lower_bound_is_label_invariant(name, kind):
     want, copies = _bounds(name, kind)
     keys = [k for k in want if k.endswith("_us")]
@@ -144,21 +134,14 @@ def test_every_lower_bound_is_label_invariant(name, kind):
                 assert got.get(key) == pytest.approx(want[key], rel=REL), (key, seed)
 
 
-def test_only_the_cut_bound_depends_on_labels():
-    # outside the cut bound every component is invariant even where the cut bound is not
-    for name, kind in (*CUT_LABEL_DEPENDENT, *BEST_LABEL_DEPENDENT):
-        want, copies = _bounds(name, kind)
-        for got in copies:
-            for key in (k for k in want if k.endswith("_us") and k not in ("cut_us", "best_us")):
-                expect = None if want[key] is None else pytest.approx(want[key], rel=REL)
-                assert got.get(key) == expect, (name, kind, key)
-
-
 # ---------------------------------------------------------------------------- greedy_plus over labellings
-# TARGET (issue 22, not asserted here): greedy_plus at 1.000x the pipeline bound for every root of torus4x4
-# and torus8x8 Broadcast/Reduce (8 chunks, 64 MiB), and a spread (max - min of time / bound) <= 0.02 over
-# 20 random relabellings of torus8x8, hetero64 and a random asymmetric graph for All-Gather, Broadcast and
-# All-to-All. When that work lands, these tests should assert it (and the numbers move to docs/relabel.md).
+# TARGET (issue 22): greedy_plus at 1.000x the pipeline bound for every root of torus4x4 and torus8x8
+# Broadcast/Reduce (8 chunks, 64 MiB), and a spread (max - min of time / bound) <= 0.02 over 20 random
+# relabellings of torus8x8, hetero64 and a random asymmetric graph for All-Gather, Broadcast and All-to-All
+# (experiments/bench_relabel.py, docs/relabel.md). Asserted here on small copies: torus4x4's roots, and the
+# spread over 4 relabellings, except where it is measured above the target (not one of the issue's graphs):
+SPREAD_TARGET = 0.02
+OVER_TARGET = {("random16d3s2", "all_to_all"): "0.081: 1.019-1.100x over the identity and 4 relabellings"}
 
 def _ratios(problems, solver="greedy_plus"):
     s = get_solver(solver)
@@ -181,6 +164,7 @@ def test_torus4x4_broadcast_every_root(record_property):
     ratios = _ratios([Problem(t, Collective("broadcast", 8, MIB, root=r)) for r in range(t.num_npus)])
     s = _spread(ratios)
     assert len(ratios) == 16 and s["spread"] == pytest.approx(max(ratios) - min(ratios)) and s["spread"] >= 0
+    assert max(ratios) <= 1 + REL, "a torus4x4 root above the pipeline bound"
     record_property("torus4x4_broadcast_roots", s)
     print(f"torus4x4 broadcast, roots 0..15: greedy_plus / bound {s}; per root {np.round(ratios, 4).tolist()}")
 
@@ -193,5 +177,7 @@ def test_random_relabellings(name, kind, cpn, record_property):
     ratios = _ratios(copies)
     s = _spread(ratios)
     assert s["min"] <= ratios[0] <= s["max"] and np.isfinite(s["spread"])
+    if (name, kind) not in OVER_TARGET:
+        assert s["spread"] <= SPREAD_TARGET, s
     record_property(f"{name}_{kind}_relabel", s)
     print(f"{name} {kind}: greedy_plus / bound over identity + 4 relabellings {s}")
