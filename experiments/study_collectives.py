@@ -18,7 +18,8 @@ Sweeps (every schedule verified; failures are kept as error rows):
   torus4x4 and hetero_mesh4x4 (greedy and greedy_plus) and of torus8x8 and hetero64 (greedy_plus), reported as
   min / median / max of time / bound over the roots, CP-SAT (warm, 20 s) on every root of the 16-NPU
   instances (Broadcast, Scatter; Reduce and Gather are their mirrors) and on every hetero64 Broadcast root to
-  calibrate the bound, and greedy_plus without its rooted candidates (roots 0-15) to show what they add.
+  calibrate the bound, and greedy_plus without its rooted candidates (roots 0-15), and for Broadcast without
+  one of them at a time (``relabel_tries=0``, ``broadcast_reserve_tries=0``), to show what each adds.
 """
 
 from __future__ import annotations
@@ -39,8 +40,12 @@ ROOTED_G = ["collective=gather,scatter", "solver=greedy,greedy_plus,direct,binom
 FAULT = ["fault.at_fraction=0.5", "solver=greedy"]
 ROOTED = "collective=broadcast,reduce,gather,scatter"
 ROOTS16, ROOTS64 = "torus4x4,hetero_mesh4x4", "torus8x8,hetero64"
-ROOT_PARTS = ("roots16", "roots64", "roots_exact", "roots_exact64", "roots_ablation")
+ROOT_PARTS = ("roots16", "roots64", "roots_exact", "roots_exact64", "roots_ablation", "roots_no_relabel",
+              "roots_no_breserve")
 # greedy_plus without its rooted candidates (relabelled copies, reservation routing): what they add
+ABLATION_LABELS = {"roots_ablation": "greedy_plus, no relabel/reserve",
+                   "roots_no_relabel": "greedy_plus, relabel_tries=0",
+                   "roots_no_breserve": "greedy_plus, broadcast_reserve_tries=0"}
 NO_ROOTED = ["solver=greedy_plus", "solver.relabel_tries=0", "solver.reserve_tries=0",
              "solver.broadcast_reserve_tries=0"]
 
@@ -71,6 +76,12 @@ def sweeps(quick: bool) -> list[tuple[str, list[str]]]:
         ("roots_exact", [f"topo.name={ROOTS16}", "collective=broadcast,scatter", "collective.root=range(0,16)",
                          "solver=cpsat", "solver.time_limit_s=20"]),
         ("roots_ablation", [f"topo.name={ROOTS16},{ROOTS64}", ROOTED, "collective.root=range(0,16)", *NO_ROOTED]),
+        # one rooted candidate off at a time (Broadcast; Reduce is its mirror): what each adds
+        ("roots_no_relabel", [f"topo.name={ROOTS16},{ROOTS64}", "collective=broadcast", "collective.root=range(0,16)",
+                              "solver=greedy_plus", "solver.relabel_tries=0"]),
+        ("roots_no_breserve", [f"topo.name={ROOTS16},{ROOTS64}", "collective=broadcast",
+                               "collective.root=range(0,16)", "solver=greedy_plus",
+                               "solver.broadcast_reserve_tries=0"]),
         # hetero64 Broadcast sits 1.0526x above its bound on every root: CP-SAT says whether the bound is loose
         ("roots_exact64", ["topo.name=hetero64", "collective=broadcast", "collective.root=range(0,64)",
                            "solver=cpsat", "solver.model=continuous", "solver.time_limit_s=20"]),
@@ -99,7 +110,8 @@ def roots_table(good: pd.DataFrame) -> pd.DataFrame:
     if r.empty:
         return r
     r["ratio"] = r["collective_time_us"] / r["lower_bound_us"]
-    r.loc[r["part"] == "roots_ablation", "solver"] = "greedy_plus, no relabel/reserve"
+    for part, label in ABLATION_LABELS.items():
+        r.loc[r["part"] == part, "solver"] = label
     mirror = {"reduce": "broadcast", "gather": "scatter"}
     exact = r[r["solver"] == "cpsat"].set_index(["topology", "collective", "root"])
     rows = []
@@ -214,7 +226,9 @@ def main():
                  "schedule is then optimal, and another solver's ratio above 1.000 with `vs cpsat` 1.000 means the "
                  "bound is loose there; a CP-SAT row's own bound includes what it proved). `greedy_plus, no "
                  "relabel/reserve`: `solver.relabel_tries=0 solver.reserve_tries=0 solver.broadcast_reserve_tries=0` "
-                 "(roots 0-15 only), what its rooted candidates add. A torus is vertex-transitive, so a spread over its roots is the heuristic's dependence on node ids.\n\n"
+                 "(roots 0-15 only), what its rooted candidates add; `greedy_plus, relabel_tries=0` and `greedy_plus, "
+                 "broadcast_reserve_tries=0` (Broadcast, roots 0-15): one of them off. A torus is "
+                 "vertex-transitive, so a spread over its roots is the heuristic's dependence on node ids.\n\n"
                  + to_markdown(roots, ".4f"))
     if not fails.empty:
         body += ("\n## Failures and repair\n\nRandom links (both directions) fail at half the healthy schedule's "
