@@ -178,10 +178,9 @@ def reserve_broadcast(problem: Problem, *, seed: int, tries: int, bound_us: floa
         if n < 0:   # cannot happen on a strongly connected topology
             return None
         runs += 1
-        chunk, link, st, end = (a[:n] for a in out)
-        sched = Schedule(chunk, lsrc[link], ldst[link], st, end, np.full(n, COPY, np.int8))
-        if best is None or sched.makespan_us < best.makespan_us * (1 - 1e-12):
-            best = sched
+        if best is None or out[3][:n].max() < best.makespan_us * (1 - 1e-12):
+            chunk, link, st, end = (a[:n].copy() for a in out)
+            best = Schedule(chunk, lsrc[link], ldst[link], st, end, np.full(n, COPY, np.int8))
         arrival = hold[req_chunk, req_npu]
         late = arrival > bound_us * (1 + 1e-9)
         prio[late] += (arrival[late] - bound_us) * (P / max(bound_us, 1e-12))
