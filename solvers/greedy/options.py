@@ -113,6 +113,10 @@ class GreedyOptions(SolverOptions):
                                                "on small problems (RAREST_WORK), the faster kept")
     tacos_candidate: bool = option(False, doc="All-Gather with topology-aware rules: also run the TACOS rule once "
                                               "and keep the faster schedule")
+    tree_candidate: bool = option(False, doc="All-Gather (and the phases of Reduce-Scatter, All-Reduce): also "
+                                              "pack spanning trees by link load and run a greedy that sends each "
+                                              "chunk along its tree first, the faster kept (up to TREE_MAX_PAIRS "
+                                              "NPUs x chunks)")
     baseline_candidates: bool = option(False, doc="switched fabrics: also run every registered baseline (the "
                                                   "baselines family) that takes the collective on this fabric, "
                                                   "and keep the fastest schedule (greedy's own on ties; not "
@@ -183,6 +187,9 @@ class GreedyPlusOptions(GreedyOptions):
     # order by 6-8 % at 4 and 16 chunks per NPU (docs/peer_topologies.md)
     rarest_candidate: bool = option(True, doc="also run TACOS with the rarest chunk first, the faster kept "
                                               "(see greedy)")
+    # the AMD MI250 node of ForestColl, 1 GiB: 64 chunks per NPU 1.011x ForestColl's throughput optimum (1.026x
+    # without), 16 chunks 1.025x (1.051x); elsewhere it never won (meshes, tori, hetero clusters, DGX-1, NDv2)
+    tree_candidate: bool = option(True, doc="spanning-tree candidate for All-Gather (see greedy)")
     # hetero64 Scatter/Gather: every root at the lower bound with 256 (1.104-1.156x on 9 of 64 roots without)
     reserve_tries: int = option(256, minimum=0, doc="reservation routing of Scatter and Gather (see greedy)")
     # hetero_mesh4x4 Broadcast and Reduce, 8 chunks: every root at the pipeline bound (1.077-1.0995x without; the

@@ -8,7 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from tacos_bench.collective import ALL_GATHER, ALL_TO_ALL, BROADCAST, GATHER, REDUCE, SCATTER
+from tacos_bench.collective import (ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, BROADCAST, GATHER, REDUCE, REDUCE_SCATTER,
+                                    SCATTER)
 from tacos_bench.errors import SolverError
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import Schedule
@@ -26,9 +27,11 @@ from .decomposition import hier_compact_all_gather, warmup as decomposition_warm
 from .engine import gather_resume_reversed, greedy_all_gather, kernel_for, warmup
 from .fabric import warmup_fabric
 from .reserve import reserve_broadcast, reserve_schedule, warmup as reserve_warmup
+from .trees import TREE_MAX_PAIRS, tree_all_gather, warmup as trees_warmup
 
 _fabric_warm: dict = {}   # the fabric kernel's compile time, once per process
 _reserve_warm: list = []  # the reservation kernel's load time, once per process
+_trees_warm: list = []    # the tree candidate's load time, once per process
 
 
 # ---------------------------------------------------------------------------- the solver
@@ -63,6 +66,12 @@ class GreedySolver(Solver):
             reserve_warmup()
             _reserve_warm.append(time.perf_counter() - t0)
             jit += _reserve_warm[0]
+        if getattr(opts, "tree_candidate", False) and problem.kind in (ALL_GATHER, REDUCE_SCATTER, ALL_REDUCE) \
+                and not _trees_warm:
+            t0 = time.perf_counter()
+            trees_warmup()
+            _trees_warm.append(time.perf_counter() - t0)
+            jit += _trees_warm[0]
         return jit + (decomposition_warmup() if opts.decompose else 0.0)
 
     def _solve(self, problem: Problem, opts: GreedyOptions) -> SolveResult:
@@ -199,7 +208,10 @@ def _all_gather_candidates(problem: Problem, opts: GreedyOptions, deadline, stat
     1. the tier decomposition (``decompose``, :mod:`solvers.greedy.decomposition`), where the topology has one;
     2. the TACOS rule, one run (``tacos_candidate``, with topology-aware rules): at the bound on meshes in a
        fraction of the rules' time;
-    3. the run of ``opts`` itself (the topology-aware rules on the tiered kernel, or the TACOS rule).
+    3. the run of ``opts`` itself (the topology-aware rules on the tiered kernel, or the TACOS rule);
+    4. TACOS with the rarest chunk first (``rarest_candidate``);
+    5. spanning trees packed by link load, then a greedy along them (``tree_candidate``,
+       :mod:`solvers.greedy.trees`), up to ``TREE_MAX_PAIRS`` (NPU, chunk) pairs.
 
     Any other copy collective is one run; a rooted one (Broadcast, Scatter) may add relabelled copies
     (``greedy_plus``'s ``relabel_tries``, :func:`_relabel_candidates`).
@@ -211,7 +223,8 @@ def _all_gather_candidates(problem: Problem, opts: GreedyOptions, deadline, stat
     big = opts.tiered and N * C >= TIERED_MAX_PAIRS
     try_tacos = opts.tiered and opts.tacos_candidate
     try_rarest = opts.tiered and opts.rarest_candidate and not big
-    if problem.kind != ALL_GATHER or N < 2 or not (opts.decompose or try_tacos or try_rarest or big):
+    try_trees = opts.tree_candidate and N * C <= TREE_MAX_PAIRS
+    if problem.kind != ALL_GATHER or N < 2 or not (opts.decompose or try_tacos or try_rarest or try_trees or big):
         def run(q: Problem, o: GreedyOptions, st: dict):
             return greedy_all_gather(q, seed=o.seed, deadline=deadline, opts=o, stats=st, output=output,
                                      threads=threads)
@@ -265,8 +278,17 @@ def _all_gather_candidates(problem: Problem, opts: GreedyOptions, deadline, stat
         found[name] = (greedy_all_gather(problem, seed=opts.seed, deadline=deadline, opts=run_opts, stats=st,
                                          output=output, threads=threads), st)
         ends.append((time.perf_counter(), found[name][0].makespan_us))
+    if try_trees and at_bound():
+        notes["trees_skipped"] = "an earlier candidate meets the lower bound (optimal)"
+    elif try_trees:
+        trees = tree_all_gather(problem)
+        if trees is not None:
+            found["trees"] = (trees, {"engine": "trees", "output": "table", "restarts": 1, "restarts_run": 1,
+                                      "best_restart": 0, "best_seed": opts.seed, "makespans_us": [trees.makespan_us],
+                                      "transfers": len(trees)})
+            ends.append((time.perf_counter(), trees.makespan_us))
     # the fastest; on a tie the rules', then the TACOS rule's (the greedy's own schedules first)
-    pref = {"rules": 0, "tacos": 1, "rarest": 2, "decomposition": 3}
+    pref = {"rules": 0, "tacos": 1, "rarest": 2, "decomposition": 3, "trees": 4}
     chosen = min(found, key=lambda k: (found[k][0].makespan_us, pref[k]))
     for name, (sc, _) in found.items():
         if name != chosen:
