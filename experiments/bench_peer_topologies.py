@@ -108,11 +108,17 @@ def _label(opts: dict) -> str:
     return ",".join(f"{k}={v}" for k, v in opts.items()) or "defaults"
 
 
+PLUS_WITHOUT = [("rarest", "rarest_candidate"), ("trees", "tree_candidate"), ("decomposition", "decompose"),
+                ("tacos", "tacos_candidate")]
+
+
 def plan(quick: bool) -> list[tuple[str, str, str, dict, int]]:
     """(family, label, solver, options, seed) of every run on one problem."""
     base_seeds = [0] if quick else [0, 1, 2, 3, 4]
     runs = [("greedy", "greedy (TACOS rule)", "greedy", {}, s) for s in base_seeds]
     runs += [("greedy_plus", "greedy_plus", "greedy_plus", {}, s) for s in base_seeds]
+    # greedy_plus with one All-Gather candidate off (seed 0): what each adds
+    runs += [("plus_without", name, "greedy_plus", {opt: False}, 0) for name, opt in PLUS_WITHOUT]
     runs += [("issue", "greedy rarest+maximum, restarts 8", "greedy", {**TIGHT, "restarts": 8}, 0)]
     grid, seeds = grid_configs(quick)
     runs += [("grid", _label(o), "greedy", o, s) for o in grid for s in seeds]
@@ -230,6 +236,7 @@ def summarize(df, sources: dict):
             "single_runs": len(singles),
             "single_runs_faster_than_plus": int((singles.collective_time_us < gp - eps).sum()),
             "grid_configs_faster_than_plus": int(grid[grid.collective_time_us < gp - eps].config.nunique()),
+            **{f"plus_without_{n}_us": at("plus_without", n) for n, _ in PLUS_WITHOUT},
         }
         applicable = [(p["who"].split(" (")[0], p["us_nominal"] if units == "nominal" else p["us_1gib"])
                       for p in pubs if p["chunks_per_npu"] in (None, c)]
@@ -278,6 +285,13 @@ def report(summary, sources: dict, args, elapsed_s: float, n_runs: int, scales=N
     lines += ["", "The fastest single configuration per row:", ""]
     for _, r in faith.iterrows():
         lines.append(f"- {r.topology}, {r.chunks_per_npu}/NPU: {r.best_single_us:.3f} µs — {r.best_single}")
+    lines += ["", "What each of `greedy_plus`'s All-Gather candidates adds (seed 0, GiB/s): its time with that "
+              "candidate off, over its time with every candidate (1.0000: the candidate did not decide the row).", "",
+              "| topology | chunks/NPU | greedy_plus | " + " | ".join(f"without {n}" for n, _ in PLUS_WITHOUT) + " |",
+              "|" + "---|" * (3 + len(PLUS_WITHOUT))]
+    for _, r in faith.iterrows():
+        cells = [_f(r[f"plus_without_{n}_us"] / r.greedy_plus_us, ".4f") for n, _ in PLUS_WITHOUT]
+        lines.append(f"| {r.topology} | {r.chunks_per_npu} | {r.greedy_plus_us:.3f} | " + " | ".join(cells) + " |")
     nom = summary[summary.units == "nominal"]
     if len(nom):
         lines += ["", "### Issue 22's setting (the sources' GB/s numbers read as GiB/s)", "",

@@ -31,7 +31,7 @@ from tacos_bench.problem import Problem
 from tacos_bench.schedule import COPY, Schedule
 
 # the candidate runs up to this many (NPU, chunk) pairs (its fallback scans every chunk at an idle link)
-TREE_MAX_PAIRS = 1 << 15
+TREE_MAX_PAIRS = 1 << 14
 TREES_PER_SOURCE = 16
 
 
