@@ -35,11 +35,10 @@ RESERVE_MAX_PAIRS = 1 << 22
 # (hetero64: 204 orders at most; hetero512: 2, each ~50 ms)
 RESERVE_WORK = 1 << 23
 # the Broadcast candidate: up to this many (chunk, NPU) requests; at most this work over (requests x links) in
-# all its runs (hetero_mesh4x4, 8 chunks: up to 182 runs, every root at the bound within 154; hetero64: 3 runs,
-# ~20 ms, where no run beats the greedy; twice this work improved 16 chunks slightly, at twice the time); a
-# fresh tie order after this many squeaky-wheel rounds
+# all its runs (hetero_mesh4x4, 8 chunks: up to 364 runs, every root at the bound within 154; hetero64: 6 runs,
+# ~40 ms, where no run beats the greedy); a fresh tie order after this many squeaky-wheel rounds
 MULTICAST_MAX_REQUESTS = 1 << 14
-MULTICAST_WORK = 1 << 20
+MULTICAST_WORK = 1 << 21
 SQUEAKY_ROUNDS = 100
 
 
