@@ -18,7 +18,7 @@ out-arborescences chosen so that no link carries much more than its share. Here
    copy that arrives another way leaves its tree queue.
 
 Measured (docs/peer_topologies.md): MI250, 1 GiB, 64 chunks per NPU: 1.011x ForestColl's throughput
-optimum (greedy_plus without it 1.026x), 16 chunks 1.045x (1.051x).
+optimum (greedy_plus without it 1.026x), 16 chunks 1.025x (1.051x); 3-10 ms.
 """
 
 from __future__ import annotations
