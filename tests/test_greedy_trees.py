@@ -64,7 +64,8 @@ def test_trees_spread_the_load_over_parallel_paths():
     # each NPU's 8 chunks over 8 trees: on a bidirectional ring half go each way
     p = Problem(ring(6), Collective("all_gather", 8, 16.0))
     t = np.asarray(p.link_time_us)
-    tree = pack_trees(6, np.asarray(p.topology.src, np.int64), np.asarray(p.topology.dst, np.int64), t, 8, 8)
+    tree = pack_trees(6, np.asarray(p.topology.src, np.int64), np.asarray(p.topology.dst, np.int64), t, 8, 8,
+                      np.zeros(p.num_links))
     load = np.bincount(tree[tree >= 0], minlength=p.num_links)
     assert load.max() - load.min() <= 8 and load.sum() == 48 * 5
 

@@ -281,7 +281,7 @@ def _all_gather_candidates(problem: Problem, opts: GreedyOptions, deadline, stat
     if try_trees and at_bound():
         notes["trees_skipped"] = "an earlier candidate meets the lower bound (optimal)"
     elif try_trees:
-        trees = tree_all_gather(problem)
+        trees = tree_all_gather(problem, seed=opts.seed)
         if trees is not None:
             found["trees"] = (trees, {"engine": "trees", "output": "table", "restarts": 1, "restarts_run": 1,
                                       "best_restart": 0, "best_seed": opts.seed, "makespans_us": [trees.makespan_us],
