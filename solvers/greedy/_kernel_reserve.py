@@ -130,12 +130,31 @@ def _book_path(v, c, via, via_s, lsrc, ldst, lt, head, nxt, rs, re, used, path, 
 
 
 @njit(cache=True)
-def _forget(touched, nt, arr, done, via):
+def _scratch(N, M):
+    """The label-setting search's arrays: ``arr, done, via, via_s, touched, hk, hv, path``."""
+    return (np.full(N, np.inf), np.zeros(N, np.bool_), np.full(N, NONE, np.int64), np.zeros(N),
+            np.empty(N, np.int64), np.empty(M + 2 * N + 1), np.empty(M + 2 * N + 1, np.int64),
+            np.empty(N, np.int64))
+
+
+@njit(cache=True)
+def _serve(v, c, size, nt, sc, out_ptr, lsrc, ldst, lt, head, nxt, rs, re, used, out_chunk, out_link, out_start,
+           out_end, n_out):
+    """Route chunk ``c`` to ``v`` from the holders on the heap (:func:`_earliest_path`), book the path
+    (:func:`_book_path`) and reset the search; returns ``(n_out, used)``, ``n_out`` -1 when ``v`` cannot be
+    reached and -2 when the output is too small."""
+    arr, done, via, via_s, touched, hk, hv, path = sc
+    nt = _earliest_path(v, size, hk, hv, arr, done, via, via_s, touched, nt, out_ptr, ldst, lt, head, nxt, rs, re)
+    if not done[v]:
+        return -1, used
+    n_out, used = _book_path(v, c, via, via_s, lsrc, ldst, lt, head, nxt, rs, re, used, path, out_chunk, out_link,
+                             out_start, out_end, n_out)
     for i in range(nt):
         u = touched[i]
         arr[u] = np.inf
         done[u] = False
         via[u] = NONE
+    return n_out, used
 
 
 @njit(cache=True)
@@ -148,14 +167,8 @@ def reserve_routes(N, out_ptr, lsrc, ldst, lt, hptr, hnode, htime, cdst, link_fr
     small)."""
     M = ldst.shape[0]
     head, nxt, rs, re, used = _pool(M, out_chunk.shape[0], link_free)
-    arr = np.full(N, np.inf)
-    done = np.zeros(N, np.bool_)
-    via = np.full(N, NONE, np.int64)
-    via_s = np.zeros(N)
-    touched = np.empty(N, np.int64)
-    hk = np.empty(M + 2 * N + 1)
-    hv = np.empty(M + 2 * N + 1, np.int64)
-    path = np.empty(N, np.int64)
+    sc = _scratch(N, M)
+    arr, touched, hk, hv = sc[0], sc[4], sc[5], sc[6]
     n_out = 0
     for oi in range(order.shape[0]):
         c = order[oi]
@@ -176,15 +189,10 @@ def reserve_routes(N, out_ptr, lsrc, ldst, lt, hptr, hnode, htime, cdst, link_fr
                     nt += 1
                 arr[u] = htime[i]
                 size = pair_push(hk, hv, size, htime[i], u)
-        nt = _earliest_path(v, size, hk, hv, arr, done, via, via_s, touched, nt, out_ptr, ldst, lt, head, nxt, rs,
-                            re)
-        if not done[v]:
-            return -1
-        n_out, used = _book_path(v, c, via, via_s, lsrc, ldst, lt, head, nxt, rs, re, used, path, out_chunk,
-                                 out_link, out_start, out_end, n_out)
+        n_out, used = _serve(v, c, size, nt, sc, out_ptr, lsrc, ldst, lt, head, nxt, rs, re, used, out_chunk,
+                             out_link, out_start, out_end, n_out)
         if n_out < 0:
             return n_out
-        _forget(touched, nt, arr, done, via)
     return n_out
 
 
@@ -199,14 +207,8 @@ def reserve_multicast(N, out_ptr, lsrc, ldst, lt, hold, req_chunk, req_npu, link
     reached, -2: the output is too small)."""
     M = ldst.shape[0]
     head, nxt, rs, re, used = _pool(M, out_chunk.shape[0], link_free)
-    arr = np.full(N, np.inf)
-    done = np.zeros(N, np.bool_)
-    via = np.full(N, NONE, np.int64)
-    via_s = np.zeros(N)
-    touched = np.empty(N, np.int64)
-    hk = np.empty(M + 2 * N + 1)
-    hv = np.empty(M + 2 * N + 1, np.int64)
-    path = np.empty(N, np.int64)
+    sc = _scratch(N, M)
+    arr, touched, hk, hv = sc[0], sc[4], sc[5], sc[6]
     n_out = 0
     for i in range(req_chunk.shape[0]):
         c = req_chunk[i]
@@ -221,16 +223,11 @@ def reserve_multicast(N, out_ptr, lsrc, ldst, lt, hold, req_chunk, req_npu, link
                 nt += 1
                 arr[u] = hold[c, u]
                 size = pair_push(hk, hv, size, hold[c, u], u)
-        nt = _earliest_path(v, size, hk, hv, arr, done, via, via_s, touched, nt, out_ptr, ldst, lt, head, nxt, rs,
-                            re)
-        if not done[v]:
-            return -1
         first = n_out
-        n_out, used = _book_path(v, c, via, via_s, lsrc, ldst, lt, head, nxt, rs, re, used, path, out_chunk,
-                                 out_link, out_start, out_end, n_out)
+        n_out, used = _serve(v, c, size, nt, sc, out_ptr, lsrc, ldst, lt, head, nxt, rs, re, used, out_chunk,
+                             out_link, out_start, out_end, n_out)
         if n_out < 0:
             return n_out
         for k in range(first, n_out):
             hold[c, ldst[out_link[k]]] = out_end[k]
-        _forget(touched, nt, arr, done, via)
     return n_out

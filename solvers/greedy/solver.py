@@ -66,8 +66,8 @@ class GreedySolver(Solver):
             reserve_warmup()
             _reserve_warm.append(time.perf_counter() - t0)
             jit += _reserve_warm[0]
-        if getattr(opts, "tree_candidate", False) and problem.kind in (ALL_GATHER, REDUCE_SCATTER, ALL_REDUCE) \
-                and not _trees_warm:
+        if opts.tree_candidate and problem.kind in (ALL_GATHER, REDUCE_SCATTER, ALL_REDUCE) \
+                and problem.num_npus * problem.num_chunks <= TREE_MAX_PAIRS and not _trees_warm:
             t0 = time.perf_counter()
             trees_warmup()
             _trees_warm.append(time.perf_counter() - t0)
