@@ -38,6 +38,7 @@ import numpy as np
 
 from .collective import ALL_REDUCE, MULTICAST_KINDS, REDUCE, REDUCE_SCATTER
 from .cost import link_time_us
+from .graph import shortest_path_tree
 from .count_bound import count_time_us
 from .problem import Problem
 from .topology import CUT_THROUGH, Topology
@@ -183,17 +184,16 @@ def _startup_us(occ: np.ndarray, lag: np.ndarray, out_links: list, n: int) -> fl
 
 
 def _distance(topo: Topology, pairs_src: np.ndarray, pairs_dst: np.ndarray, chunk_bytes: int) -> float:
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import dijkstra
-
     if not len(pairs_src):
         return 0.0
-    g = csr_matrix((topo.lat_us + 1e-300, (topo.src, topo.dst)), shape=(topo.num_nodes, topo.num_nodes))
-    sources = np.unique(pairs_src)
-    D = dijkstra(g, indices=sources)
-    row = np.searchsorted(sources, pairs_src)
-    lat = float(D[row, pairs_dst].max())
-    return lat + float(link_time_us(topo.bw_GiBps.max(), 0.0, chunk_bytes))
+    out_ptr = np.asarray(topo.out_ptr, np.int64)
+    dst = np.asarray(topo.dst, np.int64)
+    lat = np.asarray(topo.lat_us, np.float64)
+    far = 0.0
+    for s in np.unique(pairs_src).tolist():
+        d = shortest_path_tree(topo.num_nodes, out_ptr, dst, lat, int(s))[0]
+        far = max(far, float(d[pairs_dst[pairs_src == s]].max()))
+    return far + float(link_time_us(topo.bw_GiBps.max(), 0.0, chunk_bytes))
 
 
 def _copy_bounds(problem: Problem) -> dict:

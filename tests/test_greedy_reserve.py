@@ -18,8 +18,8 @@ from tacos_bench.topology.generators import mesh2d
 from tacos_bench.verify import verify
 
 REL = 1e-9
-# roots where the routed greedy alone ended 1.104x (2, 28) or 1.156x (26, 53) the bound (1.052x on 55 of 64;
-# every root is at the bound in docs/studies/collectives.md, *Every root*)
+# roots where the routed greedy alone once ended 1.104x (2, 28) or 1.156x (26, 53) the bound (now 1.264x,
+# 1.104x, 1.052x, 1.052x; every root is at the bound in docs/studies/collectives.md, *Every root*)
 HARD_ROOTS = [2, 26, 28, 53]
 
 
@@ -30,10 +30,10 @@ def test_hetero64_hard_roots_reach_the_bound(kind):
         p = Problem(t, Collective(kind, 1, 64.0, root=root))
         bound = lower_bounds(p)["best_us"]
         on = get_solver("greedy_plus").solve(p)
-        off = get_solver("greedy_plus").solve(p, reserve_tries=0)
+        off = get_solver("greedy_plus").solve(p, reserve_tries=0, relabel_tries=0)
         assert verify(p, on.schedule).valid
         assert on.schedule.makespan_us <= bound * (1 + REL)
-        assert off.schedule.makespan_us > bound * 1.1        # what the routed greedy alone does there
+        assert off.schedule.makespan_us > bound * 1.05       # what the routed greedy alone does there
         assert "reserve_runs" not in off.stats
 
 
@@ -76,6 +76,19 @@ def test_hetero_mesh4x4_every_root_reaches_the_pipeline_bound(kind):
         res = get_solver("greedy_plus").solve(p)
         assert verify(p, res.schedule).valid
         assert res.schedule.makespan_us <= bound * (1 + REL), root
+
+
+def test_hetero_mesh4x4_every_root_at_the_bound_on_other_seeds():
+    """Not a lucky seed: with one kind of starting order (NPU by NPU, a fresh one every 100 runs) seeds 1, 2
+    and 3 left roots 4, 9, 11 and 6 at 1.08-1.10x; the three kinds in turn every 30 runs meet the bound on
+    every root for seeds 1-8 (the candidate alone, seeds 0-47: 1 of 768 root-seed pairs above it after its
+    364 runs)."""
+    t = named_topology("hetero_mesh4x4")
+    for seed in (1, 2, 3):
+        for root in range(t.num_npus):
+            p = Problem(t, Collective("broadcast", 8, 64.0, root=root))
+            res = get_solver("greedy_plus").solve(p, seed=seed)
+            assert res.schedule.makespan_us <= lower_bounds(p)["best_us"] * (1 + REL), (seed, root)
 
 
 def test_broadcast_reserve_is_what_closes_the_gap():

@@ -77,7 +77,7 @@ def _earliest_path(v, size, hk, hv, arr, done, via, via_s, touched, nt, out_ptr,
             break
         for l in range(out_ptr[u], out_ptr[u + 1]):
             w = ldst[l]
-            if done[w]:
+            if done[w] or a + lt[l] >= arr[w]:     # settled, or no gap could beat its label (a holder's, mostly)
                 continue
             st, _ = _fit(head, nxt, rs, re, l, a, lt[l])
             e = st + lt[l]
@@ -231,3 +231,70 @@ def reserve_multicast(N, out_ptr, lsrc, ldst, lt, hold, req_chunk, req_npu, link
         for k in range(first, n_out):
             hold[c, ldst[out_link[k]]] = out_end[k]
     return n_out
+
+
+@njit(cache=True)
+def _lex_order(order, key):
+    """``order`` stably re-sorted by ``key[order]``: applied to keys from the least significant up, the
+    permutation of ``np.lexsort``."""
+    return order[np.argsort(key[order], kind="mergesort")]
+
+
+@njit(cache=True)
+def squeaky_multicast(N, out_ptr, lsrc, ldst, lt, root, req_chunk, req_npu, req_dist, slot, link_free, rnd, run0,
+                      runs, rounds, bound, prio, hold, best, best_chunk, best_link, best_start, best_end, out_chunk,
+                      out_link, out_start, out_end):
+    """Runs ``run0 .. run0 + runs - 1`` of the squeaky-wheel Broadcast (:func:`solvers.greedy.reserve.
+    reserve_broadcast`). At a run divisible by ``rounds`` a fresh priority order, the three kinds in turn:
+    by each request's time in an ideal pipeline (chunk ``k`` leaves the root at ``k * slot``, then its shortest
+    time ``req_dist`` to the NPU), by chunk, and NPU by NPU; the farther NPU first within each, then at random
+    (the NPU-by-NPU order: a random key per NPU, then per request). Then each run serves the requests by
+    priority, ties by a random key, through :func:`reserve_multicast`, and the late requests (arrival after
+    ``bound``) gain priority in proportion to their lateness. Random keys come from ``rnd`` in that order
+    (P + N per fresh order, P per run). ``best[0]``, the fastest makespan so far, and ``best_*``, its
+    transfers, are updated in place, as are ``prio`` and the scratch ``hold`` (C x N). Returns the runs done
+    (fewer once ``best[0]`` is at ``bound``), -1 when a request could not be served."""
+    P = req_chunk.shape[0]
+    late_gain = P / max(bound, 1e-12)
+    r = 0
+    done = 0
+    for run in range(run0, run0 + runs):
+        if best[0] <= bound * (1 + 1e-9):
+            break
+        if run % rounds == 0:
+            key_req = rnd[r:r + P]
+            key_npu = rnd[r + P:r + P + N]
+            r += P + N
+            first = np.argsort(key_req, kind="mergesort")
+            kind = (run // rounds) % 3
+            if kind == 2:
+                first = _lex_order(first, key_npu[req_npu])
+            first = _lex_order(first, -req_dist)
+            if kind == 0:
+                first = _lex_order(first, req_chunk * slot + req_dist)
+            elif kind == 1:
+                first = _lex_order(first, req_chunk.astype(np.float64))
+            for i in range(P):
+                prio[first[i]] = -float(i)
+        order = np.argsort(rnd[r:r + P], kind="mergesort")
+        r += P
+        order = _lex_order(order, -prio)
+        hold[:, :] = np.inf
+        hold[:, root] = 0.0
+        n = reserve_multicast(N, out_ptr, lsrc, ldst, lt, hold, req_chunk[order], req_npu[order], link_free,
+                              out_chunk, out_link, out_start, out_end)
+        if n != P:
+            return -1
+        done += 1
+        ms = out_end.max()
+        if ms < best[0] * (1 - 1e-12):
+            best[0] = ms
+            best_chunk[:] = out_chunk
+            best_link[:] = out_link
+            best_start[:] = out_start
+            best_end[:] = out_end
+        for i in range(P):
+            a = hold[req_chunk[i], req_npu[i]]
+            if a > bound * (1 + 1e-9):
+                prio[i] += (a - bound) * late_gain
+    return done

@@ -5,10 +5,11 @@ earliest-arrival path through the links already reserved (:mod:`solvers.greedy._
   random tie orders. ``hetero64`` Scatter and Gather (1 chunk per NPU): the routed greedy ends 1.052x the lower
   bound on 55 of 64 roots and 1.104-1.156x on 9; with 64 tie orders this candidate meets the bound (so it is
   optimal) on every root.
-* Broadcast, and Reduce time-reversed (:func:`reserve_broadcast`): one request per (chunk, NPU), each NPU's
-  requests together, the farthest NPUs first, reordered by *squeaky-wheel* rounds (Joslin & Clements, JAIR
-  1999): after each run the requests that arrived after the lower bound move ahead in proportion to how late
-  they were, and the next run serves them earlier. A pipelined Broadcast is at its bound only if the NPUs
+* Broadcast, and Reduce time-reversed (:func:`reserve_broadcast`): one request per (chunk, NPU), from three
+  kinds of starting order in turn (by the request's time in an ideal pipeline, by chunk, NPU by NPU; the
+  farthest NPUs first within each), reordered by *squeaky-wheel* rounds (Joslin & Clements, JAIR 1999): after
+  each run the requests that arrived after the lower bound move ahead in proportion to how late they were,
+  and the next run serves them earlier. A pipelined Broadcast is at its bound only if the NPUs
   whose in-links limit it are fed without a gap; the greedy, matching idle links at each event, leaves those
   gaps on heterogeneous links (``hetero_mesh4x4``, 8 chunks: 1.077-1.0995x the pipeline bound on every root,
   where CP-SAT meets it), and these rounds close them (every root at the bound, docs/greedy.md).
@@ -35,12 +36,15 @@ RESERVE_MAX_PAIRS = 1 << 22
 # (hetero64: 204 orders at most; hetero512: 2, each ~50 ms)
 RESERVE_WORK = 1 << 23
 # the Broadcast candidate: up to this many (chunk, NPU) requests; at most this work over (requests x links) in
-# all its runs (hetero_mesh4x4, 8 chunks: up to 364 runs, every root at the bound within 154; hetero64: 6 runs,
-# ~40 ms, where no run beats the greedy; 2^20 lost random16d3s0 Reduce's gain, 1.078 -> 1.153x); a fresh tie
-# order after this many squeaky-wheel rounds
+# all its runs (hetero_mesh4x4, 8 chunks: up to 364 runs; hetero64: 6 runs, where no run beats the greedy; 2^20
+# lost random16d3s0 Reduce's gain, 1.078 -> 1.153x); a fresh order after this many squeaky-wheel rounds
+# (hetero_mesh4x4, 16 roots x 48 seeds: 1 of 768 above the bound after 364 runs, 42 runs on average; with one
+# kind of order, NPU by NPU, every 100 runs: 9 of 256, 69 runs; experiments/bench_plus_time.py)
 MULTICAST_MAX_REQUESTS = 1 << 14
 MULTICAST_WORK = 1 << 21
-SQUEAKY_ROUNDS = 100
+SQUEAKY_ROUNDS = 30
+# runs per kernel call (the deadline is checked between calls)
+MULTICAST_BATCH = 16
 
 
 def reserve_schedule(problem: Problem, *, seed: int, tries: int, bound_us: float | None = None,
@@ -115,11 +119,11 @@ def reserve_broadcast(problem: Problem, *, seed: int, tries: int, bound_us: floa
                       deadline: float | None = None, stats: dict | None = None,
                       beat_us: float | None = None) -> Schedule | None:
     """The fastest of up to ``tries`` reservation runs of a Broadcast (:func:`K.reserve_multicast`), request
-    orders from ``seed``: each NPU's requests together (its chunks in random order), the farthest NPUs first
-    (ties in random order); after each run, every request that arrived after ``bound_us`` (default: the
-    problem's lower bound, :func:`tacos_bench.bounds.lower_bounds`) gains priority in proportion to its
-    lateness, and the next run serves requests by priority (ties at random); every ``SQUEAKY_ROUNDS`` runs a
-    fresh order. Stops at the bound, after ``deadline`` (the first run always completes) or at
+    orders from ``seed``: every ``SQUEAKY_ROUNDS`` runs a fresh order, the three kinds in turn (by the
+    request's time in an ideal pipeline from the root, by chunk, NPU by NPU; the farthest NPUs first within
+    each, then at random: :func:`K.squeaky_multicast`); after each run, every request that arrived after
+    ``bound_us`` (default: the problem's lower bound, :func:`tacos_bench.bounds.lower_bounds`) gains priority
+    in proportion to its lateness, and the next run serves requests by priority (ties at random). Stops at the bound, after ``deadline`` (the first run always completes) or at
     ``MULTICAST_WORK``; ``None`` for another collective, beyond ``MULTICAST_MAX_REQUESTS`` or
     ``MULTICAST_WORK`` for one run, or when ``beat_us`` (a schedule already found) is at the bound.
 
@@ -155,34 +159,35 @@ def reserve_broadcast(problem: Problem, *, seed: int, tries: int, bound_us: floa
     tries = int(min(tries, max(1, MULTICAST_WORK // max(P * t.size, 1))))
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0xB0CA]))
     # every NPU but the root receives every chunk once: a run writes exactly P transfers
-    out = (np.empty(P, np.int64), np.empty(P, np.int64), np.empty(P), np.empty(P))
-    best: Schedule | None = None
+    out = tuple(np.empty(P, dt) for dt in (np.int64, np.int64, np.float64, np.float64))
+    kept = tuple(np.empty(P, dt) for dt in (np.int64, np.int64, np.float64, np.float64))
+    best = np.array([np.inf])
     prio = np.zeros(P)
+    hold = np.empty((C, N))
+    req_dist = dist[req_npu]
+    t_out = t[out_ptr[root]:out_ptr[root + 1]]
+    slot = float(t_out.max()) / t_out.size       # the root's time per chunk sent, all its links busy
     runs = 0
-    for run in range(tries):
-        if best is not None and (best.makespan_us <= bound_us * (1 + 1e-9)
-                                 or deadline is not None and time.perf_counter() > deadline):
+    while runs < tries and best[0] > bound_us * (1 + 1e-9):
+        if runs and deadline is not None and time.perf_counter() > deadline:
             break
-        if run % SQUEAKY_ROUNDS == 0:   # a fresh order: farthest NPUs first, ties and chunks at random
-            first = np.lexsort((rng.random(P), rng.random(N)[req_npu], -dist[req_npu]))
-            prio[first] = -np.arange(P, dtype=np.float64)
-        order = np.lexsort((rng.random(P), -prio))
-        hold = np.full((C, N), np.inf)
-        hold[:, root] = 0.0
-        n = K.reserve_multicast(N, out_ptr, lsrc, ldst, t, hold, req_chunk[order], req_npu[order], free, *out)
-        if n != P:   # cannot happen on a strongly connected topology
+        # a batch of runs in the kernel; the deadline is checked between batches (the first run always completes)
+        batch = min(tries - runs, 1 if runs == 0 else MULTICAST_BATCH)
+        fresh = sum(1 for r in range(runs, runs + batch) if r % SQUEAKY_ROUNDS == 0)
+        rnd = rng.random(batch * P + fresh * (P + N))
+        done = K.squeaky_multicast(N, out_ptr, lsrc, ldst, t, root, req_chunk, req_npu, req_dist, slot, free, rnd,
+                                   runs, batch, SQUEAKY_ROUNDS, bound_us, prio, hold, best, *kept, *out)
+        if done < 0:   # cannot happen on a strongly connected topology
             return None
-        runs += 1
-        if best is None or out[3].max() < best.makespan_us * (1 - 1e-12):
-            chunk, link, st, end = (a.copy() for a in out)
-            best = Schedule(chunk, lsrc[link], ldst[link], st, end, np.full(n, COPY, np.int8))
-        arrival = hold[req_chunk, req_npu]
-        late = arrival > bound_us * (1 + 1e-9)
-        prio[late] += (arrival[late] - bound_us) * (P / max(bound_us, 1e-12))
+        runs += done
+        if done < batch:
+            break
+    chunk, link, st, end = kept
+    sched = Schedule(chunk, lsrc[link], ldst[link], st, end, np.full(P, COPY, np.int8)) if runs else None
     if stats is not None:
-        stats.update(broadcast_reserve_runs=runs, broadcast_reserve_us=best.makespan_us if best else None,
+        stats.update(broadcast_reserve_runs=runs, broadcast_reserve_us=sched.makespan_us if sched else None,
                      broadcast_reserve_bound_us=bound_us)
-    return best
+    return sched
 
 
 def _earliest_arrivals(topo, w: np.ndarray, hptr, hnode, htime, dst) -> np.ndarray:

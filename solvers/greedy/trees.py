@@ -211,8 +211,9 @@ def _q_pop(qk, qc, base, size, N):
 
 
 @njit(cache=True)
-def _tree_guided(N, lsrc, ldst, lt, tree, owner, out_chunk, out_link, out_start, out_end):
-    """The event loop of the module docstring; returns the number of transfers (-1: stuck)."""
+def _tree_guided(N, out_ptr, lsrc, ldst, lt, tree, owner, out_chunk, out_link, out_start, out_end):
+    """The event loop of the module docstring (links sorted by sender, ``out_ptr`` their CSR pointer);
+    returns the number of transfers (-1: stuck)."""
     C = tree.shape[0]
     M = lsrc.shape[0]
     h = _heights(tree, owner, lsrc, lt)
@@ -232,6 +233,19 @@ def _tree_guided(N, lsrc, ldst, lt, tree, owner, out_chunk, out_link, out_start,
     nheld = np.zeros(C, np.int64)
     free = np.zeros(M)
     stale = np.zeros(M, np.bool_)     # the last fallback scan found nothing and the sender got nothing since
+    # the fallback's candidates for a link u -> v: what u holds (held[u]) and what v neither holds nor is
+    # being sent (need[v], swap-removed when a send to v starts); the scan walks the shorter list
+    held = np.empty((N, C), np.int64)
+    nheld_at = np.zeros(N, np.int64)
+    need = np.empty((N, C), np.int64)
+    need_pos = np.empty((C, N), np.int64)
+    nneed = np.zeros(N, np.int64)
+    for c in range(C):
+        for v in range(N):
+            if v != owner[c]:
+                need[v, nneed[v]] = c
+                need_pos[c, v] = nneed[v]
+                nneed[v] += 1
     hk = np.empty(C * N + 1)
     hv = np.empty(C * N + 1, np.int64)
     hsize = 0
@@ -247,14 +261,18 @@ def _tree_guided(N, lsrc, ldst, lt, tree, owner, out_chunk, out_link, out_start,
             v = cv % N
             have[c, v] = True
             nheld[c] += 1
+            held[v, nheld_at[v]] = c
+            nheld_at[v] += 1
             if v != owner[c]:
                 remaining -= 1
             for w in range(N):
                 e = tree[c, w]
                 if e >= 0 and lsrc[e] == v:
                     qs[e] = _q_push(qk, qc, qptr[e], qs[e], h[c, w], c, N)
-            for e in range(M):
-                if lsrc[e] == v:
+            # a stale out-link of v scans again only if v now holds a chunk its receiver lacks and is not
+            # being sent (the only way its fallback candidates grow)
+            for e in range(out_ptr[v], out_ptr[v + 1]):
+                if not have[c, ldst[e]] and not coming[c, ldst[e]]:
                     stale[e] = False
         if remaining == 0:
             break
@@ -270,17 +288,31 @@ def _tree_guided(N, lsrc, ldst, lt, tree, owner, out_chunk, out_link, out_start,
                     pick = c
                     break
             if pick < 0 and not stale[e]:
+                # the rarest chunk u holds and v needs (ties: the lowest id)
                 best = C * N
-                for c in range(C):
-                    if have[c, u] and not have[c, v] and not coming[c, v] and nheld[c] * C + c < best:
-                        best = nheld[c] * C + c
-                        pick = c
+                if nheld_at[u] <= nneed[v]:
+                    for i in range(nheld_at[u]):
+                        c = held[u, i]
+                        if not have[c, v] and not coming[c, v] and nheld[c] * C + c < best:
+                            best = nheld[c] * C + c
+                            pick = c
+                else:
+                    for i in range(nneed[v]):
+                        c = need[v, i]
+                        if have[c, u] and nheld[c] * C + c < best:
+                            best = nheld[c] * C + c
+                            pick = c
                 if pick < 0:
                     stale[e] = True
             if pick >= 0:
                 end = now + lt[e]
                 free[e] = end
                 coming[pick, v] = True
+                i = need_pos[pick, v]
+                nneed[v] -= 1
+                last = need[v, nneed[v]]
+                need[v, i] = last
+                need_pos[last, v] = i
                 out_chunk[n_out] = pick
                 out_link[n_out] = e
                 out_start[n_out] = now
@@ -321,16 +353,22 @@ def tree_all_gather(problem: Problem, trees_per_source: int = TREES_PER_SOURCE, 
     lsrc = np.ascontiguousarray(topo.src, np.int64)
     ldst = np.ascontiguousarray(topo.dst, np.int64)
     lt = np.ascontiguousarray(problem.link_time_us, np.float64)
+    out_ptr = np.ascontiguousarray(topo.out_ptr, np.int64)
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x7EE5]))
     n = C * (N - 1)
     best: Schedule | None = None
+    seen: set[bytes] = set()
     for v in range(max(1, int(variants))):
         jitter = np.zeros(lsrc.size) if v == 0 else rng.random(lsrc.size) * TREE_JITTER
         tree = pack_trees(N, lsrc, ldst, lt, C // N, int(trees_per_source), jitter)
         if tree[0, 0] == -2:
             return None
+        key = tree.tobytes()
+        if key in seen:     # a jitter too small to change any choice: the same schedule again
+            continue
+        seen.add(key)
         out = (np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n), np.empty(n))
-        if _tree_guided(N, lsrc, ldst, lt, tree, owner, *out) != n:
+        if _tree_guided(N, out_ptr, lsrc, ldst, lt, tree, owner, *out) != n:
             continue
         if best is None or out[3].max() < best.makespan_us * (1 - 1e-12):
             chunk, link, st, end = out

@@ -30,6 +30,7 @@ Examples
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 from typing import TYPE_CHECKING
 
@@ -75,6 +76,88 @@ def faster_link_components(num_npus: int, out_ptr, dst, link_time_us, rel: float
         yield tau, (strong_components(num_npus, out_ptr, dst, keep) if keep.any() else np.arange(num_npus))
 
 
+@njit(cache=True)
+def _room(buf, used, more):
+    """``buf``, or a copy twice as large (at least ``used + more``) with its first ``used`` entries."""
+    if used + more <= buf.size:
+        return buf
+    grown = np.empty(max(2 * buf.size, used + more), buf.dtype)
+    grown[:used] = buf[:used]
+    return grown
+
+
+@njit(cache=True)
+def _near_class_arrays(N, in_ptr, in_order, lsrc, lt, rel):
+    """The near classes (module docstring) as arrays: ``near_of_link`` (-1: none), each class's receiver
+    ``near_v``, its members ``near_mem[near_ptr[k]:near_ptr[k + 1]]`` (ascending) and its gate links, the
+    receiver's in-links from members, ``fin_links[fin_ptr[k]:fin_ptr[k + 1]]`` (in ``in_order``). Classes are
+    numbered by receiver, then by first in-link in ``in_order``; in-links of one receiver with equal near sets
+    share one."""
+    M = lsrc.shape[0]
+    rsrc = lsrc[in_order]            # the reversed graph: v -> its in-neighbours
+    rw = lt[in_order]
+    dist = np.full(N, np.inf)
+    hk = np.empty(M + 1)
+    hv = np.empty(M + 1, np.int64)
+    reached = np.empty(N, np.int64)
+    near_of_link = np.full(M, -1, np.int64)
+    near_v = np.empty(M, np.int64)
+    near_ptr = np.zeros(M + 1, np.int64)
+    near_mem = np.empty(max(4 * M, 16), np.int64)
+    fin_links = np.empty(max(4 * M, 16), np.int64)
+    fin_ptr = np.zeros(M + 1, np.int64)
+    is_mem = np.zeros(N, np.bool_)
+    K = 0
+    n_mem = 0
+    n_fin = 0
+    for v in range(N):
+        a, b = in_ptr[v], in_ptr[v + 1]
+        if a == b:
+            continue
+        radius = 0.0
+        for i in range(a, b):
+            radius = max(radius, lt[in_order[i]])
+        k = dijkstra_within(in_ptr, rsrc, rw, v, radius, dist, hk, hv, reached)
+        ball = reached[:k].copy()
+        d = dist[ball].copy()
+        for i in range(k):
+            dist[ball[i]] = np.inf
+        first_k = K                      # this receiver's classes: first_k .. K - 1
+        for i in range(a, b):
+            lk = in_order[i]
+            thr = lt[lk] * (1 - rel)
+            mem = np.sort(ball[(d < thr) & (ball != v)])
+            if mem.size == 0:
+                continue
+            c = -1
+            for kk in range(first_k, K):
+                lo, hi = near_ptr[kk], near_ptr[kk + 1]
+                if hi - lo == mem.size and np.all(near_mem[lo:hi] == mem):
+                    c = kk
+                    break
+            if c < 0:
+                near_mem = _room(near_mem, n_mem, mem.size)
+                fin_links = _room(fin_links, n_fin, b - a)
+                c = K
+                near_mem[n_mem:n_mem + mem.size] = mem
+                n_mem += mem.size
+                near_v[K] = v
+                K += 1
+                near_ptr[K] = n_mem
+                for u in mem:
+                    is_mem[u] = True
+                for j in range(a, b):
+                    if is_mem[lsrc[in_order[j]]]:
+                        fin_links[n_fin] = in_order[j]
+                        n_fin += 1
+                fin_ptr[K] = n_fin
+                for u in mem:
+                    is_mem[u] = False
+            near_of_link[lk] = c
+    return (near_of_link, near_v[:K].copy(), near_ptr[:K + 1].copy(), near_mem[:n_mem].copy(),
+            fin_links[:n_fin].copy(), fin_ptr[:K + 1].copy())
+
+
 class Tiers:
     """Near classes and group partitions of ``problem``'s topology (see the module docstring)."""
 
@@ -95,58 +178,22 @@ class Tiers:
 
     # ------------------------------------------------------------------ near classes
     def _near_classes(self):
-        N, M = self.N, self.M
-        rsrc = self.lsrc[self.in_order]          # the reversed graph: v -> its in-neighbours
-        rw = self.lt[self.in_order]
-        dist = np.full(N, np.inf)
-        hk = np.empty(M + 1)
-        hv = np.empty(M + 1, np.int64)
-        reached = np.empty(N, np.int64)
-        self.near_of_link = np.full(M, -1, np.int64)
-        members, cls_v, index = [], [], {}
-        for v in range(N):
-            a, b = self.in_ptr[v], self.in_ptr[v + 1]
-            if a == b:
-                continue
-            links = self.in_order[a:b]
-            radius = float(self.lt[links].max())
-            k = dijkstra_within(self.in_ptr, rsrc, rw, v, radius, dist, hk, hv, reached)
-            ball = reached[:k].copy()
-            d = dist[ball].copy()
-            dist[ball] = np.inf
-            for lk in links.tolist():
-                mem = np.sort(ball[(d < self.lt[lk] * (1 - REL)) & (ball != v)])
-                if mem.size == 0:
-                    continue
-                key = (v, mem.tobytes())
-                c = index.get(key)
-                if c is None:
-                    c = index[key] = len(members)
-                    members.append(mem)
-                    cls_v.append(v)
-                self.near_of_link[lk] = c
-        K = self.num_classes = len(members)
-        sizes = np.array([m.size for m in members], np.int64)
-        self.near_v = np.array(cls_v, np.int64)
-        self.near_ptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-        self.near_mem = np.concatenate(members).astype(np.int64) if K else np.zeros(0, np.int64)
+        N = self.N
+        (self.near_of_link, self.near_v, self.near_ptr, self.near_mem,
+         self.fin_links, self.fin_ptr) = _near_class_arrays(N, self.in_ptr, self.in_order, self.lsrc, self.lt, REL)
+        K = self.num_classes = int(self.near_v.size)
+        sizes = np.diff(self.near_ptr)
         # classes that contain w (updated when w starts receiving a chunk)
         owner = np.repeat(np.arange(K), sizes)
         order = np.argsort(self.near_mem, kind="stable")
         self.rev_cls = owner[order].astype(np.int64)
         self.rev_ptr = np.searchsorted(self.near_mem[order], np.arange(N + 1)).astype(np.int64)
-        # the gate: v's in-links from near NPUs, their summed chunk rate and the fastest of them
-        fin, fptr, rate, tmin = [], [0], [], []
+        # the gate: v's in-links from near NPUs (fin_links), their summed chunk rate and the fastest of them
+        rate, tmin = [], []
         for k in range(K):
-            v = self.near_v[k]
-            links = self.in_order[self.in_ptr[v]:self.in_ptr[v + 1]]
-            sel = links[np.isin(self.lsrc[links], self.near_mem[self.near_ptr[k]:self.near_ptr[k + 1]])]
-            fin.extend(sel.tolist())
-            fptr.append(len(fin))
+            sel = self.fin_links[self.fin_ptr[k]:self.fin_ptr[k + 1]]
             rate.append(float(np.sum(1.0 / self.lt[sel])) if sel.size else 0.0)
             tmin.append(float(self.lt[sel].min()) if sel.size else np.inf)
-        self.fin_links = np.array(fin, np.int64)
-        self.fin_ptr = np.array(fptr, np.int64)
         self.fin_rate = np.array(rate if K else [0.0], np.float64)
         self.fin_tmin = np.array(tmin if K else [np.inf], np.float64)
 
@@ -177,13 +224,11 @@ class Tiers:
         # the partition of each link's own time; cross-group links into a group of more than one NPU
         tier_of = np.searchsorted(np.array(tiers) * (1 + REL), lt)
         self.part_of_link = np.full(M, -1, np.int64)
-        for lk in range(M):
-            p = tier_part[min(tier_of[lk], len(tiers) - 1)]
-            if p < 0:
-                continue
-            gu, gv = self.gid[p, self.lsrc[lk]], self.gid[p, self.ldst[lk]]
-            if gu != gv and self.gsize[gv] > 1:
-                self.part_of_link[lk] = p
+        pl = np.asarray(tier_part, np.int64)[np.minimum(tier_of, len(tiers) - 1)]
+        lk = np.flatnonzero(pl >= 0)
+        gu, gv = self.gid[pl[lk], self.lsrc[lk]], self.gid[pl[lk], self.ldst[lk]]
+        cross = lk[(gu != gv) & (self.gsize[gv] > 1)]
+        self.part_of_link[cross] = pl[cross]
         # per group: the groups of the senders of its cross-group in-links (neighbour groups), and back
         nb = [set() for _ in range(G)]
         for p in range(P):
