@@ -80,9 +80,8 @@ def test_hetero_mesh4x4_every_root_reaches_the_pipeline_bound(kind):
 
 def test_hetero_mesh4x4_every_root_at_the_bound_on_other_seeds():
     """Not a lucky seed: with one kind of starting order (NPU by NPU, a fresh one every 100 runs) seeds 1, 2
-    and 3 left roots 4, 9, 11 and 6 at 1.08-1.10x; the three kinds in turn every 30 runs meet the bound on
-    every root for seeds 1-8 (the candidate alone, seeds 0-47: 1 of 768 root-seed pairs above it after its
-    364 runs)."""
+    and 3 left roots 4, 9, 11 and 6 at 1.08-1.10x; three kinds in turn (docs/greedy.md) meet the bound on
+    every root for seeds 0-8."""
     t = named_topology("hetero_mesh4x4")
     for seed in (1, 2, 3):
         for root in range(t.num_npus):

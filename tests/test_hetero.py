@@ -42,6 +42,35 @@ def test_tiers_are_derived_from_link_times_only():
     assert k >= 0 and {0, 2} <= set(t3.near_mem[t3.near_ptr[k]:t3.near_ptr[k + 1]].tolist())
 
 
+@pytest.mark.parametrize("topo", ["random12d3s0", "random16d3s1", "random20d4s2", "hetero_mesh4x4", "hetero2x2x4"])
+def test_near_classes_match_their_definition(topo):
+    """Every link's near set is {w != v : D(w, v) < t_l} (D by networkx on the link times), in-links of one
+    receiver with equal sets share one class, and a class's gate links are its receiver's in-links from
+    members: the compiled construction against the module docstring."""
+    import networkx as nx
+    from tacos_bench.topology.tiers import REL
+
+    p = Problem(named_topology(topo), Collective("all_gather", 1, 16))
+    topo, lt, t = p.topology, np.asarray(p.link_time_us), Tiers(p)
+    g = nx.MultiDiGraph()
+    g.add_weighted_edges_from((int(u), int(v), float(w)) for u, v, w in zip(topo.src, topo.dst, lt))
+    dist = dict(nx.all_pairs_dijkstra_path_length(g))
+    seen = {}
+    for lk in range(topo.num_links):
+        v = int(topo.dst[lk])
+        near = sorted(w for w in range(topo.num_npus) if w != v and dist[w].get(v, np.inf) < lt[lk] * (1 - REL))
+        k = int(t.near_of_link[lk])
+        if not near:
+            assert k == -1
+            continue
+        assert t.near_mem[t.near_ptr[k]:t.near_ptr[k + 1]].tolist() == near and t.near_v[k] == v
+        assert seen.setdefault((v, tuple(near)), k) == k                  # one class per receiver and set
+        gate = [int(x) for x in topo.in_order[topo.in_ptr[v]:topo.in_ptr[v + 1]] if int(topo.src[x]) in near]
+        assert t.fin_links[t.fin_ptr[k]:t.fin_ptr[k + 1]].tolist() == gate
+        assert t.fin_rate[k] == pytest.approx(sum(1.0 / lt[gate]) if gate else 0.0)
+    assert t.num_classes == len(seen)
+
+
 # ------------------------------------------------------------------------------------------------ greedy_plus
 @pytest.mark.parametrize("rules", RULES, ids=lambda r: ",".join(f"{k}={v}" for k, v in r.items()) or "tacos")
 @pytest.mark.parametrize("kind", ["all_gather", "reduce_scatter", "all_reduce"])

@@ -242,13 +242,13 @@ def _lex_order(order, key):
 
 @njit(cache=True)
 def squeaky_multicast(N, out_ptr, lsrc, ldst, lt, root, req_chunk, req_npu, req_dist, slot, link_free, rnd, run0,
-                      runs, rounds, bound, prio, hold, best, best_chunk, best_link, best_start, best_end, out_chunk,
-                      out_link, out_start, out_end):
+                      runs, rounds, kinds, bound, prio, hold, best, best_chunk, best_link, best_start, best_end,
+                      out_chunk, out_link, out_start, out_end):
     """Runs ``run0 .. run0 + runs - 1`` of the squeaky-wheel Broadcast (:func:`solvers.greedy.reserve.
-    reserve_broadcast`). At a run divisible by ``rounds`` a fresh priority order, the three kinds in turn:
-    by each request's time in an ideal pipeline (chunk ``k`` leaves the root at ``k * slot``, then its shortest
-    time ``req_dist`` to the NPU), by chunk, and NPU by NPU; the farther NPU first within each, then at random
-    (the NPU-by-NPU order: a random key per NPU, then per request). Then each run serves the requests by
+    reserve_broadcast`). At a run divisible by ``rounds`` a fresh priority order, of the kinds ``kinds`` in
+    turn: 0, by each request's time in an ideal pipeline (chunk ``k`` leaves the root at ``k * slot``, then its
+    shortest time ``req_dist`` to the NPU); 1, by chunk; 2, NPU by NPU; the farther NPU first within each,
+    then at random (NPU by NPU: a random key per NPU, then per request). Then each run serves the requests by
     priority, ties by a random key, through :func:`reserve_multicast`, and the late requests (arrival after
     ``bound``) gain priority in proportion to their lateness. Random keys come from ``rnd`` in that order
     (P + N per fresh order, P per run). ``best[0]``, the fastest makespan so far, and ``best_*``, its
@@ -266,7 +266,7 @@ def squeaky_multicast(N, out_ptr, lsrc, ldst, lt, root, req_chunk, req_npu, req_
             key_npu = rnd[r + P:r + P + N]
             r += P + N
             first = np.argsort(key_req, kind="mergesort")
-            kind = (run // rounds) % 3
+            kind = kinds[(run // rounds) % kinds.shape[0]]
             if kind == 2:
                 first = _lex_order(first, key_npu[req_npu])
             first = _lex_order(first, -req_dist)

@@ -6,7 +6,7 @@ earliest-arrival path through the links already reserved (:mod:`solvers.greedy._
   bound on 55 of 64 roots and 1.104-1.156x on 9; with 64 tie orders this candidate meets the bound (so it is
   optimal) on every root.
 * Broadcast, and Reduce time-reversed (:func:`reserve_broadcast`): one request per (chunk, NPU), from three
-  kinds of starting order in turn (by the request's time in an ideal pipeline, by chunk, NPU by NPU; the
+  kinds of starting order in turn (NPU by NPU, by the request's time in an ideal pipeline, by chunk; the
   farthest NPUs first within each), reordered by *squeaky-wheel* rounds (Joslin & Clements, JAIR 1999): after
   each run the requests that arrived after the lower bound move ahead in proportion to how late they were,
   and the next run serves them earlier. A pipelined Broadcast is at its bound only if the NPUs
@@ -38,11 +38,15 @@ RESERVE_WORK = 1 << 23
 # the Broadcast candidate: up to this many (chunk, NPU) requests; at most this work over (requests x links) in
 # all its runs (hetero_mesh4x4, 8 chunks: up to 364 runs; hetero64: 6 runs, where no run beats the greedy; 2^20
 # lost random16d3s0 Reduce's gain, 1.078 -> 1.153x); a fresh order after this many squeaky-wheel rounds
-# (hetero_mesh4x4, 16 roots x 48 seeds: 1 of 768 above the bound after 364 runs, 42 runs on average; with one
-# kind of order, NPU by NPU, every 100 runs: 9 of 256, 69 runs; experiments/bench_plus_time.py)
+# (the candidate alone on hetero_mesh4x4, 16 roots: 8 chunks, 48 seeds, 1 of 768 above the bound after 364
+# runs; 16 chunks, 8 seeds, none above 1.0035x; with one kind of order, NPU by NPU, every 100 runs: 17 of 512
+# (32 seeds) and none; docs/greedy.md, *broadcast_reserve_tries*)
 MULTICAST_MAX_REQUESTS = 1 << 14
 MULTICAST_WORK = 1 << 21
-SQUEAKY_ROUNDS = 30
+SQUEAKY_ROUNDS = 40
+SQUEAKY_REQUESTS_PER_ROUND = 4      # ... or one per this many requests, if more (hetero_mesh4x4, 16 chunks: 60)
+# the kinds of fresh order in turn (0: by the ideal pipeline's time, 1: by chunk, 2: NPU by NPU)
+SQUEAKY_KINDS = np.array([2, 0, 1], np.int64)
 # runs per kernel call (the deadline is checked between calls)
 MULTICAST_BATCH = 16
 
@@ -119,9 +123,10 @@ def reserve_broadcast(problem: Problem, *, seed: int, tries: int, bound_us: floa
                       deadline: float | None = None, stats: dict | None = None,
                       beat_us: float | None = None) -> Schedule | None:
     """The fastest of up to ``tries`` reservation runs of a Broadcast (:func:`K.reserve_multicast`), request
-    orders from ``seed``: every ``SQUEAKY_ROUNDS`` runs a fresh order, the three kinds in turn (by the
-    request's time in an ideal pipeline from the root, by chunk, NPU by NPU; the farthest NPUs first within
-    each, then at random: :func:`K.squeaky_multicast`); after each run, every request that arrived after
+    orders from ``seed``: every ``SQUEAKY_ROUNDS`` runs (one per ``SQUEAKY_REQUESTS_PER_ROUND`` requests if
+    more) a fresh order, the kinds ``SQUEAKY_KINDS`` in turn (NPU by NPU, by the request's time in an ideal
+    pipeline from the root, by chunk; the farthest NPUs first within each, then at random:
+    :func:`K.squeaky_multicast`); after each run, every request that arrived after
     ``bound_us`` (default: the problem's lower bound, :func:`tacos_bench.bounds.lower_bounds`) gains priority
     in proportion to its lateness, and the next run serves requests by priority (ties at random). Stops at the bound, after ``deadline`` (the first run always completes) or at
     ``MULTICAST_WORK``; ``None`` for another collective, beyond ``MULTICAST_MAX_REQUESTS`` or
@@ -167,16 +172,18 @@ def reserve_broadcast(problem: Problem, *, seed: int, tries: int, bound_us: floa
     req_dist = dist[req_npu]
     t_out = t[out_ptr[root]:out_ptr[root + 1]]
     slot = float(t_out.max()) / t_out.size       # the root's time per chunk sent, all its links busy
+    rounds = max(SQUEAKY_ROUNDS, P // SQUEAKY_REQUESTS_PER_ROUND)
     runs = 0
     while runs < tries and best[0] > bound_us * (1 + 1e-9):
         if runs and deadline is not None and time.perf_counter() > deadline:
             break
         # a batch of runs in the kernel; the deadline is checked between batches (the first run always completes)
         batch = min(tries - runs, 1 if runs == 0 else MULTICAST_BATCH)
-        fresh = sum(1 for r in range(runs, runs + batch) if r % SQUEAKY_ROUNDS == 0)
+        fresh = sum(1 for r in range(runs, runs + batch) if r % rounds == 0)
         rnd = rng.random(batch * P + fresh * (P + N))
         done = K.squeaky_multicast(N, out_ptr, lsrc, ldst, t, root, req_chunk, req_npu, req_dist, slot, free, rnd,
-                                   runs, batch, SQUEAKY_ROUNDS, bound_us, prio, hold, best, *kept, *out)
+                                   runs, batch, rounds, SQUEAKY_KINDS, bound_us, prio, hold, best, *kept,
+                                   *out)
         if done < 0:   # cannot happen on a strongly connected topology
             return None
         runs += done
