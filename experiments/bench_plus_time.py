@@ -132,8 +132,8 @@ def main(argv=None) -> int:
         if a.doc:
             doc = a.doc.read_text()
             i, j = doc.index(MARK_START), doc.index(MARK_END)
-            cmd = (f"`python experiments/bench_plus_time.py --compare {a.compare[0].name} {a.compare[1].name}` "
-                   f"({platform.python_version()}, {time.strftime('%Y-%m-%d')})")
+            cmd = (f"`python experiments/bench_plus_time.py --compare {a.compare[0]} {a.compare[1]}` "
+                   f"(Python {platform.python_version()}, 2 cores, {time.strftime('%Y-%m-%d')})")
             a.doc.write_text(doc[:i + len(MARK_START)] + "\n" + cmd + "\n\n" + text + "\n" + doc[j:])
         return 0
     rows = measure(a.cases, a.repeats)

@@ -36,8 +36,8 @@ RESERVE_MAX_PAIRS = 1 << 22
 # (hetero64: 204 orders at most; hetero512: 2, each ~50 ms)
 RESERVE_WORK = 1 << 23
 # the Broadcast candidate: up to this many (chunk, NPU) requests; at most this work over (requests x links) in
-# all its runs (hetero_mesh4x4, 8 chunks: up to 364 runs; hetero64: 6 runs, where no run beats the greedy; 2^20
-# lost random16d3s0 Reduce's gain, 1.078 -> 1.153x); a fresh order after this many squeaky-wheel rounds
+# all its runs (hetero_mesh4x4, 8 chunks: up to 364 runs, 333 needed at the 99th percentile over seeds;
+# hetero64: 6 runs, where no run beats the greedy); a fresh order after this many squeaky-wheel rounds
 # (the candidate alone on hetero_mesh4x4, 16 roots: 8 chunks, 48 seeds, 1 of 768 above the bound after 364
 # runs; 16 chunks, 8 seeds, none above 1.0035x; with one kind of order, NPU by NPU, every 100 runs: 17 of 512
 # (32 seeds) and none; docs/greedy.md, *broadcast_reserve_tries*)
