@@ -84,6 +84,19 @@ def load(out: Path) -> pd.DataFrame:
     return df
 
 
+def load_part(out: Path, name: str, part: str) -> pd.DataFrame:
+    """A part of a study that is not re-run: its sweep's table, or, on a checkout without ``results/`` (not
+    tracked), its rows of the published table ``docs/studies/<name>.parquet`` (written back as the part's sweep
+    table, so that the next partial re-run finds it)."""
+    if not (out / "sweep" / "results.parquet").exists():
+        published = ROOT / "docs" / "studies" / f"{name}.parquet"
+        df = pd.read_parquet(published) if published.exists() else pd.DataFrame()
+        if "part" in df.columns and (df["part"] == part).any():
+            (out / "sweep").mkdir(parents=True, exist_ok=True)
+            df[df["part"] == part].drop(columns=["part"]).to_parquet(out / "sweep" / "results.parquet", index=False)
+    return load(out)
+
+
 def ratio_table(good: pd.DataFrame, solvers, baselines) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per case (``good["case"]``): each solver's best verified time (``best``, one column per solver) and
     ``wide``: the largest valid lower bound (``bound_us``), the argument that proved it most often

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from _study import error_summary, load, ok_rows, parse_args, ratio_table, run_sweep, to_markdown, write_report
+from _study import error_summary, load_part, ok_rows, parse_args, ratio_table, run_sweep, to_markdown, write_report
 
 NAME = "collectives"
 TOPOS = "mesh4x4,torus4x4,mesh8x8,torus8x8,torus4x4x4,hetero64,random16d3s0,random32d3s1"
@@ -183,7 +183,7 @@ def main():
     for part, over in sweeps(args.quick):
         sub = out / part
         keep = args.plot_only or (rerun is not None and part not in rerun)
-        frames.append((load(sub) if keep else run_sweep(NAME, sub, over, args.jobs)).assign(part=part))
+        frames.append((load_part(sub, NAME, part) if keep else run_sweep(NAME, sub, over, args.jobs)).assign(part=part))
     df = pd.concat(frames, ignore_index=True)
     df.to_parquet(out / "results.parquet", index=False)
     good = ok_rows(df)

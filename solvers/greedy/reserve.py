@@ -128,7 +128,8 @@ def reserve_broadcast(problem: Problem, *, seed: int, tries: int, bound_us: floa
     pipeline from the root, by chunk; the farthest NPUs first within each, then at random:
     :func:`K.squeaky_multicast`); after each run, every request that arrived after
     ``bound_us`` (default: the problem's lower bound, :func:`tacos_bench.bounds.lower_bounds`) gains priority
-    in proportion to its lateness, and the next run serves requests by priority (ties at random). Stops at the bound, after ``deadline`` (the first run always completes) or at
+    in proportion to its lateness, and the next run serves requests by priority (ties at random). Stops at
+    the bound, after ``deadline`` (checked between batches of runs; the first run always completes) or at
     ``MULTICAST_WORK``; ``None`` for another collective, beyond ``MULTICAST_MAX_REQUESTS`` or
     ``MULTICAST_WORK`` for one run, or when ``beat_us`` (a schedule already found) is at the bound.
 

@@ -232,7 +232,8 @@ def _tree_guided(N, out_ptr, lsrc, ldst, lt, tree, owner, out_chunk, out_link, o
     coming = np.zeros((C, N), np.bool_)
     nheld = np.zeros(C, np.int64)
     free = np.zeros(M)
-    stale = np.zeros(M, np.bool_)     # the last fallback scan found nothing and the sender got nothing since
+    # the last fallback scan found nothing, and nothing the receiver lacks arrived at the sender since
+    stale = np.zeros(M, np.bool_)
     # the fallback's candidates for a link u -> v: what u holds (held[u]) and what v neither holds nor is
     # being sent (need[v], swap-removed when a send to v starts); the scan walks the shorter list
     held = np.empty((N, C), np.int64)
