@@ -138,6 +138,19 @@ def _scratch(N, M):
 
 
 @njit(cache=True)
+def _seed(u, t, arr, touched, nt, hk, hv, size):
+    """Put holder ``u`` (holding from ``t``; ``inf``: not a holder) on the search heap, unless it is there at an
+    earlier time; returns ``(nt, size)``."""
+    if t < arr[u]:
+        if arr[u] == np.inf:
+            touched[nt] = u
+            nt += 1
+        arr[u] = t
+        size = pair_push(hk, hv, size, t, u)
+    return nt, size
+
+
+@njit(cache=True)
 def _serve(v, c, size, nt, sc, out_ptr, lsrc, ldst, lt, head, nxt, rs, re, used, out_chunk, out_link, out_start,
            out_end, n_out):
     """Route chunk ``c`` to ``v`` from the holders on the heap (:func:`_earliest_path`), book the path
@@ -182,13 +195,7 @@ def reserve_routes(N, out_ptr, lsrc, ldst, lt, hptr, hnode, htime, cdst, link_fr
         nt = 0
         size = 0
         for i in range(hptr[c], hptr[c + 1]):
-            u = hnode[i]
-            if htime[i] < arr[u]:
-                if arr[u] == np.inf:
-                    touched[nt] = u
-                    nt += 1
-                arr[u] = htime[i]
-                size = pair_push(hk, hv, size, htime[i], u)
+            nt, size = _seed(hnode[i], htime[i], arr, touched, nt, hk, hv, size)
         n_out, used = _serve(v, c, size, nt, sc, out_ptr, lsrc, ldst, lt, head, nxt, rs, re, used, out_chunk,
                              out_link, out_start, out_end, n_out)
         if n_out < 0:
@@ -218,11 +225,7 @@ def reserve_multicast(N, out_ptr, lsrc, ldst, lt, hold, req_chunk, req_npu, link
         nt = 0
         size = 0
         for u in range(N):
-            if hold[c, u] < np.inf:
-                touched[nt] = u
-                nt += 1
-                arr[u] = hold[c, u]
-                size = pair_push(hk, hv, size, hold[c, u], u)
+            nt, size = _seed(u, hold[c, u], arr, touched, nt, hk, hv, size)
         first = n_out
         n_out, used = _serve(v, c, size, nt, sc, out_ptr, lsrc, ldst, lt, head, nxt, rs, re, used, out_chunk,
                              out_link, out_start, out_end, n_out)

@@ -358,16 +358,11 @@ def tree_all_gather(problem: Problem, trees_per_source: int = TREES_PER_SOURCE, 
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x7EE5]))
     n = C * (N - 1)
     best: Schedule | None = None
-    seen: set[bytes] = set()
     for v in range(max(1, int(variants))):
         jitter = np.zeros(lsrc.size) if v == 0 else rng.random(lsrc.size) * TREE_JITTER
         tree = pack_trees(N, lsrc, ldst, lt, C // N, int(trees_per_source), jitter)
         if tree[0, 0] == -2:
             return None
-        key = tree.tobytes()
-        if key in seen:     # a jitter too small to change any choice: the same schedule again
-            continue
-        seen.add(key)
         out = (np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n), np.empty(n))
         if _tree_guided(N, out_ptr, lsrc, ldst, lt, tree, owner, *out) != n:
             continue
