@@ -56,6 +56,7 @@ __all__ = ["lower_bounds", "lower_bound_us", "count_time_us", "max_ratio_cut", "
 # Defaults of the size limits above which a component switches to a cheaper valid bound.
 DISTANCE_EXACT_MAX_NPUS = 5000
 DISTANCE_EXACT_MAX_WORK = 4e8        # N * (N + L) edge relaxations for all-pairs
+HOP_SLOT_MAX_WORK = 2e8              # candidate slot values of the first/last-hop pipeline bounds, all sources
 REFINE_MAX_NPUS = 2048               # the refinement keeps an N x N matrix of entry times
 CUT_MAX_NPUS = 1024
 DISTANCE_SAMPLES = 32
@@ -1069,6 +1070,73 @@ def _pipeline_bounds(g: _Graph, rg: _Graph, D: np.ndarray, row: np.ndarray, src:
             rel = np.concatenate([rel, D[row[mine], v]])
         if rel.size:
             best = max(best, _pipeline_bound(rel, start_slots(t_in[iptr[v]:iptr[v + 1]], rel.size)))
+    row_of = {int(u): int(r) for u, r in zip(src[moving].tolist(), row[moving].tolist())}
+    return max(best, _hop_slot_bounds(g, D, row_of, src, dst, every, moving))
+
+
+def _kth_of_sequences(first: np.ndarray, step: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """Per column ``v``: the ``k[v]``-th smallest (1-based) of the multiset ``{first[i, v] + j step[i, v] : i,
+    j >= 0}`` (``k >= 1``; a row of ``inf`` is no link).
+
+    >>> _kth_of_sequences(np.array([[1.0], [2.0]]), np.array([[3.0], [1.0]]), np.array([3])).tolist()
+    [3.0]
+    """
+    jj = np.arange(int(k.max()))
+    vals = (first[:, None, :] + jj[None, :, None] * step[:, None, :]).reshape(-1, first.shape[1])
+    vals.sort(axis=0)
+    return vals[k - 1, np.arange(first.shape[1])]
+
+
+def _hop_slot_bounds(g: _Graph, D: np.ndarray, row_of: dict[int, int], src: np.ndarray, dst: np.ndarray,
+                     every: np.ndarray, moving: np.ndarray) -> float:
+    """Pipeline bounds through the first and the last hop, per (source ``u``, NPU ``v``) with ``K >= 2``
+    chunks of ``u`` that ``v`` needs (docs/bounds.md, (g), first and last hop).
+
+    First hop: the ``K`` chunks leave ``u`` on distinct transfers; the ``j``-th transfer on out-link ``l``
+    ends no sooner than ``j t_l``, and its chunk then needs ``d(head(l), v)``: ``T`` is at least the
+    ``K``-th smallest ``j t_l + d(head(l), v)``. Last hop: they first reach ``v`` on distinct transfers of its
+    in-links; those on in-link ``l`` all start no sooner than ``d(u, tail(l))``, so the ``j``-th of them ends
+    no sooner than ``d(u, tail(l)) + j t_l``: ``T`` is at least the ``K``-th smallest of those.
+    """
+    n = g.n
+    best = 0.0
+    rows: dict[int, np.ndarray] = {}
+
+    def dist_from(x: int) -> np.ndarray:
+        if x in row_of:
+            return D[row_of[x]]
+        if x not in rows:
+            rows[x] = _distance_row(g.out_ptr, g.dst, g.w, x, g.uniform)
+        return rows[x]
+
+    in_links = g.in_order
+    in_dst = np.repeat(np.arange(n), np.diff(g.in_ptr))
+    deg_in = int(np.diff(g.in_ptr).max(initial=0))
+    # in-links of each NPU as a padded matrix (the pad points at an extra link that is never free)
+    pad = np.full((n, deg_in), in_links.size, np.int64)
+    pos = np.arange(in_links.size) - g.in_ptr[in_dst]
+    pad[in_dst, pos] = np.arange(in_links.size)
+    t_in = np.append(g.w[in_links], 0.0)
+    tail_in = np.append(g.src[in_links], 0)
+    work = 0
+    for u in np.unique(src[moving]).tolist():
+        mine = moving & (src == u)
+        K = np.bincount(dst[mine & ~every], minlength=n) + int((mine & every).sum())
+        K[u] = 0
+        if K.max(initial=0) < 2 or g.out_ptr[u + 1] == g.out_ptr[u]:
+            continue
+        cols = np.flatnonzero(K >= 2)
+        k = K[cols]
+        work += (g.out_ptr[u + 1] - g.out_ptr[u] + deg_in) * int(k.max()) * cols.size
+        if work > HOP_SLOT_MAX_WORK:
+            break
+        out = np.arange(g.out_ptr[u], g.out_ptr[u + 1])
+        t_out = g.w[out]
+        first = np.vstack([dist_from(int(g.dst[l]))[cols] for l in out.tolist()]) + t_out[:, None]
+        best = max(best, float(_kth_of_sequences(first, np.broadcast_to(t_out[:, None], first.shape), k).max()))
+        links = pad[cols].T                                   # in-links of each column, padded: deg_in x |cols|
+        first_in = np.where(links < in_links.size, dist_from(u)[tail_in[links]] + t_in[links], np.inf)
+        best = max(best, float(_kth_of_sequences(first_in, t_in[links], k).max()))
     return best
 
 

@@ -532,3 +532,65 @@ def test_drain_bound_never_exceeds_a_proved_continuous_optimum(name, kind, k):
     assert b["best_us"] <= o.objective_us * (1 + 1e-9)
     if name != "three_tier2x2x2":
         assert b["best_us"] == pytest.approx(o.objective_us, rel=1e-9)
+
+
+# ---------------------------------------------------------------------------- first- and last-hop pipeline bounds
+@pytest.mark.parametrize("seed", range(6))
+def test_kth_of_sequences_matches_enumeration(seed):
+    from tacos_bench.bounds import _kth_of_sequences
+
+    rng = np.random.default_rng(seed)
+    rows, cols = int(rng.integers(1, 5)), int(rng.integers(1, 6))
+    first = rng.choice([0.5, 1.0, 2.5, np.inf], (rows, cols))
+    first[0] = rng.uniform(0, 3, cols)                      # at least one link per column
+    step = rng.choice([0.5, 1.0, 3.0], (rows, cols))
+    k = rng.integers(1, 7, cols)
+    got = _kth_of_sequences(first, step, k)
+    for v in range(cols):
+        vals = sorted(first[i, v] + j * step[i, v] for i in range(rows) for j in range(10))
+        assert got[v] == vals[k[v] - 1]
+
+
+def test_first_hop_bound_is_the_proved_optimum_on_hetero64():
+    # 8 chunks from NPU 0; the farthest server is 3 slow hops (s) away, the root has 3 rails and 7 fast links (f):
+    # only 4 chunks can reach an NPU of it on another rail plane by f + 3s, the 8th needs 2f + 3s (docs/bounds.md,
+    # (g)); CP-SAT proves 2f + 3s optimal for every root (docs/studies/collectives.md)
+    from solvers import get_solver
+    from tacos_bench.topology.named import named_topology
+
+    p = Problem(named_topology("hetero64"), Collective("broadcast", 8, 64.0, root=0))
+    t = np.asarray(p.link_time_us)
+    f, s = float(t.min()), float(t.max())
+    b = lower_bounds(p)
+    assert b["distance_us"] == pytest.approx(f + 3 * s)
+    assert b["pipeline_us"] == pytest.approx(2 * f + 3 * s) and b["best_source"] == "pipeline"
+    for kind in ("broadcast", "reduce"):
+        q = Problem(p.topology, Collective(kind, 8, 64.0, root=5))
+        assert lower_bounds(q)["best_us"] == pytest.approx(2 * f + 3 * s)
+        r = get_solver("greedy_plus").solve(q, seed=0)
+        assert verify(q, r.schedule).collective_time_us == pytest.approx(2 * f + 3 * s, rel=1e-9)
+
+
+@pytest.mark.parametrize("name,kind,k,tight", [
+    ("hetero2x1x2", "broadcast", 2, True), ("hetero2x2x4", "reduce", 4, True),
+    ("unequal2-3-4", "broadcast", 4, False)])
+def test_first_last_hop_bounds_never_exceed_a_proved_optimum(name, kind, k, tight):
+    # CP-SAT's continuous model without this module's cuts: its proof does not use the bound under test
+    pytest.importorskip("ortools")
+    import tacos_bench.bounds as bounds_module
+    from solvers.exact.continuous import solve_continuous
+    from tacos_bench.topology.named import named_topology
+
+    p = Problem(named_topology(name), Collective(kind, k, 1.0, root=1))
+    b = lower_bounds(p)["pipeline_us"]
+    real = bounds_module._hop_slot_bounds
+    try:
+        bounds_module._hop_slot_bounds = lambda *args: 0.0
+        before = lower_bounds(p)["best_us"]
+    finally:
+        bounds_module._hop_slot_bounds = real
+    o = solve_continuous(p.mirror() if kind == "reduce" else p, time_limit_s=20, num_workers=8,
+                         skip_search_at_bound=False, cuts=["linkload", "symmetry", "tail"])
+    assert o.exact_time and o.proved_optimal
+    assert before * (1 + 1e-6) < b <= o.objective_us * (1 + 1e-9)
+    assert (b == pytest.approx(o.objective_us, rel=1e-9)) == tight
