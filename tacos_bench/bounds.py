@@ -1090,54 +1090,62 @@ def _kth_of_sequences(first: np.ndarray, step: np.ndarray, k: np.ndarray) -> np.
 def _hop_slot_bounds(g: _Graph, D: np.ndarray, row_of: dict[int, int], src: np.ndarray, dst: np.ndarray,
                      every: np.ndarray, moving: np.ndarray) -> float:
     """Pipeline bounds through the first and the last hop, per (source ``u``, NPU ``v``) with ``K >= 2``
-    chunks of ``u`` that ``v`` needs (docs/bounds.md, (g), first and last hop).
+    chunks of ``u`` that ``v`` needs (docs/bounds.md, (g), first and last hop): the max over them of
+    :func:`_hop_slot_times`."""
+    best = 0.0
+    work = 0
+    deg_in = int(np.diff(g.in_ptr).max(initial=0))
+    for u in np.unique(src[moving]).tolist():
+        mine = moving & (src == u)
+        K = np.bincount(dst[mine & ~every], minlength=g.n) + int((mine & every).sum())
+        K[u] = 0
+        work += (g.out_ptr[u + 1] - g.out_ptr[u] + deg_in) * int(K.max(initial=0)) * int((K >= 2).sum())
+        if work > HOP_SLOT_MAX_WORK:
+            break
+        best = max(best, float(_hop_slot_times(g, u, K, D[row_of[u]], row_of, D).max(initial=0.0)))
+    return best
+
+
+def _hop_slot_times(g: _Graph, u: int, K: np.ndarray, du: np.ndarray, row_of: dict[int, int] | None = None,
+                    D: np.ndarray | None = None) -> np.ndarray:
+    """Per NPU ``v``: the larger of the first-hop and the last-hop bound on when the ``K[v]`` chunks of
+    source ``u`` it needs can all have arrived (0 where ``K[v] < 2``: the distance says as much).
 
     First hop: the ``K`` chunks leave ``u`` on distinct transfers; the ``j``-th transfer on out-link ``l``
     ends no sooner than ``j t_l``, and its chunk then needs ``d(head(l), v)``: ``T`` is at least the
     ``K``-th smallest ``j t_l + d(head(l), v)``. Last hop: they first reach ``v`` on distinct transfers of its
-    in-links; those on in-link ``l`` all start no sooner than ``d(u, tail(l))``, so the ``j``-th of them ends
-    no sooner than ``d(u, tail(l)) + j t_l``: ``T`` is at least the ``K``-th smallest of those.
+    in-links; those on in-link ``l`` all start no sooner than ``du[tail(l)] = d(u, tail(l))``, so the ``j``-th
+    of them ends no sooner than ``d(u, tail(l)) + j t_l``: ``T`` is at least the ``K``-th smallest of those.
+    ``D[row_of[x]]``, when given, is the distance row of ``x`` (others are computed).
     """
     n = g.n
-    best = 0.0
-    rows: dict[int, np.ndarray] = {}
+    out = np.zeros(n)
+    cols = np.flatnonzero(K >= 2)
+    if cols.size == 0 or g.out_ptr[u + 1] == g.out_ptr[u]:
+        return out
+    k = K[cols]
 
     def dist_from(x: int) -> np.ndarray:
-        if x in row_of:
+        if row_of is not None and x in row_of:
             return D[row_of[x]]
-        if x not in rows:
-            rows[x] = _distance_row(g.out_ptr, g.dst, g.w, x, g.uniform)
-        return rows[x]
+        return _distance_row(g.out_ptr, g.dst, g.w, x, g.uniform)
 
+    links = np.arange(g.out_ptr[u], g.out_ptr[u + 1])
+    t_out = g.w[links]
+    first = np.vstack([dist_from(int(g.dst[l]))[cols] for l in links.tolist()]) + t_out[:, None]
+    out[cols] = _kth_of_sequences(first, np.broadcast_to(t_out[:, None], first.shape), k)
+    # in-links of each column as a padded matrix (the pad is an extra link that is never free)
     in_links = g.in_order
-    in_dst = np.repeat(np.arange(n), np.diff(g.in_ptr))
-    deg_in = int(np.diff(g.in_ptr).max(initial=0))
-    # in-links of each NPU as a padded matrix (the pad points at an extra link that is never free)
-    pad = np.full((n, deg_in), in_links.size, np.int64)
-    pos = np.arange(in_links.size) - g.in_ptr[in_dst]
-    pad[in_dst, pos] = np.arange(in_links.size)
+    deg = np.diff(g.in_ptr)
+    head = np.repeat(np.arange(n), deg)
+    pad = np.full((n, int(deg.max())), in_links.size, np.int64)
+    pad[head, np.arange(in_links.size) - g.in_ptr[head]] = np.arange(in_links.size)
+    pad = pad[cols].T
     t_in = np.append(g.w[in_links], 0.0)
-    tail_in = np.append(g.src[in_links], 0)
-    work = 0
-    for u in np.unique(src[moving]).tolist():
-        mine = moving & (src == u)
-        K = np.bincount(dst[mine & ~every], minlength=n) + int((mine & every).sum())
-        K[u] = 0
-        if K.max(initial=0) < 2 or g.out_ptr[u + 1] == g.out_ptr[u]:
-            continue
-        cols = np.flatnonzero(K >= 2)
-        k = K[cols]
-        work += (g.out_ptr[u + 1] - g.out_ptr[u] + deg_in) * int(k.max()) * cols.size
-        if work > HOP_SLOT_MAX_WORK:
-            break
-        out = np.arange(g.out_ptr[u], g.out_ptr[u + 1])
-        t_out = g.w[out]
-        first = np.vstack([dist_from(int(g.dst[l]))[cols] for l in out.tolist()]) + t_out[:, None]
-        best = max(best, float(_kth_of_sequences(first, np.broadcast_to(t_out[:, None], first.shape), k).max()))
-        links = pad[cols].T                                   # in-links of each column, padded: deg_in x |cols|
-        first_in = np.where(links < in_links.size, dist_from(u)[tail_in[links]] + t_in[links], np.inf)
-        best = max(best, float(_kth_of_sequences(first_in, t_in[links], k).max()))
-    return best
+    tail = np.append(g.src[in_links], 0)
+    first_in = np.where(pad < in_links.size, du[tail[pad]] + t_in[pad], np.inf)
+    out[cols] = np.maximum(out[cols], _kth_of_sequences(first_in, t_in[pad], k))
+    return out
 
 
 def lower_bounds(problem: Problem, *, distance_exact_max_npus: int = DISTANCE_EXACT_MAX_NPUS,
