@@ -1148,6 +1148,28 @@ def _hop_slot_times(g: _Graph, u: int, K: np.ndarray, du: np.ndarray, row_of: di
     return out
 
 
+def root_hop_bound_us(problem: Problem) -> float:
+    """The first- and last-hop pipeline bound (docs/bounds.md (g)) of a rooted Broadcast or Scatter from its
+    root alone: a few shortest-path searches (the root's and its out-neighbours'), for a solver's stopping
+    test; :func:`lower_bounds` includes it.
+
+    >>> from tacos_bench import Collective
+    >>> from tacos_bench.topology.generators import ring
+    >>> p = Problem(ring(4, bidirectional=False), Collective("broadcast", 3, 3))   # 3 chunks from NPU 0
+    >>> root_hop_bound_us(p) / float(p.link_time_us[0])    # the 3rd leaves at 2t, then 3 hops to NPU 3
+    5.0
+    """
+    g = _Graph(problem.topology, np.asarray(problem.link_time_us, dtype=np.float64))
+    root = int(problem.collective.root)
+    src, dst = np.asarray(problem.sources), np.asarray(problem.destinations)
+    every = dst < 0
+    mine = (every | (dst != src)) & (src == root)
+    K = np.bincount(dst[mine & ~every], minlength=g.n) + int((mine & every).sum())
+    K[root] = 0
+    du = _distance_row(g.out_ptr, g.dst, g.w, root, g.uniform)
+    return float(_hop_slot_times(g, root, K, du).max(initial=0.0))
+
+
 def lower_bounds(problem: Problem, *, distance_exact_max_npus: int = DISTANCE_EXACT_MAX_NPUS,
                  refine_max_npus: int = REFINE_MAX_NPUS, cut_max_npus: int = CUT_MAX_NPUS,
                  distance_samples: int = DISTANCE_SAMPLES, cut_sample_pins: int = CUT_SAMPLE_PINS,
