@@ -1061,6 +1061,13 @@ def _pipeline_bounds(g: _Graph, rg: _Graph, D: np.ndarray, row: np.ndarray, src:
     for u in np.unique(src[moving]).tolist():
         x = need[moving & (src == u)]
         best = max(best, _pipeline_bound(x, start_slots(t_out[optr[u]:optr[u + 1]], x.size)))
+    row_of = {int(u): int(r) for u, r in zip(src[moving].tolist(), row[moving].tolist())}
+    hop, complete = _hop_slot_bounds(g, D, row_of, src, dst, every, moving)
+    best = max(best, hop)
+    if complete and len(row_of) == 1:
+        # one source (Broadcast, Scatter): at every NPU its last-hop bound is at least the arrival bound below
+        # (each in-link's d(u, tail) + t >= d(u, v)), and the departure bound is at least the distance
+        return best
     # arrivals: per NPU, the distances its chunks have come (multicast chunks arrive everywhere)
     uni = moving & ~every
     for v in range(n):
@@ -1070,8 +1077,7 @@ def _pipeline_bounds(g: _Graph, rg: _Graph, D: np.ndarray, row: np.ndarray, src:
             rel = np.concatenate([rel, D[row[mine], v]])
         if rel.size:
             best = max(best, _pipeline_bound(rel, start_slots(t_in[iptr[v]:iptr[v + 1]], rel.size)))
-    row_of = {int(u): int(r) for u, r in zip(src[moving].tolist(), row[moving].tolist())}
-    return max(best, _hop_slot_bounds(g, D, row_of, src, dst, every, moving))
+    return best
 
 
 def _kth_of_sequences(first: np.ndarray, step: np.ndarray, k: np.ndarray) -> np.ndarray:
@@ -1088,10 +1094,10 @@ def _kth_of_sequences(first: np.ndarray, step: np.ndarray, k: np.ndarray) -> np.
 
 
 def _hop_slot_bounds(g: _Graph, D: np.ndarray, row_of: dict[int, int], src: np.ndarray, dst: np.ndarray,
-                     every: np.ndarray, moving: np.ndarray) -> float:
+                     every: np.ndarray, moving: np.ndarray) -> tuple[float, bool]:
     """Pipeline bounds through the first and the last hop, per (source ``u``, NPU ``v``) with ``K >= 2``
     chunks of ``u`` that ``v`` needs (docs/bounds.md, (g), first and last hop): the max over them of
-    :func:`_hop_slot_times`."""
+    :func:`_hop_slot_times`, and whether every source was done (``HOP_SLOT_MAX_WORK``)."""
     best = 0.0
     work = 0
     deg_in = int(np.diff(g.in_ptr).max(initial=0))
@@ -1101,9 +1107,9 @@ def _hop_slot_bounds(g: _Graph, D: np.ndarray, row_of: dict[int, int], src: np.n
         K[u] = 0
         work += (g.out_ptr[u + 1] - g.out_ptr[u] + deg_in) * int(K.max(initial=0)) * int((K >= 2).sum())
         if work > HOP_SLOT_MAX_WORK:
-            break
+            return best, False
         best = max(best, float(_hop_slot_times(g, u, K, D[row_of[u]], row_of, D).max(initial=0.0)))
-    return best
+    return best, True
 
 
 def _hop_slot_times(g: _Graph, u: int, K: np.ndarray, du: np.ndarray, row_of: dict[int, int] | None = None,

@@ -585,7 +585,7 @@ def test_first_last_hop_bounds_never_exceed_a_proved_optimum(name, kind, k, tigh
     b = lower_bounds(p)["pipeline_us"]
     real = bounds_module._hop_slot_bounds
     try:
-        bounds_module._hop_slot_bounds = lambda *args: 0.0
+        bounds_module._hop_slot_bounds = lambda *args: (0.0, False)
         before = lower_bounds(p)["best_us"]
     finally:
         bounds_module._hop_slot_bounds = real
