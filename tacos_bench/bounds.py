@@ -1061,7 +1061,8 @@ def _pipeline_bounds(g: _Graph, rg: _Graph, D: np.ndarray, row: np.ndarray, src:
     for u in np.unique(src[moving]).tolist():
         x = need[moving & (src == u)]
         best = max(best, _pipeline_bound(x, start_slots(t_out[optr[u]:optr[u + 1]], x.size)))
-    row_of = {int(u): int(r) for u, r in zip(src[moving].tolist(), row[moving].tolist())}
+    sources, first = np.unique(src[moving], return_index=True)
+    row_of = dict(zip(sources.tolist(), row[moving][first].tolist()))
     hop, complete = _hop_slot_bounds(g, D, row_of, src, dst, every, moving)
     best = max(best, hop)
     if complete and len(row_of) == 1:
@@ -1102,14 +1103,21 @@ def _hop_slot_bounds(g: _Graph, D: np.ndarray, row_of: dict[int, int], src: np.n
     work = 0
     deg_in = int(np.diff(g.in_ptr).max(initial=0))
     for u in np.unique(src[moving]).tolist():
-        mine = moving & (src == u)
-        K = np.bincount(dst[mine & ~every], minlength=g.n) + int((mine & every).sum())
-        K[u] = 0
+        K = _needed_from(u, g.n, src, dst, every, moving)
         work += (g.out_ptr[u + 1] - g.out_ptr[u] + deg_in) * int(K.max(initial=0)) * int((K >= 2).sum())
         if work > HOP_SLOT_MAX_WORK:
             return best, False
         best = max(best, float(_hop_slot_times(g, u, K, D[row_of[u]], row_of, D).max(initial=0.0)))
     return best, True
+
+
+def _needed_from(u: int, n: int, src: np.ndarray, dst: np.ndarray, every: np.ndarray,
+                 moving: np.ndarray) -> np.ndarray:
+    """Per NPU: how many of source ``u``'s moving chunks it needs (multicast chunks: every NPU but ``u``)."""
+    mine = moving & (src == u)
+    K = np.bincount(dst[mine & ~every], minlength=n) + int((mine & every).sum())
+    K[u] = 0
+    return K
 
 
 def _hop_slot_times(g: _Graph, u: int, K: np.ndarray, du: np.ndarray, row_of: dict[int, int] | None = None,
@@ -1154,26 +1162,31 @@ def _hop_slot_times(g: _Graph, u: int, K: np.ndarray, du: np.ndarray, row_of: di
     return out
 
 
-def root_hop_bound_us(problem: Problem) -> float:
-    """The first- and last-hop pipeline bound (docs/bounds.md (g)) of a rooted Broadcast or Scatter from its
-    root alone: a few shortest-path searches (the root's and its out-neighbours'), for a solver's stopping
-    test; :func:`lower_bounds` includes it.
+def root_pipeline_bound_us(problem: Problem) -> float:
+    """The pipeline bounds (docs/bounds.md (g)) of a rooted Broadcast or Scatter at its root alone: the
+    departure bound (each chunk leaves the root on its out-link slots, then needs its shortest time to its
+    farthest destination) and the first- and last-hop bounds; a few shortest-path searches (the root's and its
+    out-neighbours'), for a solver's stopping test. :func:`lower_bounds` includes both.
 
     >>> from tacos_bench import Collective
     >>> from tacos_bench.topology.generators import ring
     >>> p = Problem(ring(4, bidirectional=False), Collective("broadcast", 3, 3))   # 3 chunks from NPU 0
-    >>> root_hop_bound_us(p) / float(p.link_time_us[0])    # the 3rd leaves at 2t, then 3 hops to NPU 3
+    >>> root_pipeline_bound_us(p) / float(p.link_time_us[0])    # the 3rd leaves at 2t, then 3 hops to NPU 3
     5.0
     """
     g = _Graph(problem.topology, np.asarray(problem.link_time_us, dtype=np.float64))
     root = int(problem.collective.root)
+    du = _distance_row(g.out_ptr, g.dst, g.w, root, g.uniform)
+    if not np.isfinite(du).all():
+        return 0.0
     src, dst = np.asarray(problem.sources), np.asarray(problem.destinations)
     every = dst < 0
-    mine = (every | (dst != src)) & (src == root)
-    K = np.bincount(dst[mine & ~every], minlength=g.n) + int((mine & every).sum())
-    K[root] = 0
-    du = _distance_row(g.out_ptr, g.dst, g.w, root, g.uniform)
-    return float(_hop_slot_times(g, root, K, du).max(initial=0.0))
+    moving = every | (dst != src)
+    need = np.where(every, du.max(), du[np.maximum(dst, 0)])[moving & (src == root)]
+    t_out = g.w[g.out_ptr[root]:g.out_ptr[root + 1]]
+    departure = _pipeline_bound(need, start_slots(t_out, need.size)) if t_out.size else 0.0
+    K = _needed_from(root, g.n, src, dst, every, moving)
+    return max(departure, float(_hop_slot_times(g, root, K, du).max(initial=0.0)))
 
 
 def lower_bounds(problem: Problem, *, distance_exact_max_npus: int = DISTANCE_EXACT_MAX_NPUS,

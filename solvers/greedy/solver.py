@@ -384,36 +384,6 @@ def _attempt_seed(seed: int, attempt: int) -> int:
     return int(np.random.SeedSequence([int(seed), int(attempt)]).generate_state(1)[0] >> 1)
 
 
-def _departure_bound_us(problem: Problem) -> float:
-    """A lower bound of a Broadcast or Scatter (the pipeline bound at the root, docs/bounds.md): the root's
-    chunks leave it on its out-links, at most one per link per link time, and each still needs its shortest
-    time to its farthest destination; the chunks needing most leave first."""
-    topo, root = problem.topology, int(problem.collective.root)
-    t = np.asarray(problem.link_time_us, dtype=np.float64)
-    n = topo.num_npus
-    src, dst = topo.src.astype(np.int64), topo.dst.astype(np.int64)
-    dist = np.full(n, np.inf)
-    dist[root] = 0.0
-    for _ in range(n):      # Bellman-Ford, one round per hop of the longest shortest path
-        new = dist.copy()
-        np.minimum.at(new, dst, dist[src] + t)
-        if np.array_equal(new, dist):
-            break
-        dist = new
-    if not np.isfinite(dist).all():
-        return 0.0
-    dests = np.asarray(problem.destinations)
-    need = np.where(dests < 0, dist.max(), dist[np.maximum(dests, 0)])
-    need = np.sort(need[(dests < 0) | (dests != root)])[::-1]
-    t_out = t[topo.out_ptr[root]:topo.out_ptr[root + 1]]
-    if need.size == 0 or t_out.size == 0:
-        return 0.0
-    # every start slot up to the need.size-th: at most ceil(need.size / links) slowest-link times away
-    tau = float(np.ceil(need.size / t_out.size)) * float(t_out.max())
-    slots = np.sort(np.concatenate([np.arange(int(tau // tl) + 1) * tl for tl in t_out.tolist()]))[:need.size]
-    return float(np.max(need + slots))
-
-
 def _relabel_candidates(problem: Problem, run, opts: GreedyOptions, deadline, stats: dict):
     """``run(problem, opts, stats)``, then, while the best schedule is above a lower bound, ``greedy_plus``'s
     rooted candidates (Broadcast and Scatter, so Reduce and Gather too), the fastest kept (the first on a tie):
@@ -421,7 +391,7 @@ def _relabel_candidates(problem: Problem, run, opts: GreedyOptions, deadline, st
     ``RELABEL_RESTARTS`` seeds on up to ``relabel_tries`` relabelled copies (:func:`relabelling`, seeds of
     their own), each schedule mapped back to the NPU ids of ``problem``; a Broadcast's reservation candidate
     (``broadcast_reserve_tries``, :func:`reserve_broadcast`, against the full lower bound). The bound of the
-    first two is :func:`_departure_bound_us`. ``stats``: the first run's statistics, ``relabel_us`` (each
+    first two is :func:`tacos_bench.bounds.root_pipeline_bound_us`. ``stats``: the first run's statistics, ``relabel_us`` (each
     copy's time), ``relabel_chosen`` (the attempt kept, None: the labels as given), ``stop_bound_us``, and the
     reservation candidate's (``reserve_chosen`` when kept)."""
     sched = run(problem, opts, stats)
@@ -432,11 +402,11 @@ def _relabel_candidates(problem: Problem, run, opts: GreedyOptions, deadline, st
         return sched
     from tacos_bench.topology.relabel import relabel_problem, relabel_schedule
 
-    from tacos_bench.bounds import root_hop_bound_us
+    from tacos_bench.bounds import root_pipeline_bound_us
 
-    # a schedule at either bound is optimal: no copy or candidate can beat it (hetero64 Broadcast: the first
-    # run meets the first-hop bound, 5 % above the departure bound)
-    bound = max(_departure_bound_us(problem), root_hop_bound_us(problem))
+    # a schedule at the root's pipeline bounds is optimal: no copy or candidate can beat it (hetero64 Broadcast:
+    # the first run meets the first-hop bound, 5 % above the departure bound)
+    bound = root_pipeline_bound_us(problem)
     stats["stop_bound_us"] = bound
     ends = list(zip(stats.get("restart_ends", []), stats.get("makespans_us", [])))
     if problem.kind == SCATTER and reserve > 0 and sched.makespan_us > bound * (1 + 1e-9):
