@@ -82,6 +82,89 @@ def snapshot() -> dict[str, str]:
         out[key] = _digest(res.schedule, p) if res.schedule is not None else f"status {res.status}"
     out.update(_engines())
     out.update(_repairs())
+    out.update(_fabrics())
+    out.update(_larger())
+    return out
+
+
+FABRICS = ("switched8", "switched8_nvls", "switched8_sf", "leafspine2x4_2to1", "leafspine2x4_sharp", "dgx_h100x2")
+# greedy_plus with single candidates switched off: every option path of the portfolio
+PLUS_VARIANTS = ({}, {"tacos_candidate": False, "rarest_candidate": False}, {"decompose": False, "tree_candidate": False},
+                 {"baseline_candidates": False}, {"relabel_tries": 0, "reserve_tries": 0, "broadcast_reserve_tries": 0})
+
+
+def _solve_digest(solver, opts, p) -> str:
+    from solvers import get_solver
+    from tacos_bench.errors import TacosError
+
+    s = get_solver(solver)
+    if not s.supports(p.kind):
+        return "unsupported"
+    try:
+        res = s.solve(p, **opts)
+    except TacosError as e:
+        return "error: " + str(e).split("\n")[0]
+    return _digest(res.schedule, p) if res.schedule is not None else f"status {res.status}"
+
+
+def _fabrics() -> dict[str, str]:
+    """Switched fabrics: the greedy family, its candidate switches, the baselines and a repair."""
+    from solvers import get_solver
+    from solvers.repair import repair
+    from tacos_bench import Collective, Problem
+    from tacos_bench.errors import TacosError
+    from tacos_bench.faults import Fault
+    from tacos_bench.topology.named import named_topology
+    import numpy as np
+
+    out = {}
+    for topo in FABRICS:
+        t = named_topology(topo)
+        for kind in KINDS:
+            for cpn in (1, 2):
+                p = Problem(t, Collective(kind, cpn, 16.0, root=1 if kind in ("broadcast", "reduce", "gather",
+                                                                             "scatter") else 0))
+                for seed in (0, 1):
+                    out[f"fabric|{topo}|{kind}|{cpn}|greedy|s{seed}"] = _solve_digest("greedy", {"seed": seed}, p)
+                    for v in PLUS_VARIANTS:
+                        tag = ",".join(f"{k}={x}" for k, x in sorted(v.items()))
+                        out[f"fabric|{topo}|{kind}|{cpn}|greedy_plus[{tag}]|s{seed}"] = _solve_digest(
+                            "greedy_plus", {**v, "seed": seed}, p)
+                for b in BASELINES + ("nvls", "sharp"):
+                    out[f"fabric|{topo}|{kind}|{cpn}|{b}"] = _solve_digest(b, {}, p)
+        for kind in ("all_gather", "broadcast", "scatter", "all_to_all"):
+            p = Problem(t, Collective(kind, 1, 16.0, root=1))
+            for solver in ("greedy", "greedy_plus"):
+                try:
+                    healthy = get_solver(solver).solve(p).schedule
+                    link = int(np.flatnonzero(t.src == 0)[0])   # NPU 0's first out-link (its switch port)
+                    rep = repair(p, healthy, Fault(healthy.makespan_us / 2, links=((int(t.src[link]),
+                                                                                      int(t.dst[link])),)), solver)
+                    out[f"fabric_repair|{topo}|{kind}|{solver}"] = _digest(rep.schedule, p)
+                except TacosError as e:
+                    out[f"fabric_repair|{topo}|{kind}|{solver}"] = "error: " + str(e).split("\n")[0]
+    return out
+
+
+def _larger() -> dict[str, str]:
+    """Problems on which greedy_plus's costlier candidates run (reservations, relabelled copies, trees, tiers),
+    with its candidate switches one at a time."""
+    from tacos_bench import Collective, Problem
+    from tacos_bench.topology.named import named_topology
+
+    out = {}
+    for topo, kind, cpn, root in (("hetero64", "broadcast", 8, 5), ("hetero64", "scatter", 1, 5),
+                                  ("hetero64", "gather", 1, 3), ("hetero64", "reduce", 8, 5),
+                                  ("hetero_mesh4x4", "broadcast", 8, 5), ("hetero_mesh4x4", "all_gather", 4, 0),
+                                  ("hetero64", "all_gather", 2, 0), ("hetero64", "all_reduce", 1, 0),
+                                  ("torus8x8", "broadcast", 8, 7), ("random16d3s0", "reduce", 4, 1),
+                                  ("random16d3s0", "all_to_all", 1, 0), ("hetero64", "all_to_all", 1, 0),
+                                  ("three_tier2x2x2", "reduce_scatter", 2, 0)):
+        p = Problem(named_topology(topo), Collective(kind, cpn, 64.0, root=root))
+        for v in PLUS_VARIANTS:
+            tag = ",".join(f"{k}={x}" for k, x in sorted(v.items()))
+            out[f"larger|{topo}|{kind}|{cpn}|r{root}|greedy_plus[{tag}]"] = _solve_digest("greedy_plus", v, p)
+        out[f"larger|{topo}|{kind}|{cpn}|r{root}|greedy"] = _solve_digest("greedy", {}, p)
     return out
 
 
