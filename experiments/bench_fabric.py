@@ -45,7 +45,7 @@ def run(name: str, solver: str, kind: str, cpn: int, mib: float, seed: int) -> d
             "verified": ver.valid, "time_us": ver.collective_time_us, "bound_us": bound["best_us"],
             "bound_source": bound["best_source"],
             "ratio": ver.collective_time_us / bound["best_us"] if ver.valid else None,
-            "transfers": len(res.schedule), "chosen": res.stats.get("chosen")}
+            "transfers": len(res.schedule), "chosen": res.candidate}
 
 
 def main(argv=None) -> int:

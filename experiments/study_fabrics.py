@@ -988,10 +988,11 @@ def oversub_notes(c: Cases, g: dict) -> str:
 def portfolio_note(df: pd.DataFrame) -> str:
     """On how many cases greedy_plus's best seed kept a baseline's schedule (its ``baseline_candidates``)."""
     gp = df[(df["solver"] == "greedy_plus") & df["ok"]]
-    if gp.empty or "s_chosen" not in gp:
+    col = "candidate" if "candidate" in gp and gp["candidate"].notna().any() else "s_chosen"  # older tables
+    if gp.empty or col not in gp:
         return ""
     best = gp.loc[gp.groupby("case")["collective_time_us"].idxmin()]
-    kept = best["s_chosen"].astype(str)
+    kept = best[col].astype(str)
     kept = kept[kept.str.startswith("baseline:")].str.removeprefix("baseline:")
     if kept.empty:
         return ""

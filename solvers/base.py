@@ -112,6 +112,12 @@ class SolveResult:
     search_branches: int | None = None
     # anytime trace: (seconds since solve() started, incumbent µs or None, bound µs or None), in time order
     trace: tuple = ()
+    # a portfolio backend (solvers.portfolio): the candidate whose schedule this is, every candidate that ran
+    # ({name, time_s, makespan_us}) and every one skipped ({name, reason}); a composed collective's phases
+    # carry a "phase" key and the winner reads "rs:<name> ag:<name>"
+    candidate: str | None = None
+    candidates_tried: tuple = ()
+    candidates_skipped: tuple = ()
 
     def __post_init__(self):
         if self.status not in STATUSES:
@@ -159,6 +165,8 @@ class Solver(abc.ABC):
     Options: ClassVar[type[SolverOptions]] = SolverOptions
     # native outcome -> shared status; a backend without native statuses documents its one outcome
     STATUS_MAP: ClassVar[Mapping[str, str]] = {"schedule built": "feasible"}
+    # the statistics it may report (solvers.stats); None: not declared yet, not checked
+    Stats: ClassVar[Any] = None
 
     def options(self, values: Mapping[str, Any] | SolverOptions | None = None, **more) -> SolverOptions:
         """Validated options from a mapping and/or keywords (unknown names are rejected)."""
@@ -179,7 +187,13 @@ class Solver(abc.ABC):
         """
         opts = self.options(options, **more)
         self.check_supported(problem)
-        return self._solve(problem, opts)
+        return self._checked(self._solve(problem, opts))
+
+    def _checked(self, result: SolveResult) -> SolveResult:
+        """``result`` once its statistics are checked against :attr:`Stats` (solvers.stats)."""
+        if self.Stats is not None:
+            self.Stats.check(result.stats, self.name)
+        return result
 
     @abc.abstractmethod
     def _solve(self, problem: Problem, opts) -> SolveResult:
@@ -196,7 +210,7 @@ class Solver(abc.ABC):
             raise SolverError(f"only copy collectives resume from a state, not {problem.kind}")
         opts = self.options(options, **more)
         self.check_supported(problem)
-        return self._solve_from(problem, start, opts)
+        return self._checked(self._solve_from(problem, start, opts))
 
     def _solve_from(self, problem: Problem, start: StartState, opts) -> SolveResult:
         raise NotImplementedError

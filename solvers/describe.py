@@ -29,7 +29,8 @@ from .options import base_type
 
 def _type_name(annotation) -> str:
     typ, optional = base_type(annotation)
-    return typ.__name__ + (" or null" if optional else "")
+    name = f"list of {typing.get_args(typ)[0].__name__}" if typing.get_origin(typ) is tuple else typ.__name__
+    return name + (" or null" if optional else "")
 
 
 def format_default(value) -> str:

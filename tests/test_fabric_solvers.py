@@ -26,6 +26,8 @@ from tacos_bench.topology.fabrics import leaf_spine
 from tacos_bench.topology.named import build_topology, named_topology
 from tacos_bench.verify import check, verify
 
+from candidates import skipped, tried
+
 REL = 1e-9
 ROOTED = ("broadcast", "reduce", "gather", "scatter")
 
@@ -270,7 +272,7 @@ def test_sharp_tree_all_reduce_on_a_two_level_fabric():
     assert s.has_routes and {r.count(">") for r in s.route} == {2, 4}   # within a leaf, or through a spine
     assert s.makespan_us <= 1.20 * lower_bounds(p)["best_us"]
     plus = get_solver("greedy_plus").solve(p)
-    assert plus.stats["chosen"] == "in_switch_pipeline" and plus.schedule.makespan_us == pytest.approx(s.makespan_us)
+    assert plus.candidate == "in_switch_pipeline" and plus.schedule.makespan_us == pytest.approx(s.makespan_us)
     plain = get_solver("greedy_plus").solve(Problem(named_topology("leafspine2x4"), p.collective)).schedule
     assert plain.makespan_us >= 1.45 * s.makespan_us
 
@@ -294,7 +296,7 @@ def test_interleaved_in_switch_all_reduce(n, k):
     assert nvls_all_reduce(p).makespan_us == pytest.approx((n * k + n) * slot, rel=REL)
     if n == 8 and k == 8:
         plus = get_solver("greedy_plus").solve(p)
-        assert plus.stats["chosen"] == "in_switch_interleaved"
+        assert plus.candidate == "in_switch_interleaved"
         assert plus.schedule.makespan_us <= 1.05 * lower_bounds(p)["best_us"]
 
 
@@ -327,19 +329,16 @@ def test_greedy_plus_is_never_behind_a_baseline_on_a_small_fabric():
                 f"{kind}: greedy_plus {v.collective_time_us} µs behind {name} {vb.collective_time_us} µs"
 
 
-def test_baseline_candidates_off_is_the_greedy_alone(monkeypatch):
+def test_baseline_candidates_off_is_the_greedy_alone():
     p = Problem(named_topology("leafspine2x3_2to1"), Collective("gather", 1, 1.0, root=0))
     on = get_solver("greedy_plus").solve(p, seed=0)
     off = get_solver("greedy_plus").solve(p, seed=0, baseline_candidates=False)
-    assert on.stats["chosen"] == "baseline:binomial" and check(p, on.schedule).valid
-    own = {k: us for k, us in on.stats["candidates_us"].items() if not k.startswith("baseline:")}
-    assert set(off.stats["candidates_us"]) == set(own) and off.stats["chosen"] in own
+    assert on.candidate == "baseline:binomial" and check(p, on.schedule).valid
+    own = {k: us for k, us in tried(on).items() if not k.startswith("baseline:")}
+    assert set(tried(off)) == set(own) and off.candidate in own
     assert off.schedule.makespan_us == pytest.approx(min(own.values()), rel=REL)
     assert off.schedule.makespan_us > on.schedule.makespan_us * 1.05
-    assert "baseline_time_s" not in off.stats and "baselines_skipped" not in off.stats
-    # beyond the size cap no baseline runs, and the statistics say why
-    import solvers.greedy.fabric_solver as fabric_solver
-
-    monkeypatch.setattr(fabric_solver, "BASELINE_CANDIDATE_MAX_DELIVERIES", 1)
-    capped = get_solver("greedy_plus").solve(p, seed=0)
-    assert set(capped.stats["candidates_us"]) == set(own) and "deliveries" in capped.stats["baselines_skipped"]
+    assert skipped(off)["baseline:binomial"] == "baseline_candidates=false"
+    # beyond the budget no baseline runs, and the record says why
+    capped = get_solver("greedy_plus").solve(p, seed=0, baseline_max_deliveries=1)
+    assert set(tried(capped)) == set(own) and "deliveries" in skipped(capped)["baseline:binomial"]

@@ -20,6 +20,8 @@ from tacos_bench.topology import named_topology
 from tacos_bench.topology.relabel import random_relabelling
 from tacos_bench.verify import verify
 
+from candidates import skipped, tried
+
 REL = 1e-9
 
 
@@ -93,11 +95,12 @@ def test_root_pipeline_bound_is_a_lower_bound(name):
 def test_off_is_the_greedy_plus_of_before_and_greedy_untouched():
     p = Problem(named_topology("torus4x4"), Collective("broadcast", 8, 64.0, root=3))
     res = get_solver("greedy_plus").solve(p, relabel_tries=0, broadcast_reserve_tries=0)
-    assert "relabel_us" not in res.stats
+    assert "relabel_us" not in res.stats and skipped(res)["relabel"] == "relabel_tries=0"
     on = get_solver("greedy_plus").solve(p)
-    assert on.stats["relabel_chosen"] == 0 and on.objective_us < res.objective_us
+    assert on.candidate == "relabel" and on.stats["relabel_attempt"] == 0 and on.objective_us < res.objective_us
     g = get_solver("greedy").solve(p)
-    assert "relabel_us" not in g.stats
-    with pytest.raises(SolverError):                # an option of greedy_plus only
-        get_solver("greedy").solve(p, relabel_tries=1)
+    assert "relabel_us" not in g.stats and g.candidate == "rules"
+    # an option like any other: on greedy it runs the same candidate
+    g1 = get_solver("greedy").solve(p, relabel_tries=1)
+    assert "relabel" in tried(g1)
     assert np.isclose(on.objective_us, lower_bounds(p)["best_us"])

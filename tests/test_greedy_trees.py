@@ -15,6 +15,8 @@ from tacos_bench.topology import named_topology
 from tacos_bench.topology.generators import ring
 from tacos_bench.verify import verify
 
+from candidates import skipped, tried
+
 
 @pytest.mark.parametrize("seed", range(12))
 def test_min_arborescence_matches_networkx(seed):
@@ -74,7 +76,7 @@ def test_candidate_is_greedy_plus_only_and_skips_what_it_cannot_do():
     # hetero_mesh4x4: the rules meet the bound, so the candidate does not run (MI250, where it is kept, is in
     # tests/test_peer_topologies.py)
     p = Problem(named_topology("hetero_mesh4x4"), Collective("all_gather", 16, 64.0))
-    st = get_solver("greedy_plus").solve(p).stats
-    assert "trees" not in st["candidates_us"] and "trees_skipped" in st
-    assert "candidates_us" not in get_solver("greedy").solve(p).stats
+    r = get_solver("greedy_plus").solve(p)
+    assert "trees" not in tried(r) and "optimal" in skipped(r)["trees"]
+    assert skipped(get_solver("greedy").solve(p))["trees"] == "tree_candidate=false"
     assert tree_all_gather(Problem(named_topology("torus4x4"), Collective("broadcast", 2, 1.0))) is None

@@ -15,6 +15,8 @@ from tacos_bench.topology.named import named_topology
 from tacos_bench.topology.transforms import remove_npus
 from tacos_bench.verify import verify
 
+from candidates import skipped, tried
+
 RULES = [{}, {"imports": "near"}, {"imports": "near", "import_gate": 0.5}, {"imports": "group"},
          {"link_order": "fewest_first"}, {"chunk_order": "local_rarest"}, {"imports": "near", "group_matching": True}]
 
@@ -209,7 +211,7 @@ def test_decomposition_says_why_a_group_is_not_served():
     with pytest.raises(SolverError, match="direct link between every two NPUs of a group.*no link 0->2"):
         complete_group_links(p, detect_hierarchy(p).group)
     r = get_solver("greedy_plus").solve(p)
-    assert r.stats["chosen"] != "decomposition" and "no link 0->2" in r.stats["decomposition_skipped"]
+    assert r.candidate != "decomposition" and "no link 0->2" in skipped(r)["decomposition"]
     assert verify(p, r.schedule).valid
 
 
@@ -217,47 +219,47 @@ def test_greedy_plus_keeps_the_faster_of_greedy_and_decomposition():
     p = Problem(named_topology("hetero512"), Collective("all_gather", 1, 1024))
     r = get_solver("greedy_plus").solve(p)
     # the decomposition meets the drain bound: optimal, so neither the TACOS rule nor the rules run
-    assert r.stats["chosen"] == "decomposition" and set(r.stats["candidates_us"]) == {"decomposition"}
-    assert "optimal" in r.stats["tacos_skipped"] and "optimal" in r.stats["rules_skipped"]
+    assert r.candidate == "decomposition" and set(tried(r)) == {"decomposition"}
+    assert "optimal" in skipped(r)["tacos"] and "optimal" in skipped(r)["rules"]
     assert r.schedule.makespan_us == pytest.approx(r.stats["stop_bound_us"])
     off = get_solver("greedy_plus").solve(p, decompose=False)
-    us = off.stats["candidates_us"]
-    assert set(us) == {"tacos", "rules", "rarest"} and off.stats["chosen"] == "rules"
+    us = tried(off)
+    assert set(us) == {"tacos", "rules", "rarest"} and off.candidate == "rules"
     assert us["rules"] < min(us["tacos"], us["rarest"])
     assert r.schedule.makespan_us < off.schedule.makespan_us
     # hetero64: the decomposition takes 1985.42 µs, which the drain bound (since it counts a = T) proves
     # optimal: the other candidates do not run
     h = get_solver("greedy_plus").solve(Problem(named_topology("hetero64"), Collective("all_gather", 1, 1024)))
-    assert set(h.stats["candidates_us"]) == {"decomposition"} and "optimal" in h.stats["tacos_skipped"]
+    assert set(tried(h)) == {"decomposition"} and "optimal" in skipped(h)["tacos"]
     assert h.schedule.makespan_us == pytest.approx(1985.42, abs=0.01)
     # one tier: no decomposition; the TACOS rule meets the ingress bound on mesh4x4, so the rules do not run;
     # on torus3x3 it does not (1.5x), and the rules do (at the bound)
     mesh = Problem(named_topology("mesh4x4"), Collective("all_gather", 1, 16))
     rm = get_solver("greedy_plus").solve(mesh)
-    assert "one link speed tier" in rm.stats["decomposition_skipped"]
-    assert rm.stats["chosen"] == "tacos" and "rules_skipped" in rm.stats
+    assert "one link speed tier" in skipped(rm)["decomposition"]
+    assert rm.candidate == "tacos" and "rules" in skipped(rm)
     assert rm.schedule.makespan_us == pytest.approx(rm.stats["stop_bound_us"])
     rt = get_solver("greedy_plus").solve(Problem(torus2d(3, 3), Collective("all_gather", 1, 16)))
-    us = rt.stats["candidates_us"]
-    assert rt.stats["chosen"] == "rules" and us["rules"] == pytest.approx(rt.stats["stop_bound_us"])
+    us = tried(rt)
+    assert rt.candidate == "rules" and us["rules"] == pytest.approx(rt.stats["stop_bound_us"])
     assert us["tacos"] > 1.4 * us["rules"]
 
 
-def test_beyond_the_tiered_kernel_the_rules_run_as_decomposition_or_tacos(monkeypatch):
-    import solvers.greedy.solver as G
-
-    monkeypatch.setattr(G, "TIERED_MAX_PAIRS", 1)
+def test_beyond_the_tiered_kernel_the_rules_run_as_decomposition_or_tacos():
     p = Problem(hetero_cluster(2, 2, 4), Collective("all_gather", 1, 16))
-    r = get_solver("greedy_plus").solve(p)
-    assert r.stats["engine"] == "tiers" and r.stats["chosen"] == "decomposition" and verify(p, r.schedule).valid
+    r = get_solver("greedy_plus").solve(p, tiered_max_pairs=1)
+    assert r.stats["engine"] == "tiers" and r.candidate == "decomposition" and verify(p, r.schedule).valid
+    assert "tacos" in skipped(r) and "tiered_max_pairs" in skipped(r)["rules"]
     m = Problem(torus2d(3, 3), Collective("all_gather", 1, 16))
-    rm = get_solver("greedy_plus").solve(m, seed=4)
-    assert "TACOS rule" in rm.stats["rules_off"] and rm.stats["engine"] != "tiered"
+    rm = get_solver("greedy_plus").solve(m, seed=4, tiered_max_pairs=1)
+    assert rm.candidate == "tacos" and "tiered kernel does not run" in skipped(rm)["rules"]
+    assert rm.stats["engine"] != "tiered"
     tacos = get_solver("greedy").solve(m, seed=4, restart_work=1 << 12).schedule
     assert rm.schedule.sorted().to_frame().equals(tacos.sorted().to_frame())
-    # the rules on solver=greedy without the decomposition: the TACOS rule, and the record says why
-    rg = get_solver("greedy").solve(p, imports="near")
-    assert "decompose=false" in rg.stats["rules_off"] and verify(p, rg.schedule).valid
+    # the rules on solver=greedy beyond the budget, without the decomposition: the TACOS rule stands in
+    rg = get_solver("greedy").solve(p, imports="near", tiered_max_pairs=1)
+    assert rg.candidate == "tacos" and "decompose=false" in skipped(rg)["decomposition"]
+    assert verify(p, rg.schedule).valid
 
 
 def test_hier_streams_very_large_all_gathers(monkeypatch):
@@ -289,9 +291,9 @@ def test_counting_and_comparison_sorts_write_the_same_schedule(monkeypatch):
 def test_a_rule_option_on_greedy_runs_that_rule_alone():
     """The ablation measures each rule by itself: no TACOS or decomposition candidate unless asked for."""
     p = Problem(hetero_cluster(2, 2, 4), Collective("all_gather", 1, 16))
-    assert "candidates_us" not in get_solver("greedy").solve(p, imports="near").stats
+    assert set(tried(get_solver("greedy").solve(p, imports="near"))) == {"rules"}
     r = get_solver("greedy").solve(p, imports="near", tacos_candidate=True)
-    assert set(r.stats["candidates_us"]) <= {"tacos", "rules"} and "tacos" in r.stats["candidates_us"]
+    assert set(tried(r)) <= {"tacos", "rules"} and "tacos" in tried(r)
 
 
 def test_decomposition_with_rails_on_the_scale_engine(monkeypatch):

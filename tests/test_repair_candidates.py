@@ -18,6 +18,8 @@ from tacos_bench.topology import named_topology
 from tacos_bench.topology.generators import ring
 from tacos_bench.verify import verify
 
+from candidates import skipped, tried
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -89,7 +91,8 @@ def test_reversed_gather_resume_is_an_option():
     p, healthy, fault = _case("gather", "hetero64", 2, 1)
     both = repair(p, healthy, fault, "greedy", {"seed": 1}, replan=False)
     fwd = repair(p, healthy, fault, "greedy", {"seed": 1, "reversed_gather_resume": False}, replan=False)
-    assert "resume_reversed_us" in both.residual.stats and "resume_reversed_us" not in fwd.residual.stats
+    assert "reversed_gather" in tried(both.residual) and "reversed_gather" not in tried(fwd.residual)
+    assert skipped(fwd.residual)["reversed_gather"] == "reversed_gather_resume=false"
     assert both.schedule.makespan_us <= fwd.schedule.makespan_us * (1 + 1e-9)
     for r in (both, fwd):
         assert verify(p, r.schedule, fault).valid
@@ -121,7 +124,7 @@ def test_reservation_resume_plans_around_in_flight_transfers():
     p, healthy, fault = _case("all_to_all", "random32d3s1", 2, 0)
     on = repair(p, healthy, fault, "greedy", {"seed": 0})
     off = repair(p, healthy, fault, "greedy", {"seed": 0, "reserve_resume": False})
-    assert on.residual.stats.get("by_reservation") and "resume_reserve_us" not in off.residual.stats
+    assert on.residual.candidate == "reserve_resume" and "reserve_resume" not in tried(off.residual)
     assert on.schedule.makespan_us < 0.95 * off.schedule.makespan_us
     for r in (on, off):
         assert verify(p, r.schedule, fault).valid

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import solvers.greedy.engine as greedy_mod
-import solvers.greedy.solver as greedy_solver_mod
+import solvers.greedy.candidates as greedy_candidates_mod
 from solvers.greedy import GreedyOptions, GreedySolver, greedy_all_gather, pick_engine
 from tacos_bench import Collective, Problem, Schedule
 from tacos_bench.bounds import lower_bounds
@@ -225,7 +225,7 @@ def test_engine_and_output_choice():
 def test_solver_returns_compact_above_the_threshold(monkeypatch):
     monkeypatch.setattr(greedy_mod, "SCALE_MIN_PAIRS", 1)
     monkeypatch.setattr(greedy_mod, "COMPACT_MIN_ROWS", 100)
-    monkeypatch.setattr(greedy_solver_mod, "COMPACT_MIN_ROWS", 100)
+    monkeypatch.setattr(greedy_candidates_mod, "COMPACT_MIN_ROWS", 100)
     p = ag(mesh2d(6, 6))
     res = GreedySolver().solve(p, seed=0, restarts=3)
     c = res.schedule
@@ -402,7 +402,7 @@ def test_run_job_saves_and_verifies_a_compact_schedule(monkeypatch, tmp_path):
 
     monkeypatch.setattr(greedy_mod, "SCALE_MIN_PAIRS", 1)
     monkeypatch.setattr(greedy_mod, "COMPACT_MIN_ROWS", 100)
-    monkeypatch.setattr(greedy_solver_mod, "COMPACT_MIN_ROWS", 100)
+    monkeypatch.setattr(greedy_candidates_mod, "COMPACT_MIN_ROWS", 100)
     cfg = {"solver": {"name": "greedy"}, "topo": {"name": "mesh6x6", "kind": "mesh", "dims": [6, 6]},
            "collective": {"kind": "all_gather", "chunks_per_npu": 1, "buffer_mib": 64.0}, "seed": 0,
            "schedule_csv_max_rows": 10_000}

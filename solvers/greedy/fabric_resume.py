@@ -32,10 +32,11 @@ from tacos_bench.schedule import Schedule
 from ..base import StartState
 from ..fabric_routes import surviving_hops
 from .fabric import fabric_copy
-from .options import GreedyOptions, restart_count, restart_seeds
+from .fabric_solver import fabric_rules, seeds_of
+from .options import GreedyOptions
 
 
-def resume_fabric(problem: Problem, start: StartState, opts: GreedyOptions, plus: bool) -> tuple[Schedule, dict]:
+def resume_fabric(problem: Problem, start: StartState, opts: GreedyOptions) -> tuple[Schedule, dict]:
     """The copy collective of ``problem`` completed from ``start`` (times from the fault; see the module
     docstring), and its statistics."""
     links = np.asarray(start.links, bool)
@@ -44,10 +45,11 @@ def resume_fabric(problem: Problem, start: StartState, opts: GreedyOptions, plus
     hv, hc, ht = start.surviving_holds()
     free = np.zeros(problem.num_links) if start.link_free is None else np.asarray(start.link_free, np.float64)
     free = np.where(links, free, np.inf)
-    runs = restart_count(problem, opts)
-    seeds = [opts.seed] + [int(s % (2**63)) for s in restart_seeds(opts.seed, runs)[1:]]
-    rarest = "random" if opts.chunk_order == "random" else "rarest"
-    variants = [("rules", rarest, True), ("tacos", "random", False)] if plus else [("greedy", rarest, False)]
+    seeds = seeds_of(problem, opts)
+    # the fabric portfolio's rules and (tacos_candidate) TACOS's, seed by seed: the first on a tie
+    variants = [("rules", *fabric_rules(opts))]
+    if opts.tacos_candidate and variants[0][1:] != ("random", False):
+        variants.append(("tacos", "random", False))
     best: Schedule | None = None
     chosen = None
     for seed in seeds:

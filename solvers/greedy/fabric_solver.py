@@ -1,12 +1,23 @@
 """``greedy`` and ``greedy_plus`` on a switched fabric (docs/fabrics.md): every collective from
-:func:`solvers.greedy.fabric.fabric_copy`.
+:func:`solvers.greedy.fabric.fabric_copy`, as a portfolio of candidates (:mod:`solvers.portfolio`).
 
-``greedy`` keeps TACOS's rule (a random chunk the receiver needs); ``greedy_plus`` takes the rarest chunk and
-the best of several seeds, and for an All-Reduce on a switch that multicasts and reduces it also tries the
-in-network pipeline (:func:`solvers.in_switch.sharp_all_reduce`: one switch or a tree of switches that
-multicast and reduce), and (``baseline_candidates``) every registered baseline that takes the collective on the
-fabric, reached through the registry (the solver families stay independent), up to
-``BASELINE_CANDIDATE_MAX_DELIVERIES``; on ties the greedy's own schedule is kept.
+``rules``
+    the greedy with the options' rules: TACOS's random chunk order, or (``chunk_order`` other than ``random``)
+    the rarest chunk first; with ``imports`` other than ``all`` or a non-random order, NPUs import from their
+    own switch first (``local_first``); the best of the seeds ``restarts`` / ``restart_work`` ask for;
+``in_switch_interleaved`` / ``in_switch_pipeline``
+    (``in_switch_candidate``) an All-Reduce on a switch that multicasts and reduces: the in-network pipeline
+    (:func:`solvers.in_switch.interleaved_all_reduce` on one switch, :func:`solvers.in_switch.sharp_all_reduce`
+    on a tree of such switches);
+``tacos``
+    (``tacos_candidate``) the TACOS rule, up to ``tacos_max_pairs`` NPUs x chunks;
+``baseline:<name>``
+    (``baseline_candidates``) every registered backend of the baselines family that takes the collective on the
+    fabric, reached through the registry (the solver families stay independent), up to
+    ``baseline_max_deliveries`` (NPU, chunk) deliveries.
+
+They run in that order, which is also the tie order (the greedy's own schedule first), and stop once a schedule
+meets the fabric's lower bound (:func:`tacos_bench.bounds.cheap_bound_us`).
 
 Reduce-Scatter and Reduce are the copy mirrors on the reversed fabric (multicast becomes in-network reduction);
 All-Reduce is that Reduce-Scatter, then the All-Gather synthesized forward from its end state (each link free
@@ -18,65 +29,159 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
-
 from tacos_bench.collective import ALL_GATHER, ALL_REDUCE
 from tacos_bench.errors import SolverError
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import Schedule
 
 from ..compose import chunk_done_at_owner, link_last_use, mirrored
-from .fabric import fabric_copy
 from ..fabric_routes import build_hops, shared_hops
+from ..portfolio import Candidate, RunContext, Skip, run_portfolio
+from .fabric import fabric_copy
 from .options import GreedyOptions, restart_count, restart_seeds
 
-# greedy_plus runs the TACOS rule as a candidate up to this many NPUs x chunks
-TACOS_CANDIDATE_MAX_PAIRS = 1 << 18
-
-# greedy_plus runs the baselines as candidates (baseline_candidates) while the collective delivers at most this
-# many (NPU, chunk) pairs (NPUs x chunks; chunks alone for the unicast collectives, one destination each). Each
-# baseline's transfers are placed on the hops by a Python loop (solvers/baselines/fabric.py), 20-90 µs a delivery:
-# next to the greedy's Python loop of the unicast collectives that is 4-12 % (dgx_h100x4 ... dgx_h100x8 and
-# leafspine4x8 / leafspine8x8 All-to-All), next to its compiled kernel of the others 0.2-7x at every size
-# (leafspine4x8 All-Gather 0.15 s on 0.41 s, dgx_h100x4 0.30 s on 0.04 s; dgx_h100x16 1.1 s on 0.27 s, dgx_h100x32
-# 4.3 s on 1.6 s). At this cap the baselines add at most about 1 s (leafspine4x8 All-Reduce, 4 chunks per NPU) and
-# cover every 32-NPU case of the fabric study (docs/studies/fabrics.md)
-BASELINE_CANDIDATE_MAX_DELIVERIES = 1 << 12
-# their names in the statistics (``chosen``, ``candidates_us``): this prefix and the registered name
+# their names in the record: this prefix and the registered name
 BASELINE_PREFIX = "baseline:"
 
 # options of the point-to-point rules that a fabric run does not read (named in the run's statistics)
-_POINT_TO_POINT = ("imports", "import_gate", "link_order", "group_matching", "matching", "engine", "routing",
-                   "decompose", "tacos_candidate", "rarest_candidate", "relabel_tries")
+_POINT_TO_POINT = ("import_gate", "link_order", "group_matching", "matching", "engine", "routing", "decompose",
+                   "rarest_candidate", "tree_candidate", "relabel_tries", "reserve_tries", "broadcast_reserve_tries")
 
 
-def _chunk_order(opts: GreedyOptions) -> str:
-    return "random" if opts.chunk_order == "random" else "rarest"
+def fabric_rules(opts: GreedyOptions) -> tuple[str, bool]:
+    """``(chunk_order, local_first)`` of the fabric kernel for the options' rules: the rarest chunk first unless
+    the order is TACOS's random one; imports from the own switch first with any topology-aware rule."""
+    order = "random" if opts.chunk_order == "random" else "rarest"
+    return order, order != "random" or opts.imports != "all"
 
 
-def solve_fabric(problem: Problem, opts: GreedyOptions, plus: bool, deadline: float | None) -> tuple[Schedule, dict]:
-    """The best schedule of ``problem`` over the seeds ``opts`` asks for, and its statistics."""
-    with shared_hops():   # every run, mirrored phase and baseline candidate builds the fabric's hops once
-        return _solve_fabric(problem, opts, plus, deadline)
+def seeds_of(problem: Problem, opts: GreedyOptions) -> list[int]:
+    """The seeds of the runs (the first is the seed itself, so ``greedy_plus``'s TACOS candidate is
+    ``greedy``'s own run)."""
+    runs = restart_count(problem, opts)
+    return [opts.seed] + [int(s % (2**63)) for s in restart_seeds(opts.seed, runs)[1:]]
 
 
-def _baselines(problem: Problem) -> tuple[list, dict[str, str]]:
-    """``(name, backend)`` of every registered backend of the baselines family (the registry's metadata) that
-    declares the fabric capability and ``problem``'s collective, and why others could not be loaded."""
-    from ..base import CAP_FABRIC, available_solvers, get_solver, solver_family
+def _collective(problem: Problem, seed: int, order: str, local_first: bool) -> Schedule:
+    """One run of the fabric kernel, composed into ``problem``'s collective."""
+    def copy(p, **start):
+        # built once per fabric and chunk size inside solve_fabric's shared_hops block (also the reversed copy
+        # that each mirrored phase builds anew)
+        return fabric_copy(p, seed=seed, chunk_order=order, hops=build_hops(p.topology, p.chunk_bytes),
+                           local_first=local_first, **start)
 
-    out, refusals = [], {}
-    for name in available_solvers():
-        if solver_family(name) != "baselines":
-            continue
-        try:
-            baseline = get_solver(name)
-        except SolverError as e:   # its optional dependency is missing
-            refusals[name] = f"unavailable ({e})"
-            continue
-        if CAP_FABRIC in baseline.capabilities and baseline.supports(problem.kind):
-            out.append((name, baseline))
-    return out, refusals
+    if problem.collective.copies:
+        return copy(problem)
+    if problem.kind != ALL_REDUCE:
+        return mirrored(problem, copy)
+    rs = mirrored(problem, copy)
+    ag_problem = problem.with_collective(ALL_GATHER)
+    if not problem.collective.overlap:
+        return Schedule.concat([rs, copy(ag_problem).shifted(rs.makespan_us)])
+    free = link_last_use(problem, rs)
+    ready = chunk_done_at_owner(problem, rs)
+    return Schedule.concat([rs, copy(ag_problem, link_free=free, chunk_ready=ready)])
+
+
+class _Seeded(Candidate):
+    """The best of the seeds' runs of one rule (``_rule``)."""
+
+    def _rule(self, opts) -> tuple[str, bool]:
+        raise NotImplementedError
+
+    def run(self, problem, ctx):
+        order, local = self._rule(ctx.opts)
+        seeds = seeds_of(problem, ctx.opts)
+        best, spans, best_seed = None, [], None
+        for i, seed in enumerate(seeds):
+            if i and ctx.past_deadline():
+                break
+            s = _collective(problem, seed, order, local)
+            spans.append(s.makespan_us)
+            ctx.point(s.makespan_us)
+            if best is None or s.makespan_us < best.makespan_us * (1 - 1e-12):
+                best, best_seed = s, seed
+        ctx.run_stats[self.name] = {"engine": "fabric", "chunk_order_used": order, "restarts": len(seeds),
+                                    "restarts_run": len(spans), "makespans_us": spans, "best_seed": best_seed,
+                                    "transfers": len(best)}
+        return best
+
+    def warmup(self, problem, opts):
+        from .fabric import warmup_fabric
+
+        return _once("fabric", warmup_fabric)
+
+
+class FabricRules(_Seeded):
+    """The fabric greedy with the options' rules, the best of the seeds' runs."""
+
+    name = "rules"
+
+    def _rule(self, opts):
+        return fabric_rules(opts)
+
+
+class FabricTacos(_Seeded):
+    """The fabric greedy with the TACOS rule (random chunk, no local-first imports), up to ``tacos_max_pairs``
+    NPUs x chunks."""
+
+    name = "tacos"
+    switch = "tacos_candidate"
+    budget = ("tacos_max_pairs",)
+
+    def applies(self, problem, ctx):
+        if fabric_rules(ctx.opts) == ("random", False):
+            return "the options' own rules are TACOS's (candidate rules)"
+        if problem.num_npus * problem.num_chunks > ctx.opts.tacos_max_pairs:
+            return (f"{problem.num_npus} NPUs x {problem.num_chunks} chunks > tacos_max_pairs "
+                    f"({ctx.opts.tacos_max_pairs})")
+        return None
+
+    def _rule(self, opts):
+        return "random", False
+
+
+class InSwitchInterleaved(Candidate):
+    """All-Reduce on one switch that multicasts and reduces: owner changes interleaved (N K + 3 slots; the
+    owner-by-owner pipeline takes N K + N)."""
+
+    name = "in_switch_interleaved"
+    switch = "in_switch_candidate"
+
+    def applies(self, problem, ctx):
+        from ..in_switch import nvls_switch
+
+        if problem.kind != ALL_REDUCE:
+            return f"All-Reduce only (this is {problem.kind})"
+        return None if nvls_switch(problem.topology) is not None else "no switch that multicasts and reduces " \
+                                                                      "reaches every NPU"
+
+    def run(self, problem, ctx):
+        from ..in_switch import interleaved_all_reduce
+
+        return interleaved_all_reduce(problem)
+
+
+class InSwitchPipeline(Candidate):
+    """All-Reduce on a tree of switches that multicast and reduce (SHARP-like): the in-network pipeline."""
+
+    name = "in_switch_pipeline"
+    switch = "in_switch_candidate"
+
+    def applies(self, problem, ctx):
+        from ..in_switch import nvls_switch, reduction_tree
+
+        if problem.kind != ALL_REDUCE:
+            return f"All-Reduce only (this is {problem.kind})"
+        if nvls_switch(problem.topology) is not None:
+            return "one switch reaches every NPU (candidate in_switch_interleaved)"
+        return None if reduction_tree(problem.topology) is not None else "no tree of switches that multicast " \
+                                                                          "and reduce"
+
+    def run(self, problem, ctx):
+        from ..in_switch import sharp_all_reduce
+
+        return sharp_all_reduce(problem)
 
 
 def deliveries(problem: Problem) -> int:
@@ -84,120 +189,81 @@ def deliveries(problem: Problem) -> int:
     return problem.num_chunks * (1 if problem.collective.unicast else problem.num_npus)
 
 
-def _baselines_wanted(problem: Problem, opts: GreedyOptions) -> bool:
-    return opts.baseline_candidates and deliveries(problem) <= BASELINE_CANDIDATE_MAX_DELIVERIES
+class Baseline(Candidate):
+    """A registered baseline that takes the collective on the fabric, run through the registry."""
 
+    switch = "baseline_candidates"
+    budget = ("baseline_max_deliveries",)
 
-def warmup_baselines(problem: Problem, opts: GreedyOptions) -> float:
-    """Load the kernels of the baseline candidates of ``problem`` (their ``warmup``), so that no JIT falls inside
-    the greedy's clock; the seconds spent."""
-    if not _baselines_wanted(problem, opts):
-        return 0.0
-    return sum(baseline.warmup(problem, None) for _, baseline in _baselines(problem)[0])
+    def __init__(self, backend: str):
+        self.backend = backend
+        self.name = BASELINE_PREFIX + backend
 
+    def _solver(self):
+        from ..base import get_solver
 
-def baseline_candidates(problem: Problem, opts: GreedyOptions, deadline: float | None, found: dict, ends: list,
-                        notes: dict) -> None:
-    """Add to ``found`` (as ``baseline:<name>``) the schedule of every backend of :func:`_baselines`; one that
-    refuses, fails or returns no schedule is named in ``notes["baseline_refusals"]`` (why), and none starts
-    after ``deadline``."""
-    t0 = time.perf_counter()
-    baselines, refusals = _baselines(problem)
-    for i, (name, baseline) in enumerate(baselines):
-        if deadline is not None and time.perf_counter() > deadline:
-            notes["baselines_skipped"] = f"time limit reached: {', '.join(n for n, _ in baselines[i:])} not run"
-            break
+        return get_solver(self.backend)
+
+    def applies(self, problem, ctx):
+        from ..base import CAP_FABRIC
+
+        if deliveries(problem) > ctx.opts.baseline_max_deliveries:
+            return (f"{deliveries(problem)} (NPU, chunk) deliveries > baseline_max_deliveries "
+                    f"({ctx.opts.baseline_max_deliveries})")
         try:
-            res = baseline.solve(problem, {"seed": opts.seed})
+            solver = self._solver()
+        except SolverError as e:   # its optional dependency is missing
+            return f"unavailable ({e})"
+        if CAP_FABRIC not in solver.capabilities:
+            return "it does not model switches"
+        return None if solver.supports(problem.kind) else f"it does not support {problem.kind}"
+
+    def run(self, problem, ctx):
+        try:
+            res = self._solver().solve(problem, {"seed": ctx.opts.seed})
         except SolverError as e:   # e.g. nvls on a switch that does not reduce
-            refusals[name] = str(e)
-            continue
+            raise Skip(str(e)) from None
         except Exception as e:  # noqa: BLE001 - a candidate is optional: the greedy's own schedule remains
-            refusals[name] = f"failed ({type(e).__name__}: {e})"
-            continue
+            raise Skip(f"failed ({type(e).__name__}: {e})") from None
         if res.schedule is None or res.status not in ("optimal", "feasible"):
-            refusals[name] = f"returned {res.status} without a schedule"
-            continue
-        found[BASELINE_PREFIX + name] = res.schedule.to_schedule()
-        ends.append((time.perf_counter(), min(x.makespan_us for x in found.values())))
-    notes["baseline_time_s"] = time.perf_counter() - t0
-    if refusals:
-        notes["baseline_refusals"] = refusals
+            raise Skip(f"returned {res.status} without a schedule")
+        return res.schedule.to_schedule()
+
+    def warmup(self, problem, opts):
+        return self._solver().warmup(problem, None)
 
 
-def _solve_fabric(problem: Problem, opts: GreedyOptions, plus: bool, deadline: float | None) -> tuple[Schedule, dict]:
-    order = _chunk_order(opts)
-    runs = restart_count(problem, opts)
-    # the first run uses the seed itself (so greedy_plus's TACOS candidate is greedy's own run)
-    seeds = [opts.seed] + [int(s % (2**63)) for s in restart_seeds(opts.seed, runs)[1:]]
+def _baselines() -> tuple[Baseline, ...]:
+    """One candidate per registered backend of the baselines family (the registry's metadata, no import)."""
+    from ..base import _REGISTRY, solver_family
 
-    def copy_solve(p: Problem, seed: int, rules: bool, **start) -> Schedule:
-        # built once per fabric and chunk size inside solve_fabric's shared_hops block (also the reversed copy
-        # that each mirrored phase builds anew)
-        return fabric_copy(p, seed=seed, chunk_order=order if rules else "random",
-                           hops=build_hops(p.topology, p.chunk_bytes), local_first=rules, **start)
+    return tuple(Baseline(n) for n in _REGISTRY if solver_family(n) == "baselines")
 
-    def one(seed: int, rules: bool) -> Schedule:
-        def copy(p, **start):
-            return copy_solve(p, seed, rules, **start)
 
-        if problem.collective.copies:
-            return copy(problem)
-        if problem.kind != ALL_REDUCE:
-            return mirrored(problem, copy)
-        rs = mirrored(problem, copy)
-        ag_problem = problem.with_collective(ALL_GATHER)
-        if not problem.collective.overlap:
-            return Schedule.concat([rs, copy(ag_problem).shifted(rs.makespan_us)])
-        free = link_last_use(problem, rs)
-        ready = chunk_done_at_owner(problem, rs)
-        return Schedule.concat([rs, copy(ag_problem, link_free=free, chunk_ready=ready)])
+def fabric_candidates() -> tuple[Candidate, ...]:
+    """The fabric portfolio, in run (and tie) order."""
+    return (FabricRules(), InSwitchInterleaved(), InSwitchPipeline(), FabricTacos()) + _baselines()
 
-    found: dict[str, Schedule] = {}
-    ends = []
-    spans = []
+
+_LOADED: dict[str, float] = {}
+
+
+def _once(key: str, load) -> float:
+    if key in _LOADED:
+        return 0.0
     t0 = time.perf_counter()
-    # greedy: the TACOS rule; greedy_plus: its rules (rarest chunk, local-first imports, balanced unicast routes)
-    # and, as a candidate, the TACOS rule too (it is never behind it)
-    variants = [("rules", True), ("tacos", False)] if plus else [("greedy", opts.chunk_order != "random")]
-    notes = {}
-    if plus and problem.num_npus * problem.num_chunks > TACOS_CANDIDATE_MAX_PAIRS:
-        # measured on dgx_h100x128: the TACOS rule takes 247 s and ends 7.4x later than the rules (8.7 s)
-        variants = variants[:1]
-        notes["tacos_skipped"] = (f"{problem.num_npus} NPUs x {problem.num_chunks} chunks > "
-                                  f"{TACOS_CANDIDATE_MAX_PAIRS}: the TACOS rule is not a candidate at this size")
-    for i, seed in enumerate(seeds):
-        if i and deadline is not None and time.perf_counter() > deadline:
-            break
-        for name, rules in variants:
-            s = one(seed, rules)
-            spans.append(s.makespan_us)
-            if name not in found or s.makespan_us < found[name].makespan_us * (1 - 1e-12):
-                found[name] = s
-            ends.append((time.perf_counter(), min(x.makespan_us for x in found.values())))
-    if plus and problem.kind == ALL_REDUCE:
-        from ..in_switch import interleaved_all_reduce, nvls_switch, reduction_tree, sharp_all_reduce
+    load()
+    _LOADED[key] = time.perf_counter() - t0
+    return _LOADED[key]
 
-        if nvls_switch(problem.topology) is not None:
-            # one switch: owner changes interleaved (N K + 3 slots; the owner-by-owner pipeline takes N K + N)
-            found["in_switch_interleaved"] = interleaved_all_reduce(problem)
-            ends.append((time.perf_counter(), min(s.makespan_us for s in found.values())))
-        elif reduction_tree(problem.topology) is not None:   # a tree of such switches (SHARP-like)
-            found["in_switch_pipeline"] = sharp_all_reduce(problem)
-            ends.append((time.perf_counter(), min(s.makespan_us for s in found.values())))
-    if _baselines_wanted(problem, opts):
-        baseline_candidates(problem, opts, deadline, found, ends, notes)
-    elif opts.baseline_candidates:
-        notes["baselines_skipped"] = (f"{deliveries(problem)} (NPU, chunk) deliveries > "
-                                      f"{BASELINE_CANDIDATE_MAX_DELIVERIES}: no baseline is a candidate at this size")
-    # ties: the greedy's own schedules first, then the baselines in registry order
-    pref = {"rules": 0, "greedy": 0, "in_switch_interleaved": 1, "in_switch_pipeline": 1, "tacos": 2}
-    pref.update({k: 3 + i for i, k in enumerate(k for k in found if k not in pref)})
-    chosen = min(found, key=lambda k: (found[k].makespan_us, pref[k]))
-    stats = {"engine": "fabric", "chunk_order_used": order, "restarts": len(seeds),
-             "restarts_run": len(spans) // len(variants), "makespans_us": spans,
-             "best_seed": seeds[int(np.argmin(spans)) // len(variants)], "chosen": chosen,
-             "candidates_us": {k: s.makespan_us for k, s in found.items()}, "candidate_ends": ends,
-             "transfers": len(found[chosen]), "fabric_ignores": ",".join(_POINT_TO_POINT),
-             "fabric_time_s": time.perf_counter() - t0, **notes}
-    return found[chosen], stats
+
+def solve_fabric(problem: Problem, candidates, ctx: RunContext):
+    """The portfolio's result on ``problem`` (:class:`solvers.portfolio.PortfolioResult`)."""
+    from tacos_bench.bounds import cheap_bound_us
+
+    ctx.bound = lambda: cheap_bound_us(problem)
+    with shared_hops():   # every run, mirrored phase and baseline candidate builds the fabric's hops once
+        t0 = time.perf_counter()
+        out = run_portfolio(candidates, problem, ctx)
+    out.notes.update({"fabric_ignores": ",".join(_POINT_TO_POINT), "fabric_time_s": time.perf_counter() - t0})
+    return out

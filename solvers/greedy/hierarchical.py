@@ -46,6 +46,7 @@ from .options import COMPACT_MIN_ROWS
 from .decomposition import hier_compact_all_gather, warmup as decomposition_warmup
 from .engine import warmup as greedy_warmup
 from ..options import SolverOptions, option
+from .stats import GREEDY_STATS
 
 RAIL_ALGORITHMS = ("greedy", "ring")
 
@@ -117,6 +118,7 @@ class HierarchicalSolver(Solver):
     name = "hier"
     capabilities = frozenset({CAP_ALL_GATHER, CAP_REDUCE_SCATTER, CAP_ALL_REDUCE, CAP_OVERLAP, CAP_RANDOMIZED})
     Options = HierOptions
+    Stats = GREEDY_STATS
 
     def warmup(self, problem: Problem | None = None, opts: HierOptions | None = None) -> float:
         return greedy_warmup(("counted", "listed", "scale")) + decomposition_warmup()

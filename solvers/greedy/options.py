@@ -64,10 +64,32 @@ RAREST_WORK = 1 << 14
 TIERED_MAX_PAIRS = 1 << 25
 
 
+# the work limits of the candidates (their budget options' defaults; solvers/greedy/candidates.py)
+TREE_MAX_PAIRS = 1 << 14
+RESERVE_WORK = 1 << 23
+MULTICAST_WORK = 1 << 21
+# the fabric portfolio (solvers/greedy/fabric_solver.py): measured on dgx_h100x128, the TACOS rule takes 247 s and
+# ends 7.4x later than the rules (8.7 s), so beyond this many NPUs x chunks it is not a candidate
+TACOS_CANDIDATE_MAX_PAIRS = 1 << 18
+# the baselines on a fabric are candidates while the collective delivers at most this many (NPU, chunk) pairs
+# (NPUs x chunks; chunks alone for the unicast collectives). Each baseline's transfers are placed on the hops by a
+# Python loop (solvers/baselines/fabric.py), 20-90 µs a delivery: next to the greedy's Python loop of the unicast
+# collectives that is 4-12 % (dgx_h100x4 ... dgx_h100x8 and leafspine4x8 / leafspine8x8 All-to-All), next to its
+# compiled kernel of the others 0.2-7x at every size (leafspine4x8 All-Gather 0.15 s on 0.41 s, dgx_h100x4 0.30 s
+# on 0.04 s; dgx_h100x16 1.1 s on 0.27 s, dgx_h100x32 4.3 s on 1.6 s). At this cap the baselines add at most about
+# 1 s (leafspine4x8 All-Reduce, 4 chunks per NPU) and cover every 32-NPU case of the fabric study
+BASELINE_CANDIDATE_MAX_DELIVERIES = 1 << 12
+
+
 # ---------------------------------------------------------------------------- options
 @dataclass(frozen=True)
 class GreedyOptions(SolverOptions):
     """Options of the greedy (``docs/greedy.md`` has their exact meaning and measured effect)."""
+
+    candidates: tuple[str, ...] | None = option(
+        None, doc="the portfolio's candidates that may run, by name, in the portfolio's order, and plug-ins as "
+                  "module.path:Name run after them (null: every one whose switch option is on; python -m "
+                  "solvers.describe lists them)")
 
     chunk_order: str = option("random", choices=CHUNK_ORDERS,
                               doc="order in which a destination's candidate chunks are matched (random = TACOS)")
@@ -122,6 +144,40 @@ class GreedyOptions(SolverOptions):
                                                   "and keep the fastest schedule (greedy's own on ties; not "
                                                   "beyond BASELINE_CANDIDATE_MAX_DELIVERIES (NPU, chunk) "
                                                   "deliveries)")
+
+    relabel_tries: int = option(0, minimum=0,
+                                doc="Broadcast, Reduce, Scatter, Gather: while the schedule is above a lower "
+                                    "bound, also run the greedy (one seed) on up to this many relabelled copies "
+                                    "(NPUs numbered by hops from the root, then from its neighbours spread "
+                                    "apart; later tries rotate them, then random labels), each mapped back, "
+                                    "the fastest kept (0: off; more than 1 only on small problems with one "
+                                    "link speed, relabel_work)")
+    in_switch_candidate: bool = option(False, doc="All-Reduce on a switched fabric whose switches multicast and "
+                                                  "reduce: also build the in-network pipeline (one switch: owner "
+                                                  "changes interleaved; a tree of switches: SHARP-like), the "
+                                                  "faster kept")
+    # budgets: the work limits that decide whether (and how far) a candidate runs
+    tiered_max_pairs: int = option(TIERED_MAX_PAIRS, minimum=1,
+                                   doc="budget of the topology-aware rules on an All-Gather: from this many "
+                                       "NPUs x chunks on, the tier decomposition runs instead (or, without one, "
+                                       "the TACOS rule on the scale engine)")
+    rarest_work: int = option(RAREST_WORK, minimum=1, doc="budget of candidate rarest: up to 4 seeds while NPUs x "
+                                                          "chunks x seeds stays within it")
+    tree_max_pairs: int = option(TREE_MAX_PAIRS, minimum=0, doc="budget of candidate trees: at most this many "
+                                                                "NPUs x chunks")
+    reserve_work: int = option(RESERVE_WORK, minimum=1, doc="budget of candidate reserve_scatter: runs while "
+                                                            "chunks x links x runs stays within it (at least one)")
+    relabel_work: int = option(RELABEL_WORK, minimum=1, doc="budget of candidate relabel: copies beyond the first "
+                                                            "while NPUs x chunks x copies stays within it")
+    broadcast_reserve_work: int = option(MULTICAST_WORK, minimum=1,
+                                         doc="budget of candidate reserve_broadcast: (chunk, NPU) requests x links "
+                                             "x runs (none when one run exceeds it)")
+    tacos_max_pairs: int = option(TACOS_CANDIDATE_MAX_PAIRS, minimum=0,
+                                  doc="budget of candidate tacos on a switched fabric: at most this many NPUs x "
+                                      "chunks")
+    baseline_max_deliveries: int = option(BASELINE_CANDIDATE_MAX_DELIVERIES, minimum=0,
+                                          doc="budget of the baseline candidates on a switched fabric: at most "
+                                              "this many (NPU, chunk) deliveries")
 
     routing: str = option("balanced", choices=ROUTINGS,
                           doc="unicast data (gather, scatter, all_to_all): balanced = one shortest path per chunk "
@@ -198,14 +254,10 @@ class GreedyPlusOptions(GreedyOptions):
                                                               "(see greedy)")
     # torus4x4/torus8x8 Broadcast and Reduce, 8 chunks: every root at the pipeline bound for seeds 0-19 with 3
     # (with 1: for most seeds, but 7 of 64 roots with seeds 7, 11, 14, 18, 19; without: 1 of 16 and 7 of 64);
-    # each copy costs about one more run (docs/greedy.md), so copies beyond the first obey RELABEL_WORK
-    relabel_tries: int = option(3, minimum=0,
-                                doc="Broadcast, Reduce, Scatter, Gather: while the schedule is above a lower "
-                                    "bound, also run the greedy (one seed) on up to this many relabelled copies "
-                                    "(NPUs numbered by hops from the root, then from its neighbours spread "
-                                    "apart; later tries rotate them, then random labels), each mapped back, "
-                                    "the fastest kept (0: off; more than 1 only on small problems with one "
-                                    "link speed, RELABEL_WORK)")
+    # each copy costs about one more run (docs/greedy.md), so copies beyond the first obey relabel_work
+    relabel_tries: int = option(3, minimum=0, doc="relabelled copies of a rooted problem (see greedy)")
+    # switched8_nvls / leafspine SHARP-like All-Reduce: the in-network pipeline is the one at the bound there
+    in_switch_candidate: bool = option(True, doc="in-network All-Reduce pipelines on fabrics (see greedy)")
 
 
 def restart_seeds(seed: int, restarts: int) -> np.ndarray:

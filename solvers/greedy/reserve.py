@@ -29,12 +29,12 @@ from tacos_bench.schedule import COPY, Schedule
 from ..base import StartState
 
 from . import _kernel_reserve as K
+from .options import MULTICAST_WORK, RESERVE_WORK
 
 # the candidate runs up to this many NPUs x chunks (its pool and probes grow with both)
 RESERVE_MAX_PAIRS = 1 << 22
-# tie orders tried: at most reserve_tries, and no more than this work over (chunks x links) per order, at least 1
-# (hetero64: 204 orders at most; hetero512: 2, each ~50 ms)
-RESERVE_WORK = 1 << 23
+# tie orders tried: at most reserve_tries, and no more than RESERVE_WORK (the option reserve_work's default)
+# over (chunks x links) per order, at least 1 (hetero64: 204 orders at most; hetero512: 2, each ~50 ms)
 # Scatter/Gather rounds: a late chunk gains this many times (chunks / bound) priority per µs late (the first
 # order ranks the chunks 0, -1, -2, ...). hetero64, 64 roots x 4 seeds, every pair at the bound either way:
 # 3.6 runs a root on average (16 at most) against 16.3 (97) with independent tie orders; gain 2: 5.9, 8: 7.7
@@ -46,7 +46,7 @@ SCATTER_LATE_GAIN = 4.0
 # runs; 16 chunks, 8 seeds, none above 1.0035x; with one kind of order, NPU by NPU, every 100 runs: 17 of 512
 # (32 seeds) and none; docs/greedy.md, *broadcast_reserve_tries*)
 MULTICAST_MAX_REQUESTS = 1 << 14
-MULTICAST_WORK = 1 << 21
+# (the work cap, MULTICAST_WORK, is the option broadcast_reserve_work's default)
 SQUEAKY_ROUNDS = 40
 SQUEAKY_REQUESTS_PER_ROUND = 4      # ... or one per this many requests, if more (hetero_mesh4x4, 16 chunks: 60)
 # the kinds of fresh order in turn (0: by the ideal pipeline's time, 1: by chunk, 2: NPU by NPU)
@@ -141,7 +141,7 @@ def reserve_schedule(problem: Problem, *, seed: int, tries: int, bound_us: float
 
 def reserve_broadcast(problem: Problem, *, seed: int, tries: int, bound_us: float | None = None,
                       deadline: float | None = None, stats: dict | None = None,
-                      beat_us: float | None = None) -> Schedule | None:
+                      beat_us: float | None = None, work: int = MULTICAST_WORK) -> Schedule | None:
     """The fastest of up to ``tries`` reservation runs of a Broadcast (:func:`K.reserve_multicast`), request
     orders from ``seed``: every ``SQUEAKY_ROUNDS`` runs (one per ``SQUEAKY_REQUESTS_PER_ROUND`` requests if
     more) a fresh order, the kinds ``SQUEAKY_KINDS`` in turn (NPU by NPU, by the request's time in an ideal
@@ -150,8 +150,8 @@ def reserve_broadcast(problem: Problem, *, seed: int, tries: int, bound_us: floa
     ``bound_us`` (default: the problem's lower bound, :func:`tacos_bench.bounds.lower_bounds`) gains priority
     in proportion to its lateness, and the next run serves requests by priority (ties at random). Stops at
     the bound, after ``deadline`` (checked between batches of runs; the first run always completes) or at
-    ``MULTICAST_WORK``; ``None`` for another collective, beyond ``MULTICAST_MAX_REQUESTS`` or
-    ``MULTICAST_WORK`` for one run, or when ``beat_us`` (a schedule already found) is at the bound.
+    ``work`` (requests x links x runs); ``None`` for another collective, beyond ``MULTICAST_MAX_REQUESTS`` or
+    ``work`` for one run, or when ``beat_us`` (a schedule already found) is at the bound.
 
     >>> from tacos_bench import Collective
     >>> from tacos_bench.topology.generators import mesh2d
@@ -166,7 +166,7 @@ def reserve_broadcast(problem: Problem, *, seed: int, tries: int, bound_us: floa
     topo = problem.topology
     N, C, root = problem.num_npus, problem.num_chunks, int(problem.collective.root)
     P = C * (N - 1)
-    if P <= 0 or P > MULTICAST_MAX_REQUESTS or P * topo.num_links > MULTICAST_WORK:
+    if P <= 0 or P > MULTICAST_MAX_REQUESTS or P * topo.num_links > work:
         return None
     if bound_us is None:
         from tacos_bench.bounds import lower_bounds
@@ -182,7 +182,7 @@ def reserve_broadcast(problem: Problem, *, seed: int, tries: int, bound_us: floa
     npus = np.delete(np.arange(N, dtype=np.int64), root)
     req_npu = np.repeat(npus, C)
     req_chunk = np.tile(np.arange(C, dtype=np.int64), N - 1)
-    tries = int(min(tries, max(1, MULTICAST_WORK // max(P * t.size, 1))))
+    tries = int(min(tries, max(1, work // max(P * t.size, 1))))
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0xB0CA]))
     # every NPU but the root receives every chunk once: a run writes exactly P transfers
     out = tuple(np.empty(P, dt) for dt in (np.int64, np.int64, np.float64, np.float64))

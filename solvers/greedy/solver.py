@@ -1,4 +1,14 @@
-"""The ``greedy`` and ``greedy_plus`` backends: the run of a collective, and ``greedy_plus``'s candidates."""
+"""The ``greedy`` and ``greedy_plus`` backends: a portfolio of candidates per network kind.
+
+Both backends are the same portfolio (:mod:`solvers.portfolio`) run on every copy problem a collective is
+composed of (:func:`solvers.compose.solve_collective`): on point-to-point topologies
+:data:`solvers.greedy.candidates.COPY_CANDIDATES`, on switched fabrics
+:func:`solvers.greedy.fabric_solver.fabric_candidates`, resumed from a state (a repair)
+:data:`RESUME_CANDIDATES`. Which candidates run is a matter of options only: ``greedy``'s defaults leave the
+TACOS rule alone (candidate ``rules``), ``greedy_plus``'s switch every candidate on; ``solver.candidates``
+narrows the list by name or adds a plug-in by import path. The record names the winner (``candidate``), every
+candidate tried (``candidates_tried``) and every one skipped with its reason (``candidates_skipped``).
+"""
 
 from __future__ import annotations
 
@@ -8,9 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from tacos_bench.collective import (ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, BROADCAST, GATHER, REDUCE, REDUCE_SCATTER,
-                                    SCATTER)
-from tacos_bench.errors import SolverError
+from tacos_bench.collective import ALL_GATHER, ALL_TO_ALL, GATHER, SCATTER
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import Schedule
 
@@ -18,169 +26,73 @@ from ..base import (CAP_FABRIC, CAP_FROM_STATE, CAP_ALL_GATHER, CAP_ALL_REDUCE, 
                     CAP_OVERLAP, CAP_RANDOMIZED, CAP_REDUCE, CAP_REDUCE_SCATTER, CAP_SCATTER, CAP_THREADS,
                     CAP_TIME_LIMIT, Solver, SolveResult, StartState)
 from ..compose import solve_collective
+from ..portfolio import SKIP_TIME_LIMIT, Candidate, PortfolioResult, RunContext, record_fields, run_portfolio, select
+from .candidates import COPY_CANDIDATES, PREFER, Rules, greedy_run, stop_bound, _once
+from .options import RESUME_RESERVE_TRIES, RESUME_RESERVE_WORK, GreedyOptions, GreedyPlusOptions
+from .stats import GREEDY_STATS
+from .relabelling import relabelling  # noqa: F401 - its home before the candidates moved out
 
-from .options import (AUTO_RESTARTS_MAX, COMPACT_MIN_ROWS, RAREST_WORK, RELABEL_RESTARTS, RELABEL_WORK,
-                      RESUME_RESERVE_TRIES, RESUME_RESERVE_WORK, TIERED_MAX_PAIRS,
-                      GreedyOptions, GreedyPlusOptions,
-                      restart_count)
-from .decomposition import hier_compact_all_gather, warmup as decomposition_warmup
-from .engine import gather_resume_reversed, greedy_all_gather, kernel_for, warmup
-from .fabric import warmup_fabric
-from .reserve import reserve_broadcast, reserve_schedule, warmup as reserve_warmup
-from .trees import TREE_MAX_PAIRS, tree_all_gather, warmup as trees_warmup
+# ---------------------------------------------------------------------------- resumed from a state
+class ReversedGather(Candidate):
+    """A gather's remainder built time-reversed, as a scatter from the root to each chunk's holder nearest it
+    (``reversed_gather_resume``; routing=balanced)."""
 
-_fabric_warm: dict = {}   # the fabric kernel's compile time, once per process
-_reserve_warm: list = []  # the reservation kernel's load time, once per process
-_trees_warm: list = []    # the tree candidate's load time, once per process
+    name = "reversed_gather"
+    switch = "reversed_gather_resume"
 
+    def applies(self, problem, ctx):
+        if problem.kind != GATHER:
+            return f"Gather only (this is {problem.kind})"
+        return None if ctx.opts.routing == "balanced" else "routing=adaptive"
 
-# ---------------------------------------------------------------------------- the solver
-class GreedySolver(Solver):
-    """TACOS greedy link-chunk matching (All-Gather; RS/AR by composition, :mod:`solvers.compose`).
+    def run(self, problem, ctx):
+        from .engine import gather_resume_reversed
 
-    Options: :class:`GreedyOptions`. ``time_limit_s`` stops starting new restarts once exceeded (the
-    first always completes); ``threads`` (0 = one per usable core) drives the scale engine's partitions
-    and changes the speed, never the schedule.
-    """
-
-    name = "greedy"
-    capabilities = frozenset({CAP_ALL_GATHER, CAP_REDUCE_SCATTER, CAP_ALL_REDUCE, CAP_BROADCAST, CAP_REDUCE,
-                              CAP_GATHER, CAP_SCATTER, CAP_ALL_TO_ALL, CAP_RANDOMIZED, CAP_TIME_LIMIT, CAP_THREADS,
-                              CAP_OVERLAP, CAP_FROM_STATE, CAP_FABRIC})
-    Options = GreedyOptions
-    STATUS_MAP = {"schedule built": "feasible"}
-
-    def warmup(self, problem: Problem | None = None, opts: GreedyOptions | None = None) -> float:
-        opts = opts or self.Options()
-        if problem is None:
-            return warmup() + decomposition_warmup() + warmup_fabric()
-        if problem.topology.is_fabric:
-            from .fabric_solver import warmup_baselines
-
-            jit = _fabric_warm.setdefault("s", warmup_fabric()) if not _fabric_warm else 0.0
-            return jit + warmup_baselines(problem, opts)
-        jit = warmup(tuple(sorted({kernel_for(p, opts) for p in _phases(problem)})))
-        if (opts.reserve_tries and problem.kind in (SCATTER, GATHER)
-                or opts.broadcast_reserve_tries and problem.kind in (BROADCAST, REDUCE)) and not _reserve_warm:
-            t0 = time.perf_counter()
-            reserve_warmup()
-            _reserve_warm.append(time.perf_counter() - t0)
-            jit += _reserve_warm[0]
-        if opts.tree_candidate and problem.kind in (ALL_GATHER, REDUCE_SCATTER, ALL_REDUCE) \
-                and problem.num_npus * problem.num_chunks <= TREE_MAX_PAIRS and not _trees_warm:
-            t0 = time.perf_counter()
-            trees_warmup()
-            _trees_warm.append(time.perf_counter() - t0)
-            jit += _trees_warm[0]
-        return jit + (decomposition_warmup() if opts.decompose else 0.0)
-
-    def _solve(self, problem: Problem, opts: GreedyOptions) -> SolveResult:
-        if problem.topology.is_fabric:
-            return self._solve_fabric(problem, opts)
-        jit_s = self.warmup(problem, opts)
-        threads = opts.num_threads
-        t0 = time.perf_counter()
-        deadline = None if opts.time_limit_s is None else t0 + float(opts.time_limit_s)
-        phases: list[dict] = []
-
-        # an All-Gather on its own may come back compact (tacos_bench.compact) when it is very large;
-        # Reduce-Scatter and All-Reduce are composed from tables
-        output = "auto" if problem.kind == ALL_GATHER else "table"
-
-        def ag_solve(ag_problem: Problem) -> Schedule:
-            st: dict = {}
-            if ag_problem.kind == GATHER and opts.routing == "balanced":
-                # a gather is the time-reversed scatter on the reversed links (as a reduce is a broadcast's):
-                # its root sends the farthest chunks first, which a sink cannot arrange
-                rev = Problem(ag_problem.topology.reversed(), replace(ag_problem.collective, kind=SCATTER))
-                sched = _relabel_candidates(
-                    rev, lambda q, o, s: greedy_all_gather(q, seed=o.seed, deadline=deadline, opts=o, stats=s,
-                                                           output="table", threads=threads),
-                    opts, deadline, st).time_reversed()
-                st["by_reversal"] = True
-            else:
-                sched = _all_gather_candidates(ag_problem, opts, deadline, st, output, threads)
-            st["anytime_points"] = st.pop("candidate_ends", None) or list(zip(st.get("restart_ends", []),
-                                                                               st.get("makespans_us", [])))
-            phases.append(st)
-            return sched
-
-        sched = solve_collective(problem, ag_solve)
-        dt = time.perf_counter() - t0
-        stats: dict[str, Any] = {"jit_warmup_s": jit_s}
-        points = [st.pop("anytime_points", None) or [] for st in phases]
-        for st in phases:
-            st.pop("restart_ends", None)
-        if len(phases) == 1:
-            stats.update(phases[0])
-        else:
-            for name, st in zip(("rs", "ag"), phases):
-                stats.update({f"{name}_{k}": v for k, v in st.items()})
-            stats["transfers"] = len(sched)
-        timed_out = deadline is not None and any(st["restarts_run"] < st["restarts"] for st in phases)
-        msg = "time limit reached: fewer restarts than asked" if timed_out else ""
-        # anytime: the best schedule so far after each restart or candidate (a composed collective's phases
-        # are not the collective: its trace is the end point only)
-        trace = _anytime(points[0], t0) if len(phases) == 1 else []
-        trace.append((dt, sched.makespan_us, None))
-        return SolveResult("feasible", sched, objective_us=sched.makespan_us, solve_time_s=dt, stats=stats,
-                           message=msg, stop_reason="time_limit" if timed_out else "finished", trace=tuple(trace))
-
-    def _solve_fabric(self, problem: Problem, opts: GreedyOptions) -> SolveResult:
-        """A switched fabric: :mod:`solvers.greedy.fabric_solver` (no compiled kernel)."""
-        from .fabric_solver import solve_fabric
-
-        jit_s = self.warmup(problem, opts)
-        t0 = time.perf_counter()
-        deadline = None if opts.time_limit_s is None else t0 + float(opts.time_limit_s)
-        sched, stats = solve_fabric(problem, opts, plus=isinstance(self, GreedyPlusSolver), deadline=deadline)
-        stats["jit_warmup_s"] = jit_s
-        dt = time.perf_counter() - t0
-        timed_out = stats["restarts_run"] < stats["restarts"]
-        trace = _anytime(stats.pop("candidate_ends"), t0)
-        trace.append((dt, sched.makespan_us, None))
-        return SolveResult("feasible", sched, objective_us=sched.makespan_us, solve_time_s=dt, stats=stats,
-                           message="time limit reached: fewer restarts than asked" if timed_out else "",
-                           stop_reason="time_limit" if timed_out else "finished", trace=tuple(trace))
-
-    def _solve_from(self, problem: Problem, start: StartState, opts: GreedyOptions) -> SolveResult:
-        """The copy collective of ``problem`` completed from ``start`` (times from 0; solvers.repair places them)."""
-        if problem.topology.is_fabric:
-            from .fabric_resume import resume_fabric
-
-            jit_s = self.warmup(problem, opts)
-            t0 = time.perf_counter()
-            sched, st = resume_fabric(problem, start, opts, plus=isinstance(self, GreedyPlusSolver))
-            return SolveResult("feasible", sched, objective_us=sched.makespan_us,
-                               solve_time_s=time.perf_counter() - t0, stats={"jit_warmup_s": jit_s, **st},
-                               stop_reason="finished")
-        jit_s = warmup((kernel_for(problem, opts, resume=True),))
-        t0 = time.perf_counter()
-        deadline = None if opts.time_limit_s is None else t0 + float(opts.time_limit_s)
-        st: dict = {}
-        sched = greedy_all_gather(problem, seed=opts.seed, deadline=deadline, opts=opts, stats=st, start=start)
-        if problem.kind == GATHER and opts.routing == "balanced" and opts.reversed_gather_resume:
-            # the faster of the forward resume and the time-reversed one (engine.gather_resume_reversed)
-            rst: dict = {}
-            rev = gather_resume_reversed(problem, start, opts, seed=opts.seed, stats=rst)
-            fwd_us, rev_us = _placed_us(problem, start, sched), _placed_us(problem, start, rev)
-            st["resume_forward_us"], st["resume_reversed_us"] = fwd_us, rev_us
-            if rev is not None and rev_us < fwd_us * (1 - 1e-12):
-                sched, st = rev, {**st, **rst, "by_reversal": True}
-        if problem.kind in (GATHER, SCATTER, ALL_TO_ALL) and opts.reserve_resume:
-            # the remainder routed by reservation in time from the state itself (solvers/greedy/reserve.py)
-            rst = {}
-            res = reserve_schedule(problem, seed=opts.seed, tries=RESUME_RESERVE_TRIES, start=start, stats=rst,
-                                   work=RESUME_RESERVE_WORK)
-            cur_us, res_us = _placed_us(problem, start, sched), _placed_us(problem, start, res)
-            st["resume_reserve_us"] = res_us
-            if res is not None and res_us < cur_us * (1 - 1e-12):
-                sched, st = res, {**st, **rst, "by_reservation": True}
-        return SolveResult("feasible", sched, objective_us=sched.makespan_us, solve_time_s=time.perf_counter() - t0,
-                           stats={"jit_warmup_s": jit_s, **st}, stop_reason="finished")
+        rst: dict = {}
+        sched = gather_resume_reversed(problem, ctx.start, ctx.opts, seed=ctx.opts.seed, stats=rst)
+        ctx.run_stats[self.name] = rst
+        return sched
 
 
-def _placed_us(problem: Problem, start: StartState, sched: Schedule | None) -> float | None:
+class ReserveResume(Candidate):
+    """A unicast remainder routed by reservation from the state (each chunk from any holder once its copy is
+    there, links busy until their in-flight transfers end; up to ``RESUME_RESERVE_TRIES`` tie orders)."""
+
+    name = "reserve_resume"
+    switch = "reserve_resume"
+
+    def applies(self, problem, ctx):
+        kinds = (GATHER, SCATTER, ALL_TO_ALL)
+        return None if problem.kind in kinds else f"Gather, Scatter, All-to-All only (this is {problem.kind})"
+
+    def run(self, problem, ctx):
+        from .reserve import reserve_schedule
+
+        rst: dict = {}
+        sched = reserve_schedule(problem, seed=ctx.opts.seed, tries=RESUME_RESERVE_TRIES, start=ctx.start,
+                                 stats=rst, work=RESUME_RESERVE_WORK)
+        ctx.run_stats[self.name] = rst
+        return sched
+
+    def warmup(self, problem, opts):
+        from .reserve import warmup
+
+        return _once("reserve", warmup)
+
+
+class ResumeRules(Rules):
+    """The greedy with the options' rules, from the state (every held copy a source)."""
+
+    def warmup(self, problem, opts):
+        from .engine import kernel_for, warmup
+
+        return warmup((kernel_for(problem, opts, resume=True),))
+
+
+RESUME_CANDIDATES: tuple[Candidate, ...] = (ResumeRules(), ReversedGather(), ReserveResume())
+
+
+def placed_us(problem: Problem, start: StartState, sched: Schedule | None) -> float | None:
     """When ``sched`` would end once placed after the state's in-flight transfers (its own end without the
     state's time hints)."""
     if sched is None:
@@ -194,290 +106,195 @@ def _placed_us(problem: Problem, start: StartState, sched: Schedule | None) -> f
                        hold_time=start.hold_time).makespan_us
 
 
-# the options that select the topology-aware rules, at their TACOS values (GreedyOptions' defaults)
-_TACOS_RULES = {k: getattr(GreedyOptions(), k) for k in ("imports", "import_gate", "chunk_order", "link_order",
-                                                         "group_matching")}
+# ---------------------------------------------------------------------------- the solver
+def _network(problem: Problem) -> str:
+    return "fabric" if problem.topology.is_fabric else "point_to_point"
 
 
-def _all_gather_candidates(problem: Problem, opts: GreedyOptions, deadline, stats: dict, output: str,
-                           threads: int):
-    """The greedy's schedule of a copy collective; on an All-Gather with ``decompose`` or ``tacos_candidate``,
-    the fastest of several candidates (the rules' on a tie), cheapest first, stopping at the first that meets
-    :func:`tacos_bench.bounds.cheap_bound_us` (ingress and group drain bounds: it is then optimal):
-
-    1. the tier decomposition (``decompose``, :mod:`solvers.greedy.decomposition`), where the topology has one;
-    2. the TACOS rule, one run (``tacos_candidate``, with topology-aware rules): at the bound on meshes in a
-       fraction of the rules' time;
-    3. the run of ``opts`` itself (the topology-aware rules on the tiered kernel, or the TACOS rule);
-    4. TACOS with the rarest chunk first (``rarest_candidate``);
-    5. spanning trees packed by link load, then a greedy along them (``tree_candidate``,
-       :mod:`solvers.greedy.trees`), up to ``TREE_MAX_PAIRS`` (NPU, chunk) pairs.
-
-    Any other copy collective is one run; a rooted one (Broadcast, Scatter) may add relabelled copies
-    (``greedy_plus``'s ``relabel_tries``, :func:`_relabel_candidates`).
-
-    Beyond ``TIERED_MAX_PAIRS`` the tiered kernel does not run: the decomposition is the only candidate, or,
-    where the topology has none, the TACOS rule on the scale engine. ``stats`` gets the chosen candidate's
-    run statistics, every candidate's time (``candidates_us``) and the reasons a candidate did not run."""
-    N, C = problem.num_npus, problem.num_chunks
-    big = opts.tiered and N * C >= TIERED_MAX_PAIRS
-    try_tacos = opts.tiered and opts.tacos_candidate
-    try_rarest = opts.tiered and opts.rarest_candidate and not big
-    try_trees = opts.tree_candidate and N * C <= TREE_MAX_PAIRS
-    if problem.kind != ALL_GATHER or N < 2 or not (opts.decompose or try_tacos or try_rarest or try_trees or big):
-        def run(q: Problem, o: GreedyOptions, st: dict):
-            return greedy_all_gather(q, seed=o.seed, deadline=deadline, opts=o, stats=st, output=output,
-                                     threads=threads)
-        return _relabel_candidates(problem, run, opts, deadline, stats)
-    from tacos_bench.bounds import cheap_bound_us
-
-    compact = output != "table" and (N - 1) * C > COMPACT_MIN_ROWS
-    found: dict[str, tuple] = {}      # name -> (schedule, its run statistics)
-    ends: list[tuple[float, float]] = []   # (perf_counter, makespan) as each candidate finished
-    notes: dict[str, str] = {}
-    floor: list[float] = []           # the cheap bound, computed when first needed
-
-    def at_bound() -> bool:
-        if not found:
-            return False
-        if not floor:
-            floor.append(cheap_bound_us(problem))
-        return any(sc.makespan_us <= floor[0] * (1 + 1e-9) for sc, _ in found.values())
-
-    if opts.decompose and np.ptp(np.asarray(problem.link_time_us)) == 0:
-        notes["decomposition_skipped"] = "one link speed tier: no groups of faster links"
-    elif opts.decompose:
-        t0 = time.perf_counter()
-        try:
-            dec = hier_compact_all_gather(problem, seed=opts.seed, threads=threads, in_memory=not compact)
-            ends.append((time.perf_counter(), dec.makespan_us))
-            found["decomposition"] = (dec, {
-                "engine": "tiers", "output": "compact" if dec.path is not None else "table", "restarts": 1,
-                "restarts_run": 1, "best_restart": 0, "best_seed": opts.seed, "makespans_us": [dec.makespan_us],
-                "transfers": len(dec)})
-        except SolverError as e:
-            notes["decomposition_skipped"] = str(e)
-        stats["decomposition_s"] = time.perf_counter() - t0
-    runs = []
-    if (try_tacos or big) and not (big and found):
-        runs.append(("tacos", replace(opts, **_TACOS_RULES, restarts=1, restart_work=0)))
-    if not big:
-        runs.append(("rules" if opts.tiered else "tacos", opts))
-    if try_rarest:
-        seeds = int(np.clip(RAREST_WORK // max(N * C, 1), 1, AUTO_RESTARTS_MAX))
-        runs.append(("rarest", replace(opts, **{**_TACOS_RULES, "chunk_order": "rarest"}, restarts=seeds, restart_work=0)))
-    elif not found:
-        notes["rules_off"] = (f"{N} NPUs x {C} chunks >= TIERED_MAX_PAIRS ({TIERED_MAX_PAIRS}) and no tier "
-                              f"decomposition ({notes.get('decomposition_skipped', 'decompose=false')}): the "
-                              "TACOS rule")
-    for name, run_opts in runs:
-        if at_bound():
-            notes[f"{name}_skipped"] = "an earlier candidate meets the lower bound (optimal)"
-            continue
-        st: dict = {}
-        found[name] = (greedy_all_gather(problem, seed=opts.seed, deadline=deadline, opts=run_opts, stats=st,
-                                         output=output, threads=threads), st)
-        ends.append((time.perf_counter(), found[name][0].makespan_us))
-    if try_trees and at_bound():
-        notes["trees_skipped"] = "an earlier candidate meets the lower bound (optimal)"
-    elif try_trees:
-        trees = tree_all_gather(problem, seed=opts.seed)
-        if trees is not None:
-            found["trees"] = (trees, {"engine": "trees", "output": "table", "restarts": 1, "restarts_run": 1,
-                                      "best_restart": 0, "best_seed": opts.seed, "makespans_us": [trees.makespan_us],
-                                      "transfers": len(trees)})
-            ends.append((time.perf_counter(), trees.makespan_us))
-    # the fastest; on a tie the rules', then the TACOS rule's (the greedy's own schedules first)
-    pref = {"rules": 0, "tacos": 1, "rarest": 2, "decomposition": 3, "trees": 4}
-    chosen = min(found, key=lambda k: (found[k][0].makespan_us, pref[k]))
-    for name, (sc, _) in found.items():
-        if name != chosen:
-            sc.delete()
-    sched, st = found[chosen]
-    stats.update(st)
-    stats.update(notes)
-    stats["candidate_ends"] = ends
-    stats.update({"chosen": chosen, "stop_bound_us": floor[0] if floor else None,
-                  "candidates_us": {k: sc.makespan_us for k, (sc, _) in found.items()}})
-    if chosen == "decomposition" and sched.path is None:
-        return sched.to_schedule()
-    return sched
+def _reversed_scatter(problem: Problem) -> Problem:
+    """A gather is the time-reversed scatter on the reversed links (as a reduce is a broadcast's): its root
+    sends the farthest chunks first, which a sink cannot arrange."""
+    return Problem(problem.topology.reversed(), replace(problem.collective, kind=SCATTER))
 
 
-def _hops(topo, sources) -> np.ndarray:
-    """Hop counts from each of ``sources`` (rows) to every NPU (``num_npus + 1`` where unreachable): one
-    breadth-first search per source, all advanced together level by level."""
-    n = topo.num_npus
-    sources = np.asarray(sources, dtype=np.int64).reshape(-1)
-    rows = np.arange(sources.size)
-    out = np.full((sources.size, n), n + 1, dtype=np.int64)
-    out[rows, sources] = 0
-    frontier = np.zeros((sources.size, n), dtype=bool)
-    frontier[rows, sources] = True
-    src, dst = topo.src.astype(np.int64), topo.dst.astype(np.int64)
-    d = 0
-    while frontier.any():
-        d += 1
-        r, li = np.nonzero(frontier[:, src])
-        nxt = np.zeros_like(frontier)
-        nxt[r, dst[li]] = True
-        nxt &= out > n
-        out[nxt] = d
-        frontier = nxt
-    return out
+def _by_reversal(problem: Problem, opts: GreedyOptions) -> bool:
+    return problem.kind == GATHER and opts.routing == "balanced"
 
 
-# the root's neighbours are ordered spread apart (O(degree^2) set intersections) up to this out-degree, else by id
-SPREAD_MAX_DEGREE = 64
-
-
-def relabelling(problem: Problem, attempt: int, seed: int = 0) -> np.ndarray:
-    """The NPU permutation of ``greedy_plus``'s relabelled copy number ``attempt`` of a rooted problem.
-
-    Attempts ``0 .. 2d-1`` (``d`` the root's out-degree) number the NPUs by hops from the root, ties by the
-    hops from each out-neighbour of the root in turn, then by id. The neighbours come *spread*: from the
-    lowest id, each next one the farthest from the previous (ties: the fewest two-hop paths between them,
-    then the lowest id; by id alone above ``SPREAD_MAX_DEGREE`` neighbours) -- on a torus ``+x, -x, +y, -y``, never ``+x, +y, -y, -x`` -- rotated by
-    ``attempt mod d``. The labels then depend mostly on an NPU's place relative to the root, not on the
-    root's id (ties, such as two NPUs the same hops from all of those, stay by id). Later attempts are random
-    relabellings (:func:`tacos_bench.topology.relabel.random_permutation`, seed from ``seed`` and
-    ``attempt``). ``perm[i]`` is the new id of NPU ``i`` (:func:`tacos_bench.topology.relabel.relabel`).
-
-    >>> from tacos_bench import Collective, Problem
-    >>> from tacos_bench.topology.generators import ring
-    >>> relabelling(Problem(ring(5), Collective("broadcast", 2, 8, root=2)), 0).tolist()   # 2 -> 0, 1 -> 1, 3 -> 2
-    [3, 1, 0, 2, 4]
-    """
-    from tacos_bench.topology.relabel import random_permutation
-
-    topo, root = problem.topology, int(problem.collective.root)
-    n = topo.num_npus
-    nbrs = np.unique(topo.out_neighbors(root))
-    nbrs = nbrs[nbrs != root]
-    d = len(nbrs)
-    if attempt >= 2 * max(d, 1):
-        return random_permutation(n, _attempt_seed(seed, attempt))
-    both = _hops(topo, np.concatenate(([root], nbrs)))
-    hops = both[1:]
-    seq = [0]
-    if 2 < d <= SPREAD_MAX_DEGREE:
-        outs = [set(topo.out_neighbors(int(u)).tolist()) for u in nbrs]
-        ins = [set(topo.in_neighbors(int(u)).tolist()) for u in nbrs]
-        left = list(range(1, d))
-        while left:
-            last = seq[-1]
-            nxt = max(left, key=lambda j: (hops[last, nbrs[j]], -len(outs[last] & ins[j]), -j))
-            seq.append(nxt)
-            left.remove(nxt)
-    else:
-        seq = list(range(d))
-    seq = np.roll(np.asarray(seq, dtype=np.int64), -(attempt % max(d, 1)))
-    keys = np.vstack((both[:1], hops[seq]))
-    # np.lexsort: the last key is the primary one
-    order = np.lexsort((np.arange(n),) + tuple(keys[::-1]))
-    perm = np.empty(n, dtype=np.int64)
-    perm[order] = np.arange(n)
-    return perm
-
-
-def _attempt_seed(seed: int, attempt: int) -> int:
-    return int(np.random.SeedSequence([int(seed), int(attempt)]).generate_state(1)[0] >> 1)
-
-
-def _relabel_candidates(problem: Problem, run, opts: GreedyOptions, deadline, stats: dict):
-    """``run(problem, opts, stats)``, then, while the best schedule is above a lower bound, ``greedy_plus``'s
-    rooted candidates (Broadcast and Scatter, so Reduce and Gather too), the fastest kept (the first on a tie):
-    a Scatter's reservation candidate (``reserve_tries``, :func:`reserve_schedule`); the greedy with at most
-    ``RELABEL_RESTARTS`` seeds on up to ``relabel_tries`` relabelled copies (:func:`relabelling`, seeds of
-    their own), each schedule mapped back to the NPU ids of ``problem``; a Broadcast's reservation candidate
-    (``broadcast_reserve_tries``, :func:`reserve_broadcast`, against the full lower bound). The bound of the
-    first two is :func:`tacos_bench.bounds.root_pipeline_bound_us`. ``stats``: the first run's statistics, ``relabel_us`` (each
-    copy's time), ``relabel_chosen`` (the attempt kept, None: the labels as given), ``stop_bound_us``, and the
-    reservation candidate's (``reserve_chosen`` when kept)."""
-    sched = run(problem, opts, stats)
-    tries = int(getattr(opts, "relabel_tries", 0) or 0)
-    reserve = int(opts.reserve_tries) if problem.kind == SCATTER else int(opts.broadcast_reserve_tries)
-    if (tries <= 0 and reserve <= 0) or not problem.collective.rooted \
-            or problem.kind not in (BROADCAST, SCATTER) or problem.num_npus < 3:
-        return sched
-    from tacos_bench.topology.relabel import relabel_problem, relabel_schedule
-
-    from tacos_bench.bounds import root_pipeline_bound_us
-
-    # a schedule at the root's pipeline bounds is optimal: no copy or candidate can beat it (hetero64 Broadcast:
-    # the first run meets the first-hop bound, 5 % above the departure bound)
-    bound = root_pipeline_bound_us(problem)
-    stats["stop_bound_us"] = bound
-    ends = list(zip(stats.get("restart_ends", []), stats.get("makespans_us", [])))
-    if problem.kind == SCATTER and reserve > 0 and sched.makespan_us > bound * (1 + 1e-9):
-        rst: dict = {}
-        cand = reserve_schedule(problem, seed=opts.seed, tries=reserve, bound_us=bound, deadline=deadline, stats=rst)
-        sched = _keep_faster(sched, cand, rst, stats, ends)
-    times: list[float] = []
-    chosen = None
-    runs = min(RELABEL_RESTARTS, restart_count(problem, opts))
-    # more than one copy only on small problems with one link speed: there the links are interchangeable and
-    # the labels are all that differs (torus8x8: seeds 7, 11, 14, 18, 19 need the third copy); with several
-    # speeds the copies beyond the first never helped (hetero_mesh4x4, hetero64 Broadcast) and cost a run each
-    if np.ptp(np.asarray(problem.link_time_us)) > 0:
-        tries = min(tries, 1)
-    tries = min(tries, max(1, RELABEL_WORK // max(problem.num_npus * problem.num_chunks, 1)))
-    for attempt in range(tries):
-        if sched.makespan_us <= bound * (1 + 1e-9):
-            break
-        if deadline is not None and time.perf_counter() > deadline:
-            stats["relabel_stopped"] = "time limit"
-            break
-        perm = relabelling(problem, attempt, opts.seed)
-        copy = relabel_problem(problem, perm)
-        cand = run(copy, replace(opts, seed=_attempt_seed(opts.seed, attempt), restarts=runs, restart_work=0), {})
-        times.append(cand.makespan_us)
-        ends.append((time.perf_counter(), cand.makespan_us))
-        if cand.makespan_us < sched.makespan_us * (1 - 1e-12):
-            inv = np.empty_like(perm)
-            inv[perm] = np.arange(perm.size)
-            sched, chosen = relabel_schedule(cand, copy, inv), attempt
-    stats.update({"relabel_us": times, "relabel_chosen": chosen})
-    if times:
-        stats["candidate_ends"] = ends
-    if problem.kind == BROADCAST and reserve > 0 and sched.makespan_us > bound * (1 + 1e-9):
-        # last: it costs up to hundreds of runs, and the relabelled copies meet the bound on one link speed
-        rst = {}
-        cand = reserve_broadcast(problem, seed=opts.seed, tries=reserve, deadline=deadline, stats=rst,
-                                 beat_us=sched.makespan_us)
-        sched = _keep_faster(sched, cand, rst, stats, ends)
-    return sched
-
-
-def _keep_faster(sched: Schedule, cand: Schedule | None, cand_stats: dict, stats: dict, ends: list) -> Schedule:
-    """A reservation candidate replaces ``sched`` when strictly faster (``stats["reserve_chosen"]``)."""
-    stats.update(cand_stats)
-    if cand is None:
-        return sched
-    ends.append((time.perf_counter(), cand.makespan_us))
-    stats["candidate_ends"] = ends
-    if cand.makespan_us < sched.makespan_us * (1 - 1e-12):
-        stats["reserve_chosen"] = True
-        return cand
-    return sched
-
-
-def _anytime(points, t0: float) -> list[tuple[float, float, None]]:
-    """``(seconds since t0, best makespan so far, no bound)`` after each restart or candidate."""
-    out, best = [], float("inf")
-    for t, ms in sorted(points):
-        best = min(best, ms)
-        out.append((max(0.0, t - t0), best, None))
-    return out
-
-
-def _phases(problem: Problem) -> list[Problem]:
-    """The copy problems a collective is composed of (solvers.compose)."""
+def _copy_problems(problem: Problem, opts: GreedyOptions) -> list[Problem]:
+    """The copy problems the point-to-point portfolio sees (solvers.compose; a Gather as its reversed
+    Scatter)."""
     if problem.collective.copies:
-        return [problem]
-    if problem.kind != "all_reduce":
-        return [problem.mirror()]
-    return [problem.reversed_all_gather(), problem.with_collective(ALL_GATHER)]
+        phases = [problem]
+    elif problem.kind != "all_reduce":
+        phases = [problem.mirror()]
+    else:
+        phases = [problem.reversed_all_gather(), problem.with_collective(ALL_GATHER)]
+    return [_reversed_scatter(p) if _by_reversal(p, opts) else p for p in phases]
+
+
+def _fabric_portfolio(opts) -> tuple[Candidate, ...]:
+    from .fabric_solver import fabric_candidates
+
+    return fabric_candidates()
+
+
+# each network kind's portfolio (the same runner serves both)
+PORTFOLIOS = {"point_to_point": lambda opts: COPY_CANDIDATES, "fabric": _fabric_portfolio}
+
+
+def candidate_names() -> tuple[str, ...]:
+    """Every built-in candidate name of the greedy family (any portfolio), in portfolio order."""
+    names = [c.name for kind in PORTFOLIOS for c in PORTFOLIOS[kind](None)]
+    return tuple(dict.fromkeys(names + [c.name for c in RESUME_CANDIDATES]))
+
+
+class GreedySolver(Solver):
+    """TACOS greedy link-chunk matching; every collective from its copy phases (:mod:`solvers.compose`).
+
+    Options: :class:`GreedyOptions`. ``time_limit_s`` stops starting new restarts and candidates once exceeded
+    (the first run always completes); ``threads`` (0 = one per usable core) drives the scale engine's
+    partitions and changes the speed, never the schedule.
+    """
+
+    name = "greedy"
+    capabilities = frozenset({CAP_ALL_GATHER, CAP_REDUCE_SCATTER, CAP_ALL_REDUCE, CAP_BROADCAST, CAP_REDUCE,
+                              CAP_GATHER, CAP_SCATTER, CAP_ALL_TO_ALL, CAP_RANDOMIZED, CAP_TIME_LIMIT, CAP_THREADS,
+                              CAP_OVERLAP, CAP_FROM_STATE, CAP_FABRIC})
+    Options = GreedyOptions
+    STATUS_MAP = {"schedule built": "feasible"}
+    Stats = GREEDY_STATS
+
+    @classmethod
+    def portfolio(cls, problem: Problem | None = None, opts: GreedyOptions | None = None) -> tuple[Candidate, ...]:
+        """The built-in candidates for ``problem``'s network kind (point-to-point without a problem)."""
+        kind = "point_to_point" if problem is None else _network(problem)
+        return tuple(PORTFOLIOS[kind](opts))
+
+    def candidates(self, problem: Problem, opts: GreedyOptions) -> list[Candidate]:
+        """The candidates of a run: the portfolio narrowed by ``opts.candidates``, plug-ins after."""
+        return select(self.portfolio(problem, opts), opts.candidates, known=candidate_names())
+
+    def warmup(self, problem: Problem | None = None, opts: GreedyOptions | None = None) -> float:
+        from .engine import warmup
+
+        if problem is None:
+            from .decomposition import warmup as decomposition_warmup
+            from .fabric import warmup_fabric
+
+            return warmup() + decomposition_warmup() + warmup_fabric()
+        opts = opts or self.Options()
+        phases = [problem] if _network(problem) == "fabric" else _copy_problems(problem, opts)
+        return sum(_warm_candidates(self.candidates(problem, opts), q, opts) for q in phases)
+
+    def _solve(self, problem: Problem, opts: GreedyOptions) -> SolveResult:
+        jit_s = self.warmup(problem, opts)
+        t0 = time.perf_counter()
+        deadline = None if opts.time_limit_s is None else t0 + float(opts.time_limit_s)
+        cands = self.candidates(problem, opts)
+        if _network(problem) == "fabric":
+            from .fabric_solver import solve_fabric
+
+            results = [(None, solve_fabric(problem, cands, RunContext(opts=opts, deadline=deadline)))]
+            sched = results[0][1].schedule
+        else:
+            sched, results = _solve_phases(problem, opts, cands, deadline)
+        return _result(sched, results, jit_s, t0, deadline)
+
+    def _solve_from(self, problem: Problem, start: StartState, opts: GreedyOptions) -> SolveResult:
+        """The copy collective of ``problem`` completed from ``start`` (times from 0; solvers.repair places them)."""
+        if _network(problem) == "fabric":
+            from .fabric_resume import resume_fabric
+
+            jit_s = self.warmup(problem, opts)
+            t0 = time.perf_counter()
+            sched, st = resume_fabric(problem, start, opts)
+            return SolveResult("feasible", sched, objective_us=sched.makespan_us,
+                               solve_time_s=time.perf_counter() - t0, stats={"jit_warmup_s": jit_s, **st},
+                               stop_reason="finished", candidate=st["chosen"])
+        cands = select(RESUME_CANDIDATES, _resume_names(opts))
+        jit_s = _warm_candidates(cands, problem, opts, start)
+        t0 = time.perf_counter()
+        deadline = None if opts.time_limit_s is None else t0 + float(opts.time_limit_s)
+        ctx = RunContext(opts=opts, deadline=deadline, start=start)
+        out = run_portfolio(cands, problem, ctx, measure=lambda s: placed_us(problem, start, s))
+        return _result(out.schedule, [(None, out)], jit_s, t0, deadline, trace=False)
+
+
+def _resume_names(opts: GreedyOptions) -> list[str] | None:
+    """The resume candidates ``solver.candidates`` names (those of the other portfolios do not resume; none of
+    them named: the rules alone; plug-ins do not resume)."""
+    if opts.candidates is None:
+        return None
+    mine = {c.name for c in RESUME_CANDIDATES}
+    return [n for n in opts.candidates if n in mine] or ["rules"]
+
+
+def _warm_candidates(cands, problem: Problem, opts, start=None) -> float:
+    """Load the kernels of every candidate that may run on ``problem``, before the clock starts."""
+    ctx = RunContext(opts=opts, start=start)
+    return sum(c.warmup(problem, opts) for c in cands
+               if c.switched_on(opts) is None and c.applies(problem, ctx) is None)
+
+
+def _solve_phases(problem: Problem, opts: GreedyOptions, cands, deadline) -> tuple[Schedule, list]:
+    """Every copy phase of ``problem`` through the point-to-point portfolio."""
+    results: list[PortfolioResult] = []
+    # an All-Gather on its own may come back compact (tacos_bench.compact) when it is very large;
+    # Reduce-Scatter and All-Reduce are composed from tables
+    output = "auto" if problem.kind == ALL_GATHER else "table"
+    threads = opts.num_threads
+
+    def copy_solve(phase: Problem) -> Schedule:
+        reverse = _by_reversal(phase, opts)
+        q = _reversed_scatter(phase) if reverse else phase
+        ctx = RunContext(opts=opts, deadline=deadline, threads=threads, output="table" if reverse else output,
+                         bound=stop_bound(q))
+        out = run_portfolio(cands, q, ctx, prefer=PREFER)
+        if reverse:
+            out.notes["by_reversal"] = True
+            out.schedule = out.schedule.time_reversed()
+        results.append(out)
+        return out.schedule
+
+    sched = solve_collective(problem, copy_solve)
+    names = ("rs", "ag") if len(results) == 2 else (None,)
+    return sched, list(zip(names, results))
+
+
+def _result(sched, results: list[tuple[str | None, PortfolioResult]], jit_s: float, t0: float, deadline,
+            trace: bool = True) -> SolveResult:
+    """The backend's result from its portfolio runs: the winner's run statistics, the candidates' record fields,
+    whether the time limit cut anything, and the anytime trace (a composed collective's phases are not the
+    collective: its trace is the end point only)."""
+    dt = time.perf_counter() - t0
+    stats: dict[str, Any] = {"jit_warmup_s": jit_s}
+    cut = []
+    for phase, out in results:
+        st = {**out.winner_stats, **out.notes}
+        if out.stop_bound_us is not None:
+            st["stop_bound_us"] = out.stop_bound_us
+        stats.update(st if phase is None else {f"{phase}_{k}": v for k, v in st.items()})
+        if deadline is not None:
+            ws = out.winner_stats
+            if ws.get("restarts_run", 0) < ws.get("restarts", 0):
+                cut.append("fewer restarts than asked")
+            cut += [f"{n} not run" for n, why in out.skipped if why == SKIP_TIME_LIMIT]
+            if out.notes.get("relabel_stopped"):
+                cut.append("fewer relabelled copies than asked")
+    if len(results) > 1:
+        stats["transfers"] = len(sched)
+    points = []
+    if trace and len(results) == 1:
+        best = float("inf")
+        for t, ms in sorted(results[0][1].points):
+            best = min(best, ms)
+            points.append((max(0.0, t - t0), best, None))
+    points.append((dt, sched.makespan_us, None))
+    fields = record_fields(results)
+    return SolveResult("feasible", sched, objective_us=sched.makespan_us, solve_time_s=dt, stats=stats,
+                       message=f"time limit reached: {', '.join(dict.fromkeys(cut))}" if cut else "",
+                       stop_reason="time_limit" if cut else "finished", trace=tuple(points), **fields)
 
 
 class GreedyPlusSolver(GreedySolver):

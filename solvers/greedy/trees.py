@@ -32,8 +32,10 @@ from tacos_bench.graph import pair_pop, pair_push
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import COPY, Schedule
 
-# the candidate runs up to this many (NPU, chunk) pairs (its fallback scans every chunk at an idle link)
-TREE_MAX_PAIRS = 1 << 14
+from .options import TREE_MAX_PAIRS
+
+# the candidate runs up to TREE_MAX_PAIRS (NPU, chunk) pairs by default (its fallback scans every chunk at an
+# idle link; the option tree_max_pairs)
 TREES_PER_SOURCE = 16
 # packings tried: the plain one, then costs jittered by up to TREE_JITTER (seeded): which of several equally
 # cheap arborescences Edmonds keeps decides a lot (MI250, 64 chunks per NPU, 11 labellings: 1.011-1.038x
@@ -331,10 +333,10 @@ def _tree_guided(N, out_ptr, lsrc, ldst, lt, tree, owner, out_chunk, out_link, o
 
 
 def tree_all_gather(problem: Problem, trees_per_source: int = TREES_PER_SOURCE, variants: int = TREE_VARIANTS,
-                    seed: int = 0) -> Schedule | None:
+                    seed: int = 0, max_pairs: int = TREE_MAX_PAIRS) -> Schedule | None:
     """The tree candidate's All-Gather schedule (module docstring): the fastest of ``variants`` packings (the
     plain one, then link costs jittered by up to ``TREE_JITTER``, from ``seed``); ``None`` beyond
-    ``TREE_MAX_PAIRS`` or when the collective is not an All-Gather of ``chunks_per_npu`` chunks on each NPU.
+    ``max_pairs`` NPUs x chunks or when the collective is not an All-Gather of ``chunks_per_npu`` chunks on each NPU.
 
     >>> from tacos_bench import Collective
     >>> from tacos_bench.topology.generators import ring
@@ -345,7 +347,7 @@ def tree_all_gather(problem: Problem, trees_per_source: int = TREES_PER_SOURCE, 
     (True, True)
     """
     N, C = problem.num_npus, problem.num_chunks
-    if problem.kind != "all_gather" or N < 2 or N * C > TREE_MAX_PAIRS or C % N:
+    if problem.kind != "all_gather" or N < 2 or N * C > max_pairs or C % N:
         return None
     owner = np.asarray(problem.sources, np.int64)
     if not np.array_equal(owner, np.arange(C) % N):

@@ -103,6 +103,8 @@ class RunSettings:
 def _hydra_type(annotation):
     """OmegaConf takes ``Optional[X]``, not the ``X | None`` spelling of the options dataclasses."""
     typ, optional = base_type(annotation)
+    if typing.get_origin(typ) is tuple:   # a list option (solver.candidates=[a,b])
+        typ = List[typing.get_args(typ)[0]]
     return Optional[typ] if optional else typ
 
 

@@ -131,6 +131,12 @@ FIELDS: tuple[Field, ...] = (
     Field("synthesis_time_s", "s", "solve", "wall time of solve(), measured outside the backend"),
     Field("build_time_s", "s", "solve", "model building, as the backend reports it"),
     Field("solve_time_s", "s", "solve", "search, as the backend reports it"),
+    Field("candidate", "", "solve", "a portfolio backend (greedy, greedy_plus): the candidate whose schedule won "
+                                    "(docs/greedy.md, Candidates); a composed collective's phases as "
+                                    "\"rs:<name> ag:<name>\"; null for other backends"),
+    Field("candidates_tried", "", "solve", "every candidate that ran: JSON list of {name, time_s, makespan_us} "
+                                           "(makespan before verification; a phase key in composed collectives)"),
+    Field("candidates_skipped", "", "solve", "every candidate that did not run: JSON list of {name, reason}"),
     Field("solver_message", "", "solve", "the backend's note (e.g. why it stopped early)"),
     # saving
     Field("num_transfers", "", "save", "transfers in the schedule"),

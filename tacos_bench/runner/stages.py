@@ -227,6 +227,21 @@ def _scalar_stats(stats: Mapping[str, Any]) -> dict[str, Any]:
     return flatten("s_", {k: v for k, v in dict(stats).items() if isinstance(v, keep)})
 
 
+def candidate_fields(result) -> dict[str, Any]:
+    """``candidate``, ``candidates_tried`` and ``candidates_skipped`` of a portfolio backend's result (the lists
+    as JSON text, as every list of a flat record); all null for a backend without candidates.
+
+    >>> from solvers.base import SolveResult
+    >>> candidate_fields(SolveResult("feasible", None, candidate="rules", candidates_tried=({"name": "rules"},)))
+    {'candidate': 'rules', 'candidates_tried': '[{"name": "rules"}]', 'candidates_skipped': '[]'}
+    """
+    if result.candidate is None:
+        return {"candidate": None, "candidates_tried": None, "candidates_skipped": None}
+    return {"candidate": result.candidate,
+            **flatten("", {"candidates_tried": list(result.candidates_tried),
+                           "candidates_skipped": list(result.candidates_skipped)})}
+
+
 def solve_and_verify(problem: Problem, solver: str, options: Mapping[str, Any] | None = None, *,
                      bounds: bool = True, out_dir=None, csv: str = "auto", csv_max_rows: int = 20_000_000,
                      topology_max_links: int = 2_000_000, export: str = "none",
@@ -279,6 +294,7 @@ def solve_and_verify(problem: Problem, solver: str, options: Mapping[str, Any] |
                   optimality_proof=result.proof if result.status == "optimal" else None,
                   optimality_scope=result.optimality_scope, time_resolution_us=result.time_resolution_us,
                   search_time_s=result.search_time_s, search_branches=result.search_branches)
+    fields.update(candidate_fields(result))
     stats = dict(result.stats)
     fields["jit_warmup_s"] += float(stats.pop("jit_warmup_s", 0.0) or 0.0)
     fields.update(_scalar_stats(stats))

@@ -115,8 +115,9 @@ def summary_line(rec: Mapping[str, Any]) -> str:
         note = rec.get("repair_note") or repair_note(rec)
         if note:
             fault += f"; {note}"
+    winner = f", candidate {rec['candidate']}" if rec.get("candidate") else ""
     return (f"{rec['solver']} {rec['collective']} on {rec['topology']} ({rec['num_npus']} NPUs, cpn "
-            f"{rec['chunks_per_npu']}): {T:.3f} µs, {bound}, status {status}, "
+            f"{rec['chunks_per_npu']}): {T:.3f} µs, {bound}, status {status}{winner}, "
             f"verified, synthesis {rec['synthesis_time_s']:.3f} s{compile_note}{fault}")
 
 
