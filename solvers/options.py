@@ -53,9 +53,12 @@ COMMON = ("seed", "time_limit_s", "threads")
 
 
 def option(default, *, choices: tuple | None = None, minimum: float | None = None, positive: bool = False,
-           doc: str = ""):
-    """A dataclass field with its validation rules and one-line documentation."""
+           plugin: bool = False, doc: str = ""):
+    """A dataclass field with its validation rules and one-line documentation; ``plugin``: besides its
+    ``choices``, a ``module.path:name`` naming a user's function is accepted (case kept)."""
     meta = {"doc": doc}
+    if plugin:
+        meta["plugin"] = True
     if choices is not None:
         meta["choices"] = tuple(choices)
     if minimum is not None:
@@ -171,7 +174,10 @@ def _coerce(f: dataclasses.Field, annotation, value):
         if not math.isfinite(v):
             raise SolverError(f"option {name} must be a finite number, got {value!r}")
     elif typ is str:
-        v = str(value).strip().lower()
+        v = str(value).strip()
+        if meta.get("plugin") and ":" in v:
+            return v
+        v = v.lower()
     elif typing.get_origin(typ) is tuple:
         v = _as_names(name, value)
         if v is None:

@@ -381,12 +381,14 @@ def select(builtin: Sequence[Candidate], names: Iterable[str] | None, known: Ite
         return list(builtin)
     names = list(names)
     every = [c.name for c in builtin] + [n for n in known if n not in {c.name for c in builtin}]
-    unknown = [n for n in names if not is_import_path(n) and n not in every]
+    # a built-in name may hold a colon too (baseline:rhd): names are looked up before import paths
+    plugins = [n for n in names if n not in every and is_import_path(n)]
+    unknown = [n for n in names if n not in every and not is_import_path(n)]
     if unknown:
         raise SolverError(f"unknown candidate(s) {', '.join(unknown)}; this backend's: {', '.join(every)} "
                           "(or a plug-in as module.path:Name)")
     chosen = set(names)
-    return [c for c in builtin if c.name in chosen] + [load_candidate(n) for n in names if is_import_path(n)]
+    return [c for c in builtin if c.name in chosen] + [load_candidate(n) for n in plugins]
 
 
 def record_fields(results: Sequence[tuple[str | None, PortfolioResult]]) -> dict[str, Any]:
@@ -425,3 +427,50 @@ def describe_candidates(cands: Sequence[Candidate], opts_cls=None) -> str:
     for c in cands:
         rows.append(f"| `{c.name}` | {c.summary()} | {opt(c.switch)} | {', '.join(opt(b) for b in c.budget)} |")
     return "\n".join(rows) + "\n"
+
+
+def validate(candidate: Candidate, problem: Problem, opts, *, bound_us: float | None = None) -> Any:
+    """Run ``candidate`` alone on ``problem`` and check what every candidate owes: a schedule the independent
+    verifier accepts (or ``None``, or a :class:`Skip`), never faster than ``bound_us`` (a valid lower bound),
+    the same schedule for the same seed. Returns the schedule (``None`` when it found none or skipped).
+
+    The one validator every candidate's tests go through (a user's candidate too).
+
+    >>> from tacos_bench import Collective, Problem
+    >>> from tacos_bench.topology.generators import ring
+    >>> from solvers.baselines.trivial import bfs_all_gather
+    >>> class Bfs(Candidate):
+    ...     name = "bfs"
+    ...     def run(self, problem, ctx):
+    ...         return bfs_all_gather(problem)
+    >>> len(validate(Bfs(), Problem(ring(4), Collective("all_gather", 1, 4)), None))
+    12
+
+    Raises
+    ------
+    AssertionError
+        Naming the candidate and what it broke.
+    """
+    from tacos_bench.verify import check
+
+    def once():
+        try:
+            return candidate.run(problem, RunContext(opts=opts))
+        except Skip:
+            return None
+
+    sched = once()
+    if sched is None:
+        return None
+    sched = candidate.finish(sched)
+    ver = check(problem, sched)
+    assert ver.valid, (f"candidate {candidate.name} on {problem.kind} of {problem.topology.name}: rejected: "
+                      f"{ver.message}")
+    if bound_us is not None:
+        assert ver.collective_time_us >= bound_us * (1 - BOUND_REL), \
+            f"candidate {candidate.name}: {ver.collective_time_us} µs below the lower bound {bound_us} µs"
+    again = candidate.finish(once())
+    a, b = sched.to_schedule().sorted(), again.to_schedule().sorted()
+    assert len(a) == len(b) and a.to_frame().equals(b.to_frame()), \
+        f"candidate {candidate.name}: another schedule for the same seed"
+    return sched

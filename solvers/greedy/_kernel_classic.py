@@ -54,11 +54,14 @@ from ._kernel_common import (ST_DONE, ST_FLUSH, ST_SLICE, ST_STUCK, TIE_EARLIEST
                              below, class_advance, class_open, ctz, has_bit, next_end, popcount, ring_pop, ring_slot)
 
 __all__ = ["BLOCK_WORDS", "MATCH_GREEDY", "MATCH_MAXIMUM", "ORDER_FARTHEST", "ORDER_OLDEST", "ORDER_RANDOM",
-           "ORDER_RAREST", "ST_DONE", "ST_FLUSH", "ST_SLICE", "ST_STUCK", "TIE_EARLIEST", "TIE_LOWEST", "TIE_RANDOM",
+           "ORDER_RAREST", "ORDER_USER", "ST_DONE", "ST_FLUSH", "ST_SLICE", "ST_STUCK", "TIE_EARLIEST", "TIE_LOWEST", "TIE_RANDOM",
            "ChunkKeys", "Counts", "RingEntry", "Rules", "State", "Window", "Workspace", "init_counts", "make_workspace",
            "run_counted_random", "run_listed", "uses_counted_random"]
 
 ORDER_RANDOM, ORDER_RAREST, ORDER_FARTHEST, ORDER_OLDEST = 0, 1, 2, 3
+# a user's chunk score (solvers.greedy.priority): the kernel gets it as a first-class function ``score``; the
+# built-in orders pass ``None`` and numba prunes the call, so their specialization is the code it was
+ORDER_USER = 4
 MATCH_GREEDY, MATCH_MAXIMUM = 0, 1
 
 # counters in the int64 ``ctr`` array
@@ -284,8 +287,16 @@ def _pick_link(j, cmask, free, F, ltime, link_tiebreak, k, rng):
 
 # ---------------------------------------------------------------------------- candidate lists
 @njit(cache=True, inline="always")
-def _add_candidate(c, i, v, N, chunk_order, src, ws, nc, keys):
-    """Record that free in-link ``i`` (from ``src``) can carry chunk ``c``; returns the new count."""
+def _user_key(score, c, v, src, holders, owner, t):
+    if score is None:
+        return 0.0
+    return score(c, v, src, holders, owner, t)
+
+
+@njit(cache=True, inline="always")
+def _add_candidate(c, i, v, N, chunk_order, src, ws, nc, keys, t, score):
+    """Record that free in-link ``i`` (from ``src``) can carry chunk ``c``; returns the new count. A user's
+    score is the smallest over the senders that can carry the chunk (NaN counts as last)."""
     slot, cand, ckey, cmask, casg = ws.slot, ws.cand, ws.key, ws.carriers, ws.cand_link
     copies, rmax, arr_time, dist, src_of = keys.copies, keys.max_need, keys.arrival, keys.hops, keys.src_of
     j = slot[c]
@@ -302,13 +313,17 @@ def _add_candidate(c, i, v, N, chunk_order, src, ws, nc, keys):
         elif chunk_order == ORDER_FARTHEST:
             # minus a lower bound on the hops c still has to travel beyond v
             ckey[j] = -np.float64(rmax[c] - dist[src_of[c], v])
-        elif chunk_order == ORDER_OLDEST:
+        elif chunk_order == ORDER_OLDEST or chunk_order == ORDER_USER:
             ckey[j] = np.inf
         else:
             ckey[j] = 0.0
     cmask[j, i >> 6] |= U1 << np.uint64(i & 63)
     if chunk_order == ORDER_OLDEST:
         a = arr_time[src, c]
+        if a < ckey[j]:
+            ckey[j] = a
+    elif chunk_order == ORDER_USER:
+        a = _user_key(score, c, v, src, np.int64(copies[c]), np.int64(src_of[c]), t)
         if a < ckey[j]:
             ckey[j] = a
     return nc
@@ -462,7 +477,7 @@ def _match_dirty_counted(ndirty, t, N, links, rules, st, counts, win, keys, q, w
 
 
 @njit(cache=True, inline="always")
-def _list_candidates(v, k, busy, t, N, links, rules, st, counts, win, keys, ws, ctr):
+def _list_candidates(v, k, busy, t, N, links, rules, st, counts, win, keys, ws, ctr, score):
     """The candidates of ``v``'s free in-links as a list (``cand``, ``ckey``, ``cmask``); returns their count."""
     lsrc, ltime, in_ptr, in_order = links.src, links.time, links.in_ptr, links.in_order
     chunk_order, duplicates, window = rules.chunk_order, rules.duplicates, rules.window
@@ -493,7 +508,7 @@ def _list_candidates(v, k, busy, t, N, links, rules, st, counts, win, keys, ws, 
                     continue
                 prefix = False
                 found += 1
-                nc = _add_candidate(c, i, v, N, chunk_order, u, ws, nc, keys)
+                nc = _add_candidate(c, i, v, N, chunk_order, u, ws, nc, keys, t, score)
             ctr[C_SCANNED] += q - q0
             continue
         if tot[l] == 0:
@@ -511,7 +526,7 @@ def _list_candidates(v, k, busy, t, N, links, rules, st, counts, win, keys, ws, 
                 while x != U0:
                     c = (w << 6) + np.int64(ctz(x))
                     x &= x - U1
-                    nc = _add_candidate(c, i, v, N, chunk_order, u, ws, nc, keys)
+                    nc = _add_candidate(c, i, v, N, chunk_order, u, ws, nc, keys, t, score)
     if duplicates and busy:
         # a chunk in flight to v may be sent again over a link that delivers it strictly earlier
         for j in range(in_ptr[v], in_ptr[v + 1]):
@@ -527,7 +542,7 @@ def _list_candidates(v, k, busy, t, N, links, rules, st, counts, win, keys, ws, 
             for i in range(k):
                 u = lsrc[F[i]]
                 if t + ltime[F[i]] < first_end and has_bit(H[u], c):
-                    nc = _add_candidate(c, i, v, N, chunk_order, u, ws, nc, keys)
+                    nc = _add_candidate(c, i, v, N, chunk_order, u, ws, nc, keys, t, score)
     return nc
 
 
@@ -681,7 +696,7 @@ def _commit(v, k, t, N, links, rules, st, counts, keys, q, ws, ctr, fst):
 
 
 @njit(cache=True, _nrt=False)
-def _match_dirty_listed(ndirty, t, N, links, rules, st, counts, win, keys, q, ws, rng, ctr, fst):
+def _match_dirty_listed(ndirty, t, N, links, rules, st, counts, win, keys, q, ws, rng, ctr, fst, score):
     """The matchings of one event from candidate lists (every option but the counted random order): per
     dirty destination, list the candidates, match them, start the transfers; a preempted link is free
     again at ``t`` and gets another round."""
@@ -701,7 +716,7 @@ def _match_dirty_listed(ndirty, t, N, links, rules, st, counts, win, keys, q, ws
             k, busy = _free_links(v, links, st, ws)
             if k == 0:
                 break
-            nc = _list_candidates(v, k, busy, t, N, links, rules, st, counts, win, keys, ws, ctr)
+            nc = _list_candidates(v, k, busy, t, N, links, rules, st, counts, win, keys, ws, ctr, score)
             if nc == 0:
                 break
             _match_listed(v, k, nc, links, rules, st, counts, ws, rng, ctr)
@@ -850,12 +865,12 @@ def run_counted_random(N, links, rules, st, counts, win, keys, q, out, ws, rng, 
 
 
 @njit(cache=True, _nrt=False)
-def run_listed(N, links, rules, st, counts, win, keys, q, out, ws, rng, clock, ctr, fst, max_events):
+def run_listed(N, links, rules, st, counts, win, keys, q, out, ws, rng, clock, ctr, fst, max_events, score):
     for _ in range(max_events):
         status, ndirty, t = _next_event(N, links, rules, st, counts, win, keys, q, out, ws, clock, ctr, fst)
         if status != ST_SLICE:
             return status
-        _match_dirty_listed(ndirty, t, N, links, rules, st, counts, win, keys, q, ws, rng, ctr, fst)
+        _match_dirty_listed(ndirty, t, N, links, rules, st, counts, win, keys, q, ws, rng, ctr, fst, score)
     return ST_DONE if ctr[C_REMAINING] == 0 else ST_SLICE
 
 
@@ -864,7 +879,8 @@ run_counted_random.__doc__ = run_listed.__doc__ = """Advance the greedy matcher 
 Returns a status code (``ST_*``). ``clock[0]`` is the current event time (negative before the first event).
 The kernel returns ``ST_FLUSH`` before an event whenever fewer than ``num_links`` output slots are free; the
 caller then drains the ``out`` columns up to ``ctr[C_OUT]`` and resets it. ``run_counted_random`` serves the
-random chunk order from the candidate counts (no window, no duplicates); ``run_listed`` every other option.
+random chunk order from the candidate counts (no window, no duplicates); ``run_listed`` every other option,
+``score`` being a user's chunk score (``chunk_order`` ``ORDER_USER``, :mod:`solvers.greedy.priority`) or None.
 """
 
 

@@ -302,7 +302,8 @@ class Relabel(Candidate):
         runs = min(RELABEL_RESTARTS, restart_count(problem, opts))
         best, chosen, times = None, None, []
         for attempt in range(tries):
-            if ctx.at_bound(min(ctx.best.makespan_us, best.makespan_us) if best is not None else None):
+            so_far = [s.makespan_us for s in (ctx.best, best) if s is not None]
+            if so_far and ctx.at_bound(min(so_far)):
                 break
             if ctx.past_deadline():
                 ctx.notes["relabel_stopped"] = "time limit"

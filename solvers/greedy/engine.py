@@ -148,7 +148,11 @@ class _Instance(_Static):
         # without preemption a link has at most one entry; stale entries of preempted links get squeezed out
         self.r_cap = (per_class * (2 if opts.preempt else 1) + (4 if opts.preempt else 0)).astype(np.int64)
         self.r_off = np.concatenate([[0], np.cumsum(self.r_cap)[:-1]]).astype(np.int64)
-        self.order_code = CHUNK_ORDERS.index(opts.chunk_order)
+        from .priority import is_plugin, load_score
+
+        # a user's chunk score runs as a first-class function of the listed kernel (solvers.greedy.priority)
+        self.score = load_score(opts.chunk_order) if is_plugin(opts.chunk_order) else None
+        self.order_code = K.ORDER_USER if self.score is not None else CHUNK_ORDERS.index(opts.chunk_order)
         self.counted_random = K.uses_counted_random(self.order_code, opts.duplicates, opts.window)
         self.rules = K.Rules(chunk_order=self.order_code, link_tiebreak=LINK_TIEBREAKS.index(opts.link_tiebreak),
                              matching=MATCHINGS.index(opts.matching), duplicates=bool(opts.duplicates),
@@ -227,8 +231,12 @@ class _Instance(_Static):
         slices = _Slices(32, bar, remaining)
         while True:
             t0 = time.perf_counter()
-            status = run(N, self.links, self.rules, st, counts, win, keys, queue, out, ws, rng, clock, ctr, fst,
-                         slices.max_events)
+            if self.counted_random:
+                status = run(N, self.links, self.rules, st, counts, win, keys, queue, out, ws, rng, clock, ctr, fst,
+                             slices.max_events)
+            else:
+                status = run(N, self.links, self.rules, st, counts, win, keys, queue, out, ws, rng, clock, ctr, fst,
+                             slices.max_events, self.score)
             slices.progress(int(ctr[K.C_REMAINING]))
             if status == K.ST_DONE:
                 break
@@ -706,7 +714,7 @@ class TableSink:
         return Schedule(chunk, self.lsrc[link], self.ldst[link], start, end, np.full(len(chunk), COPY, np.int8))
 
 
-KERNELS = ("counted", "listed", "scale", "tiered", "unicast", "routed")
+KERNELS = ("counted", "listed", "scale", "tiered", "unicast", "routed", "scored")
 _WARM = dict.fromkeys(KERNELS, False)
 
 
@@ -731,6 +739,9 @@ def warmup(kernels=KERNELS) -> float:
         # one kernel serves every listed option (they are runtime codes); this run takes its rare branches
         _Instance(p, GreedyOptions(chunk_order="oldest", matching="maximum", duplicates=True,
                                    preempt=True)).run(np.uint64(1))
+    if "scored" in todo:
+        # the listed kernel with a user's score (one specialization for every score: solvers.greedy.priority)
+        _Instance(p, GreedyOptions(chunk_order="solvers.greedy.priority:rarest_score")).run(np.uint64(1))
     if "scale" in todo:
         inst = ScaleInstance(p, GreedyOptions())
         inst.run(np.uint64(1), sink=TableSink(inst.ldst, inst.ldst))
@@ -760,6 +771,10 @@ def kernel_for(problem: Problem, opts: GreedyOptions, resume: bool = False) -> s
         return engine
     from . import _kernel_classic as K
 
+    from .priority import is_plugin
+
+    if is_plugin(opts.chunk_order):
+        return "scored"
     return "counted" if K.uses_counted_random(CHUNK_ORDERS.index(opts.chunk_order), opts.duplicates,
                                               opts.window) else "listed"
 

@@ -51,6 +51,9 @@ _POINT_TO_POINT = ("import_gate", "link_order", "group_matching", "matching", "e
 def fabric_rules(opts: GreedyOptions) -> tuple[str, bool]:
     """``(chunk_order, local_first)`` of the fabric kernel for the options' rules: the rarest chunk first unless
     the order is TACOS's random one; imports from the own switch first with any topology-aware rule."""
+    if ":" in opts.chunk_order:
+        raise SolverError(f"chunk_order={opts.chunk_order} (a user's score) runs on point-to-point topologies; the "
+                          "fabric kernel orders chunks random or rarest")
     order = "random" if opts.chunk_order == "random" else "rarest"
     return order, order != "random" or opts.imports != "all"
 

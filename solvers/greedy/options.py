@@ -91,8 +91,9 @@ class GreedyOptions(SolverOptions):
                   "module.path:Name run after them (null: every one whose switch option is on; python -m "
                   "solvers.describe lists them)")
 
-    chunk_order: str = option("random", choices=CHUNK_ORDERS,
-                              doc="order in which a destination's candidate chunks are matched (random = TACOS)")
+    chunk_order: str = option("random", choices=CHUNK_ORDERS, plugin=True,
+                              doc="order in which a destination's candidate chunks are matched (random = TACOS); "
+                                  "or a user's score as module.path:function (solvers/greedy/priority.py)")
     link_tiebreak: str = option("earliest_finish", choices=LINK_TIEBREAKS,
                                 doc="which free in-link carries a chosen chunk (earliest_finish = TACOS)")
     restarts: int = option(1, minimum=1, doc="best of this many runs, seeds derived from `seed`")
@@ -201,6 +202,10 @@ class GreedyOptions(SolverOptions):
                                                     "faster (false: the forward resume only)")
 
     def check(self) -> None:
+        if ":" in self.chunk_order and self.tiered:
+            raise SolverError(f"chunk_order={self.chunk_order} (a user's score) runs on the TACOS matcher: not with "
+                              "the topology-aware rules (set imports=all, link_order=chunk_first, "
+                              "group_matching=false)")
         if self.preempt and not self.duplicates:
             raise SolverError("greedy option preempt=true needs duplicates=true (only a duplicate can preempt)")
         if self.tiered:
@@ -224,7 +229,7 @@ class GreedyOptions(SolverOptions):
 class GreedyPlusOptions(GreedyOptions):
     """``greedy_plus``: the greedy with the best general topology-aware rules found (docs/greedy.md)."""
 
-    chunk_order: str = option("local_rarest", choices=CHUNK_ORDERS,
+    chunk_order: str = option("local_rarest", choices=CHUNK_ORDERS, plugin=True,
                               doc="order in which candidate chunks are matched (local_rarest: rare at the receiver)")
     imports: str = option("near", choices=IMPORTS, doc="import once per near set (see greedy)")
     import_gate: float = option(0.5, minimum=0.0, doc="gate of the near rule (see greedy)")
