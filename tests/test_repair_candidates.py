@@ -1,5 +1,6 @@
 """Repair after a fault: the timed resume of the routed engine, the replan and reversed-gather candidates,
-and the repair bound (tacos_bench.faults.repair_bound_us) against every repaired schedule."""
+and the repair bound (tacos_bench.bounds.repair_bound_us, also importable from tacos_bench.faults) against
+every repaired schedule."""
 
 from __future__ import annotations
 
