@@ -23,7 +23,7 @@ heterogeneous, asymmetric, irregular. The derivations are in ``docs/bounds.md``.
 :mod:`~tacos_bench.bounds.fabric`
     A switched fabric's own bounds (ports, switch groups, the last import wave, start-up, distance).
 :mod:`~tacos_bench.bounds.repair`
-    A repair after a fault: what the state at the fault leaves to do.
+    A repair after a fault: the state at the fault, and the healthy problem's bound.
 
 :mod:`~tacos_bench.bounds.point_to_point` assembles the families per collective on a point-to-point network,
 :mod:`~tacos_bench.bounds.fabric` on a switched fabric; ``_graph`` holds the kernels they share (shortest paths,
@@ -56,7 +56,8 @@ from .load import count_time_us
 from .pipeline import HOP_SLOT_MAX_WORK, _kth_of_sequences, _pipeline_bound, root_pipeline_bound_us, start_slots
 
 __all__ = ["lower_bounds", "lower_bound_us", "cheap_bound_us", "root_pipeline_bound_us", "repair_bound_us",
-           "count_time_us", "fabric_lower_bounds", "max_ratio_cut", "min_in_cut", "npu_orbits", "start_slots"]
+           "repair_bounds", "count_time_us", "fabric_lower_bounds", "max_ratio_cut", "min_in_cut", "npu_orbits",
+           "start_slots"]
 
 
 class _Network(NamedTuple):
@@ -170,9 +171,21 @@ def lower_bound_us(problem: Problem, **options) -> float:
     return float(lower_bounds(problem, **options)["best_us"])
 
 
+def repair_bounds(problem: Problem, fault, state, healthy_bound_us: float | None = None) -> dict:
+    """The lower bound on any repair from ``state`` (:func:`tacos_bench.faults.state_at` of ``fault``), as record
+    fields: ``repair_bound_us`` (µs; None when neither bound is known) and ``repair_bound_source``
+    (:func:`~tacos_bench.bounds.repair.with_healthy_bound`).
+
+    ``healthy_bound_us`` is the healthy problem's ``lower_bounds(problem)["best_us"]`` when the caller has it
+    (None: the bound from the state alone); it counts only when no NPU fails.
+    """
+    return repair.with_healthy_bound(_network(problem).repair_us(problem, fault, state), healthy_bound_us, fault)
+
+
 def repair_bound_us(problem: Problem, fault, state) -> float | None:
-    """A lower bound on the collective time of any repair from ``state`` (:func:`tacos_bench.faults.state_at` of
-    ``fault``; µs, None on very large instances; :mod:`tacos_bench.bounds.repair`).
+    """A lower bound on the collective time of any repair from ``state`` (µs; :mod:`tacos_bench.bounds.repair`):
+    the bound from the state at the fault and, when no NPU fails, the healthy problem's
+    :func:`lower_bounds` (computed here; :func:`repair_bounds` takes it when it is known).
 
     Examples
     --------
@@ -182,7 +195,11 @@ def repair_bound_us(problem: Problem, fault, state) -> float | None:
     >>> p = Problem(ring(4), Collective("broadcast", 3, 1))        # 3 chunks from NPU 0
     >>> t = float(p.link_time_us[0])
     >>> f = Fault(0.0, links=((1, 0),))       # before anything moved, a link the broadcast does not need
-    >>> repair_bound_us(p, f, state_at(p, Schedule.from_rows([]), f)) / t     # NPU 2 is two links away
+    >>> st = state_at(p, Schedule.from_rows([]), f)
+    >>> repair_bounds(p, f, st)["repair_bound_us"] / t     # from the state: NPU 2 is two links away
     2.0
+    >>> repair_bound_us(p, f, st) / t       # the healthy pipeline bound: the third chunk leaves NPU 0 at t
+    3.0
     """
-    return _network(problem).repair_us(problem, fault, state)
+    healthy = None if fault.npus else lower_bounds(problem)["best_us"]
+    return repair_bounds(problem, fault, state, healthy)["repair_bound_us"]

@@ -2,12 +2,17 @@
 schedule executed until a fault (:func:`tacos_bench.faults.state_at`) and completes the collective from there
 on the links that survive.
 
-What was executed stays (its last end counts); every (NPU, chunk) pair a survivor still needs is served by some
-surviving copy, which cannot leave its holder before the fault (or before an in-flight copy arrives) and then
-takes at least the shortest path time over the surviving links (:func:`point_to_point_repair_us`; not on a
-switched fabric, where a cut-through path is faster than its links one by one: :func:`fabric_repair_us`); and
-each survivor's missing chunks arrive one per transfer over its surviving in-links, each free from the fault on.
-A repair is judged against this bound, which the executed prefix may push well above a fresh synthesis on the
+* **from the state**: what was executed stays (its last end counts); every (NPU, chunk) pair a survivor still
+  needs is served by some surviving copy, which cannot leave its holder before the fault (or before an
+  in-flight copy arrives) and then takes at least the shortest path time over the surviving links
+  (:func:`point_to_point_repair_us`; not on a switched fabric, where a cut-through path is faster than its
+  links one by one: :func:`fabric_repair_us`); and each survivor's missing chunks arrive one per transfer over
+  its surviving in-links, each free from the fault on.
+* **the healthy problem's** bound (:func:`with_healthy_bound`): with links failing and no NPU, the executed
+  schedule (the kept transfers and the new ones) is also a valid schedule of the healthy problem, on a subset
+  of its links, so its lower bound holds too. With a failed NPU it need not: the survivors need less.
+
+A repair is judged against the larger, which the executed prefix may push well above a fresh synthesis on the
 degraded topology (a gather whose root had received little by the fault). ``fault`` and ``state`` are a
 :class:`~tacos_bench.faults.Fault` and its :class:`~tacos_bench.faults.FaultState`.
 
@@ -22,6 +27,8 @@ Examples
 >>> f = Fault(1.5 * t, links=((1, 2), (2, 1)))   # 1->2 fails in flight: NPU 2 needs the chunk from 3
 >>> point_to_point_repair_us(p, f, state_at(p, s, f)) == 2.5 * t
 True
+>>> with_healthy_bound(2.5 * t, 2 * t, f)["repair_bound_source"]        # the healthy bound: the distance, 2 t
+'state'
 """
 
 from __future__ import annotations
@@ -100,6 +107,24 @@ def fabric_repair_us(problem: Problem, fault, state) -> float | None:
     if problem.num_npus > REPAIR_BOUND_MAX_NPUS:
         return None
     return max(_executed_end_us(state), _ingress_after(problem, fault, state))
+
+
+def with_healthy_bound(state_us: float | None, healthy_us: float | None, fault) -> dict:
+    """``repair_bound_us``: the larger of the bound from the state and the healthy problem's lower bound
+    ``healthy_us`` (used only when no NPU fails; None: not known), and ``repair_bound_source``, the one that
+    gave it (``"state"``; ``"healthy"`` only when strictly larger; None when neither is known).
+
+    >>> from tacos_bench.faults import Fault
+    >>> with_healthy_bound(1319.06, 1321.81, Fault(100.0, links=((0, 1),)))
+    {'repair_bound_us': 1321.81, 'repair_bound_source': 'healthy'}
+    >>> with_healthy_bound(1319.06, 1321.81, Fault(100.0, npus=(3,)))      # the survivors need less
+    {'repair_bound_us': 1319.06, 'repair_bound_source': 'state'}
+    """
+    if fault.npus:
+        healthy_us = None
+    if healthy_us is not None and (state_us is None or healthy_us > state_us):
+        return {"repair_bound_us": healthy_us, "repair_bound_source": "healthy"}
+    return {"repair_bound_us": state_us, "repair_bound_source": None if state_us is None else "state"}
 
 
 def _ingress_after(problem: Problem, fault, state) -> float:
