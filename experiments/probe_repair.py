@@ -8,7 +8,7 @@
 The failure grid of ``experiments/study_collectives.py`` (``fault.at_fraction=0.5 fault.random_links=K``,
 the greedy, 1 chunk per NPU, 64 MiB) run through the library in one process (about 20 s for every
 collective): for each case the healthy schedule, the repair (:func:`solvers.repair.repair`, verified with
-the fault), a fresh synthesis on the surviving links and :func:`tacos_bench.faults.repair_bound_us`. Prints,
+the fault), a fresh synthesis on the surviving links and :func:`tacos_bench.bounds.repair_bound_us`. Prints,
 per collective, topology and failed-link count, the mean and worst of repaired / fresh, repaired / bound
 and bound / fresh (where the bound exceeds the fresh time, no repair can match a fresh synthesis), and which
 candidate each repair kept. ``--no-replan`` and ``--forward-only`` (no time-reversed Gather resume) ablate
@@ -31,7 +31,8 @@ if str(ROOT) not in sys.path:
 from solvers import get_solver  # noqa: E402
 from solvers.repair import repair  # noqa: E402
 from tacos_bench import Collective, Problem  # noqa: E402
-from tacos_bench.faults import fault_from_config, repair_bound_us  # noqa: E402
+from tacos_bench.bounds import repair_bound_us  # noqa: E402
+from tacos_bench.faults import fault_from_config  # noqa: E402
 from tacos_bench.topology import named_topology  # noqa: E402
 from tacos_bench.verify import verify  # noqa: E402
 

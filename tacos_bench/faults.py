@@ -383,111 +383,17 @@ def check_repairable(problem: Problem, state: FaultState, fault: Fault) -> None:
                                 "surviving links")
 
 
-# the repair bound (repair_bound_us) runs one shortest-path search per surviving NPU up to this many NPUs, and
-# looks at (holder, NPU) pairs in blocks up to this many in all
-REPAIR_BOUND_MAX_NPUS = 2048
-REPAIR_BOUND_MAX_PAIRS = 1 << 29
+# the repair bound lives with the other bounds (tacos_bench.bounds.repair); imported on first use so that this
+# module stays as light as it was (the bounds bring numba in)
+def __getattr__(name: str):
+    """The names that moved to :mod:`tacos_bench.bounds` (:func:`tacos_bench.bounds.repair_bound_us`), still
+    importable from here."""
+    if name == "repair_bound_us":
+        from .bounds import repair_bound_us
 
+        return repair_bound_us
+    if name in ("REPAIR_BOUND_MAX_NPUS", "REPAIR_BOUND_MAX_PAIRS"):
+        from .bounds import repair
 
-def repair_bound_us(problem: Problem, fault: Fault, state: FaultState) -> float | None:
-    """A lower bound on the collective time of any repair from ``state`` (µs; ``None`` beyond
-    ``REPAIR_BOUND_MAX_NPUS`` NPUs or ``REPAIR_BOUND_MAX_PAIRS`` holder-NPU pairs).
-
-    What was executed stays (its last end counts); every (NPU, chunk) pair a survivor still needs is served
-    by some surviving copy, which cannot leave its holder before the fault (or before an in-flight copy
-    arrives) and then takes at least the shortest path time over the surviving links (not on a switched
-    fabric, where a cut-through path is faster than its links one by one: there, each survivor's missing
-    chunks through its surviving in-links only). A repair is judged
-    against this bound, which the executed prefix may push well above a fresh synthesis on the degraded
-    topology (a gather whose root had received little by the fault).
-
-    Examples
-    --------
-    >>> from tacos_bench import Collective, Problem
-    >>> from tacos_bench.topology.generators import ring
-    >>> p = Problem(ring(4), Collective("broadcast", 1, 1))
-    >>> t = float(p.link_time_us[0])   # every link of this ring takes t
-    >>> s = Schedule.from_rows([(0, 0, 1, 0, t, "copy"), (0, 0, 3, 0, t, "copy"), (0, 1, 2, t, 2 * t, "copy")])
-    >>> f = Fault(1.5 * t, links=((1, 2), (2, 1)))   # 1->2 fails in flight: NPU 2 needs the chunk from 3
-    >>> repair_bound_us(p, f, state_at(p, s, f)) == 2.5 * t
-    True
-    """
-    from .cost import link_time_us
-    from .graph import shortest_path_tree
-
-    topo = problem.topology
-    N, C = problem.num_npus, problem.num_chunks
-    if N > REPAIR_BOUND_MAX_NPUS:
-        return None
-    done = float(state.executed.end_us.max()) if len(state.executed) else 0.0
-    if topo.is_fabric:
-        # a path through cut-through switches is faster than the sum of its links' times: the ingress term only
-        return max(done, _ingress_after(problem, fault, state))
-    sub = fault.surviving_topology(topo)
-    w = np.asarray(link_time_us(sub.bw_GiBps, sub.lat_us, problem.chunk_bytes), np.float64)
-    out_ptr, dst_l = np.asarray(sub.out_ptr, np.int64), np.asarray(sub.dst, np.int64)
-    alive = np.asarray(state.alive, bool)
-    hv = np.asarray(state.hold_npu, np.int64)
-    hc = np.asarray(state.hold_chunk, np.int64)
-    start = np.maximum(np.asarray(state.hold_time, np.float64), fault.at_us)
-    D = np.full((N, N), np.inf)
-    for u in np.unique(hv):
-        D[u] = shortest_path_tree(N, out_ptr, dst_l, w, int(u))[0]
-    dest = np.asarray(problem.destinations, np.int64)
-    # a held pair counts from its own arrival; its shortest path from itself is 0 at its start time
-    own = np.asarray(state.hold_time, np.float64)
-    uni = dest[hc] >= 0
-    best = 0.0
-    if uni.any():
-        d = dest[hc[uni]]
-        arr = np.where(hv[uni] == d, own[uni], start[uni] + D[hv[uni], d])
-        first = np.full(C, np.inf)
-        np.minimum.at(first, hc[uni], arr)
-        need = (dest >= 0) & alive[np.maximum(dest, 0)]
-        best = max(best, float(first[need].max()) if need.any() else 0.0)
-    multi = np.flatnonzero(~uni)
-    if multi.size:
-        if multi.size * N > REPAIR_BOUND_MAX_PAIRS:
-            return None
-        order = multi[np.argsort(hc[multi], kind="stable")]
-        chunks, cut = np.unique(hc[order], return_index=True)
-        block = max(1, (1 << 22) // N)
-        first = np.full((chunks.size, N), np.inf)
-        for b0 in range(0, chunks.size, block):
-            b1 = min(chunks.size, b0 + block)
-            lo, hi = cut[b0], cut[b1] if b1 < chunks.size else order.size
-            rows = order[lo:hi]
-            arr = start[rows, None] + D[hv[rows]]
-            arr[np.arange(rows.size), hv[rows]] = own[rows]
-            first[b0:b1] = np.minimum.reduceat(arr, cut[b0:b1] - lo, axis=0)
-        best = max(best, float(first[:, alive].max()) if alive.any() else 0.0)
-    return max(best, done, _ingress_after(problem, fault, state))
-
-
-def _ingress_after(problem: Problem, fault: Fault, state: FaultState) -> float:
-    """Each survivor's missing chunks arrive one per transfer over its surviving in-links, each free from the
-    fault (or its in-flight transfer's end) on: the m-th earliest end among those links' back-to-back slots."""
-    N = problem.num_npus
-    alive = np.asarray(state.alive, bool)
-    dest = np.asarray(problem.destinations, np.int64)
-    hv, hc = np.asarray(state.hold_npu, np.int64), np.asarray(state.hold_chunk, np.int64)
-    multi = dest < 0
-    held_multi = np.bincount(hv[multi[hc]], minlength=N)
-    own = (dest[hc] == hv) & ~multi[hc]
-    missing = np.where(alive, int(multi.sum()) - held_multi, 0)
-    uni_need = np.bincount(dest[~multi], minlength=N) - np.bincount(hv[own], minlength=N)
-    missing = missing + np.where(alive, uni_need, 0)
-    topo = problem.topology
-    t = np.asarray(problem.link_time_us, np.float64)
-    free = np.maximum(np.asarray(state.link_free, np.float64), fault.at_us)
-    best = 0.0
-    in_ptr, in_order = np.asarray(topo.in_ptr), np.asarray(topo.in_order)
-    for v in np.flatnonzero(missing > 0):
-        links = in_order[in_ptr[v]:in_ptr[v + 1]]
-        links = links[np.isfinite(free[links])]
-        m = int(missing[v])
-        if not links.size:
-            return np.inf
-        ends = (free[links, None] + t[links, None] * np.arange(1, m + 1)[None, :]).ravel()
-        best = max(best, float(np.partition(ends, m - 1)[m - 1]))
-    return best
+        return getattr(repair, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -577,18 +577,18 @@ def test_first_hop_bound_is_the_proved_optimum_on_hetero64():
 def test_first_last_hop_bounds_never_exceed_a_proved_optimum(name, kind, k, tight):
     # CP-SAT's continuous model without this module's cuts: its proof does not use the bound under test
     pytest.importorskip("ortools")
-    import tacos_bench.bounds as bounds_module
+    import tacos_bench.bounds.pipeline as pipeline
     from solvers.exact.continuous import solve_continuous
     from tacos_bench.topology.named import named_topology
 
     p = Problem(named_topology(name), Collective(kind, k, 1.0, root=1))
     b = lower_bounds(p)["pipeline_us"]
-    real = bounds_module._hop_slot_bounds
+    real = pipeline._hop_slot_bounds
     try:
-        bounds_module._hop_slot_bounds = lambda *args: (0.0, False)
+        pipeline._hop_slot_bounds = lambda *args: (0.0, False)
         before = lower_bounds(p)["best_us"]
     finally:
-        bounds_module._hop_slot_bounds = real
+        pipeline._hop_slot_bounds = real
     o = solve_continuous(p.mirror() if kind == "reduce" else p, time_limit_s=20, num_workers=8,
                          skip_search_at_bound=False, cuts=["linkload", "symmetry", "tail"])
     assert o.exact_time and o.proved_optimal

@@ -1,4 +1,4 @@
-"""The last-import-wave term of the fabric cut bound (tacos_bench/bounds_fabric.py, docs/fabrics.md): below every
+"""The last-import-wave term of the fabric cut bound (tacos_bench/bounds/fabric.py, docs/fabrics.md): below every
 verified schedule of every fabric backend on small rail clusters, reached by an exact schedule, and its value
 on dgx_h100x4 as docs/fabrics.md derives it by hand."""
 

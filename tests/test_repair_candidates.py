@@ -1,5 +1,6 @@
 """Repair after a fault: the timed resume of the routed engine, the replan and reversed-gather candidates,
-and the repair bound (tacos_bench.faults.repair_bound_us) against every repaired schedule."""
+and the repair bound (tacos_bench.bounds.repair_bound_us, also importable from tacos_bench.faults) against
+every repaired schedule."""
 
 from __future__ import annotations
 
@@ -106,6 +107,42 @@ def test_repair_bound_counts_the_executed_prefix():
     s = Schedule.from_rows([(0, 0, 1, 0, t, "copy"), (0, 0, 3, 0, t, "copy"), (0, 1, 2, t, 2 * t, "copy")])
     late = Fault(1.5 * t, links=((0, 3), (3, 0)))   # nothing is lost: the bound is the schedule's own end
     assert repair_bound_us(p, late, state_at(p, s, late)) == pytest.approx(2 * t)
+
+
+@pytest.mark.parametrize("name,kind,cpn,frac,link", [
+    ("hetero2x2x4", "all_gather", 2, 0.2, (0, 1)),          # the state: 9.75 µs; the healthy drain bound: 10.57
+    ("leafspine2x4_2to1", "all_to_all", 1, 0.2, (8, 10)),   # a fabric (leaf-spine link): 23.09 and 35.53 µs
+])
+def test_the_repair_bound_is_never_below_the_healthy_bound(name, kind, cpn, frac, link):
+    # issue 34: the bound from the state at an early fault came out below the run's own healthy lower bound
+    # (1319.06 vs 1321.81 µs). With links failing the executed schedule is also a schedule of the
+    # healthy problem, so its bound holds for any repair; with a failed NPU (less to deliver) it need not.
+    from tacos_bench.bounds import lower_bounds, repair_bounds
+
+    p = Problem(named_topology(name), Collective(kind, cpn, 1.0))
+    healthy = get_solver("greedy").solve(p, seed=0).schedule
+    fault = Fault(frac * healthy.makespan_us, links=(link,))
+    state = state_at(p, healthy, fault)
+    lb = lower_bounds(p)["best_us"]
+    alone = repair_bounds(p, fault, state)
+    assert alone["repair_bound_source"] == "state" and alone["repair_bound_us"] < lb * (1 - 0.05)
+    assert repair_bounds(p, fault, state, lb) == {"repair_bound_us": lb, "repair_bound_source": "healthy"}
+    assert repair_bound_us(p, fault, state) == lb               # the old import path computes the healthy bound
+    dead = Fault(fault.at_us, npus=(3,))
+    assert repair_bounds(p, dead, state_at(p, healthy, dead), lb)["repair_bound_source"] == "state"
+    rep = repair(p, healthy, fault, "greedy", {"seed": 0})
+    assert verify(p, rep.schedule, fault).collective_time_us >= lb * (1 - 1e-9)
+
+
+def test_a_fault_run_records_which_repair_bound_won(tmp_path):
+    from tacos_bench.runner.pipeline import run_job
+
+    rec = run_job({"solver": {"name": "greedy"}, "topo": {"kind": "named", "name": "hetero2x2x4"}, "seed": 0,
+                   "collective": {"kind": "all_gather", "chunks_per_npu": 2, "buffer_mib": 1},
+                   "fault": {"at_fraction": 0.2, "links": [[0, 1, "both"]]}}, tmp_path)
+    assert rec["valid"], rec.get("error")
+    assert rec["repair_bound_source"] == "healthy" and rec["repair_bound_us"] == rec["lower_bound_us"]
+    assert rec["repaired_over_bound"] == rec["collective_time_us"] / rec["lower_bound_us"]
 
 
 def test_probe_repair_runs_tiny(tmp_path, capsys):

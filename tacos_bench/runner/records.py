@@ -177,8 +177,11 @@ FIELDS: tuple[Field, ...] = (
                                       "schedule runs on)"),
     Field("repair_resume_us", "µs", "fault", "executed time with the resume candidate"),
     Field("repair_replan_us", "µs", "fault", "executed time with the replan candidate (null: not tried)"),
-    Field("repair_bound_us", "µs", "fault", "lower bound on any repair from the state at the fault (executed "
-                                            "prefix kept; null on very large instances)"),
+    Field("repair_bound_us", "µs", "fault", "lower bound on any repair: from the state at the fault (executed "
+                                            "prefix kept; null on very large instances) or, with links failing "
+                                            "and no NPU, the healthy lower_bound_us where larger"),
+    Field("repair_bound_source", "", "fault", "which gave repair_bound_us: state (the state at the fault) or "
+                                              "healthy (the healthy problem's lower bound)"),
     Field("repaired_over_bound", "", "fault", "repaired_time_us / repair_bound_us"),
     Field("scratch_time_us", "µs", "fault", "verified time of a from-scratch synthesis on the topology after the "
                                            "fault (same backend and options)"),
