@@ -50,6 +50,13 @@ def warm_all(verbose: bool = True) -> dict[str, float]:
     part("reserve", reserve)
     part("bounds", lambda: [lower_bounds(Problem(t, Collective(k, 1, 1)))
                             for t in (ring(4), het) for k in ("all_gather", "all_reduce", "broadcast", "all_to_all")])
+    def flow():
+        from tacos_bench.flow_bound import lb_flow_us
+
+        for method in ("lp", "garg_koenemann"):
+            lb_flow_us(Problem(ring(4), Collective("all_to_all", 1, 1)), method=method)
+
+    part("flow bound", flow)
     part("baselines", lambda: [get_solver(n).solve(Problem(het, Collective("all_reduce", 1, 1)))
                                for n in ("ring", "direct", "rhd", "dbt", "bfs")]
          + [get_solver(n).solve(Problem(het, Collective(k, 1, 1)))

@@ -1,0 +1,84 @@
+"""Probe: the multicommodity-flow bound of unicast collectives against the project's bounds and greedy_plus.
+
+    python experiments/probe_flow_bound.py [--cases random32d3s0:1 random64d3s0:4 hetero512:1 ...]
+                                           [--collective all_to_all] [--mib 1024] [--greedy-plus]
+                                           [--out results/probe_flow_bound.csv]
+
+Per case (``topology:chunks_per_pair``): :func:`tacos_bench.flow_bound.lb_flow_us` (its source, value and time,
+after one warm call so that numba's cache and highspy's import are not counted), the bandwidth-only fluid
+bound (``latency=False``), ``lower_bounds(p)["best_us"]`` and, with ``--greedy-plus``, greedy_plus's verified
+makespan (hetero512: ~30-70 s). docs/flow_bound.md has the tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tacos_bench import Collective, Problem  # noqa: E402
+from tacos_bench.bounds import lower_bounds  # noqa: E402
+from tacos_bench.flow_bound import lb_flow_us  # noqa: E402
+from tacos_bench.topology import named_topology  # noqa: E402
+
+CASES = ["random16d3s0:1", "random32d3s0:1", "random32d3s0:4", "random64d3s0:1", "random64d3s0:4",
+         "leafspine4x8_2to1:1", "hetero512:1"]
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cases", nargs="+", default=CASES, help="topology:chunks_per_npu")
+    ap.add_argument("--collective", default="all_to_all")
+    ap.add_argument("--mib", type=float, default=1024.0)
+    ap.add_argument("--greedy-plus", action="store_true", help="also run greedy_plus once per case")
+    ap.add_argument("--out", type=Path, default=None)
+    return ap.parse_args(argv)
+
+
+def probe(name: str, cpn: int, kind: str, mib: float, greedy_plus: bool) -> dict:
+    p = Problem(named_topology(name), Collective(kind, cpn, mib))
+    t = time.perf_counter()
+    flow = lb_flow_us(p)
+    row = {"topology": name, "chunks_per_npu": cpn, "flow_us": flow["flow_us"], "flow_source": flow["flow_source"],
+           "flow_s": round(time.perf_counter() - t, 3), "fluid_us": lb_flow_us(p, latency=False)["flow_us"]}
+    t = time.perf_counter()
+    lb = lower_bounds(p)
+    row.update(best_us=lb["best_us"], best_source=lb["best_source"], bounds_s=round(time.perf_counter() - t, 3))
+    if greedy_plus:
+        from solvers import get_solver
+        from tacos_bench.verify import check
+
+        t = time.perf_counter()
+        res = get_solver("greedy_plus").solve(p)
+        v = check(p, res.schedule)
+        row.update(greedy_plus_us=v.collective_time_us if v.valid else None,
+                   greedy_plus_s=round(time.perf_counter() - t, 1))
+        row["greedy_plus_over_flow"] = round(row["greedy_plus_us"] / row["flow_us"], 4)
+    return row
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    lb_flow_us(Problem(named_topology("ring4"), Collective(args.collective, 1, 1.0)))   # warm: cache, imports
+    rows = []
+    for case in args.cases:
+        name, _, cpn = case.partition(":")
+        rows.append(probe(name, int(cpn or 1), args.collective, args.mib, args.greedy_plus))
+        print(", ".join(f"{k}={v}" for k, v in rows[-1].items()), flush=True)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        with open(args.out, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
