@@ -4,7 +4,7 @@
                                            [--collective all_to_all] [--mib 1024] [--greedy-plus]
                                            [--out results/probe_flow_bound.csv]
 
-Per case (``topology:chunks_per_pair``): :func:`tacos_bench.flow_bound.lb_flow_us` (its source, value and time,
+Per case (``topology:chunks_per_pair``): :func:`tacos_bench.bounds.flow.lb_flow_us` (its source, value and time,
 after one warm call so that numba's cache and highspy's import are not counted), the bandwidth-only fluid
 bound (``latency=False``), ``lower_bounds(p)["best_us"]`` and, with ``--greedy-plus``, greedy_plus's verified
 makespan (hetero512: ~30-70 s). docs/flow_bound.md has the tables.
@@ -24,7 +24,7 @@ if str(ROOT) not in sys.path:
 
 from tacos_bench import Collective, Problem  # noqa: E402
 from tacos_bench.bounds import lower_bounds  # noqa: E402
-from tacos_bench.flow_bound import lb_flow_us  # noqa: E402
+from tacos_bench.bounds.flow import lb_flow_us  # noqa: E402
 from tacos_bench.topology import named_topology  # noqa: E402
 
 CASES = ["random16d3s0:1", "random32d3s0:1", "random32d3s0:4", "random64d3s0:1", "random64d3s0:4",

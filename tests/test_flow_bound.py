@@ -1,4 +1,4 @@
-"""The multicommodity-flow bound of the unicast collectives (tacos_bench/flow_bound.py, docs/flow_bound.md):
+"""The multicommodity-flow bound of the unicast collectives (tacos_bench/bounds/flow.py, docs/flow_bound.md):
 never above a verified schedule of any backend, equal to hand-computed values, the reference values of issue 32,
 and every reduction (orbits, Garg-Koenemann) at or below the plain LP."""
 
@@ -11,7 +11,7 @@ from solvers import available_solvers, get_solver
 from solvers.base import CAP_EXACT, CAP_FABRIC, solver_class
 from tacos_bench import Collective, Problem
 from tacos_bench.errors import SolverError
-from tacos_bench.flow_bound import (certificate_us, flow_solution, lb_flow_us, path_decomposition,
+from tacos_bench.bounds.flow import (certificate_us, flow_solution, lb_flow_us, path_decomposition,
                                     unicast_demand)
 from tacos_bench.topology import Topology
 from tacos_bench.topology.fabrics import leaf_spine, switched

@@ -261,12 +261,27 @@ def _hpop(hk, ht, hv, off, size, l):
 
 
 @njit(cache=True)
-def run_routed(C, links, routes, rng, out, stats, link_free, ready):
+def remaining_route(C, routes, lt):
+    """Each hop's remaining route time (indexed like ``routes.link``): the longest remaining route first."""
+    path_ptr, path_len, paths = routes.offset, routes.length, routes.link
+    rem = np.zeros(max(paths.shape[0], 1))
+    for c in range(C):
+        acc = 0.0
+        for h in range(path_len[c] - 1, -1, -1):
+            acc += lt[paths[path_ptr[c] + h]]
+            rem[path_ptr[c] + h] = acc
+    return rem
+
+
+@njit(cache=True)
+def run_routed(C, links, routes, rng, out, stats, link_free, ready, key):
     """Schedule the routed chunks (see the module docstring); returns the number of transfers.
 
     Link ``l`` is busy until ``link_free[l]`` and chunk ``c`` reaches the start of its route at ``ready[c]``
     (both 0 on a fresh run; a resume after a fault passes the in-flight transfers' ends, so the schedule is
-    placed as it will run)."""
+    placed as it will run). At a link the waiting chunk of the largest ``key`` goes first (indexed like
+    ``routes.link``: a chunk's key at each hop; :func:`remaining_route` gives the longest remaining route
+    first, the flow candidate's forward-backward passes give each pass the other's times)."""
     lt = links.time
     path_ptr, path_len, paths = routes.offset, routes.length, routes.link
     out_c, out_l, out_s, out_e = out.chunk, out.link, out.start, out.end
@@ -284,15 +299,11 @@ def run_routed(C, links, routes, rng, out, stats, link_free, ready):
     ht = np.empty(max(total, 1))
     hv = np.empty(max(total, 1), np.int64)
     size = np.zeros(M, np.int64)
-    # remaining route time from each hop on, and a random tie key per chunk
-    rem = np.empty(max(paths.shape[0], 1))   # indexed like paths (each chunk's room, not its route length)
+    # the priority at each hop, and a random tie key per chunk
+    rem = key
     tie = np.empty(C)
     for c in range(C):
         tie[c] = below(rng, 1 << 30) / float(1 << 30)
-        acc = 0.0
-        for h in range(path_len[c] - 1, -1, -1):
-            acc += lt[paths[path_ptr[c] + h]]
-            rem[path_ptr[c] + h] = acc
     hop = np.zeros(C, np.int64)
     # events: a link's transfer ends (value l), or chunk c reaches its route's start (value M + c)
     ek = np.empty(M + C + 1)

@@ -377,3 +377,46 @@ def stop_bound(problem: Problem):
     if problem.kind in (BROADCAST, SCATTER) and problem.collective.rooted:
         return lambda: bounds.root_pipeline_bound_us(problem)
     return None
+
+
+class FlowRouted(Candidate):
+    """Unicast (All-to-All, Scatter; Gather time-reversed): each (source, destination) pair's chunks routed along
+    the multicommodity-flow LP's paths, rounded to whole chunks by a small MILP, then list-scheduled with
+    forward-backward improvement (:mod:`solvers.greedy.flow_routing`); point-to-point, up to
+    ``flow_max_columns`` commodity x link pairs of the LP."""
+
+    name = "flow"
+    switch = "flow_candidate"
+    budget = ("flow_max_columns",)
+
+    def applies(self, problem, ctx):
+        from tacos_bench.collective import UNICAST_KINDS
+
+        if problem.kind not in UNICAST_KINDS:
+            return f"Gather, Scatter, All-to-All only (this is {problem.kind})"
+        sources = np.unique(np.asarray(problem.sources)).size
+        if sources * problem.num_links > ctx.opts.flow_max_columns:
+            return (f"its LP has {sources} x {problem.num_links} commodity-link pairs > flow_max_columns "
+                    f"({ctx.opts.flow_max_columns})")
+        return None
+
+    def run(self, problem, ctx):
+        from tacos_bench.bounds.flow import flow_solution, path_decomposition
+
+        try:
+            sol = flow_solution(problem, max_lp_columns=ctx.opts.flow_max_columns)
+        except SolverError as e:
+            raise Skip(str(e)) from None
+        ctx.notes["flow_lp_us"] = sol.T_us
+        if ctx.best is not None and ctx.best.makespan_us <= sol.T_us * (1 + 1e-9):
+            raise Skip("the schedule so far meets the flow bound (optimal)")
+        from .flow_routing import round_routes, schedule_routes
+
+        return schedule_routes(problem, round_routes(problem, path_decomposition(problem, sol)), ctx.opts.seed)
+
+    def warmup(self, problem, opts):
+        return Rules().warmup(problem, opts)
+
+
+COPY_CANDIDATES = COPY_CANDIDATES + (FlowRouted(),)
+PREFER = PREFER + ("flow",)

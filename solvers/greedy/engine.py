@@ -617,7 +617,8 @@ class _UnicastInstance:
             out = Transfers(chunk=np.empty(total, np.int64), link=np.empty(total, np.int64), start=np.empty(total),
                             end=np.empty(total))
             stats = np.zeros(1, np.int64)
-            n = R.run_routed(self.C, self.links, routes, rng, out, stats, self.link_free, self.ready)
+            n = R.run_routed(self.C, self.links, routes, rng, out, stats, self.link_free, self.ready,
+                             R.remaining_route(self.C, routes, self.lt))
             if n != total:  # cannot happen: every route is a path of existing links
                 raise SolverError("the routed greedy left chunks undelivered")
             end = float(out.end.max()) if total else 0.0

@@ -157,7 +157,12 @@ class GreedyOptions(SolverOptions):
                                                   "reduce: also build the in-network pipeline (one switch: owner "
                                                   "changes interleaved; a tree of switches: SHARP-like), the "
                                                   "faster kept")
+    flow_candidate: bool = option(False, doc="Gather, Scatter, All-to-All on point-to-point links: also route "
+                                             "each pair's chunks along the multicommodity-flow LP's paths and "
+                                             "list-schedule them (candidate flow), the faster kept")
     # budgets: the work limits that decide whether (and how far) a candidate runs
+    flow_max_columns: int = option(20_000, minimum=0, doc="budget of candidate flow: the LP's commodities x "
+                                                          "links (HiGHS: ~1 s at the default)")
     tiered_max_pairs: int = option(TIERED_MAX_PAIRS, minimum=1,
                                    doc="budget of the topology-aware rules on an All-Gather: from this many "
                                        "NPUs x chunks on, the tier decomposition runs instead (or, without one, "
@@ -263,6 +268,9 @@ class GreedyPlusOptions(GreedyOptions):
     relabel_tries: int = option(3, minimum=0, doc="relabelled copies of a rooted problem (see greedy)")
     # switched8_nvls / leafspine SHARP-like All-Reduce: the in-network pipeline is the one at the bound there
     in_switch_candidate: bool = option(True, doc="in-network All-Reduce pipelines on fabrics (see greedy)")
+    # random32d3s0 / random64d3s0 All-to-All: the shortest-path routing is 1.16x / 1.37x the flow bound
+    # (docs/bounds.md, flow); the LP's paths bring it to (see docs/greedy.md)
+    flow_candidate: bool = option(True, doc="flow-routed unicast candidate (see greedy)")
 
 
 def restart_seeds(seed: int, restarts: int) -> np.ndarray:

@@ -69,6 +69,7 @@ NOTES = StatsSchema(
     Stat("broadcast_reserve_runs", int, "", "candidate reserve_broadcast: reservation runs"),
     Stat("broadcast_reserve_us", float, "µs", "candidate reserve_broadcast: its best makespan"),
     Stat("broadcast_reserve_bound_us", float, "µs", "candidate reserve_broadcast: the bound its rounds aim at"),
+    Stat("flow_lp_us", float, "µs", "candidate flow: the flow LP's value (the fluid bound its routes follow)"),
     Stat("fabric_ignores", str, "", "fabric: options of the point-to-point rules a fabric run does not read"),
     Stat("fabric_time_s", float, "s", "fabric: time of the whole portfolio"),
     Stat("chosen", str, "", "a fabric resume: the rule of the kept run (rules or tacos)"),

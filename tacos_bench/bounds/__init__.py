@@ -22,6 +22,10 @@ heterogeneous, asymmetric, irregular. The derivations are in ``docs/bounds.md``.
     The whole-chunk count bound every family counts with, and the link load of the unicast collectives.
 :mod:`~tacos_bench.bounds.fabric`
     A switched fabric's own bounds (ports, switch groups, the last import wave, start-up, distance).
+:mod:`~tacos_bench.bounds.flow`
+    Unicast collectives (Gather, Scatter, All-to-All): the fluid multicommodity-flow bound, certified by a
+    feasible dual (an LP by HiGHS, reduced by symmetry where the topology has some, or Garg-Koenemann phases),
+    on either network kind.
 :mod:`~tacos_bench.bounds.repair`
     A repair after a fault: the state at the fault, and the healthy problem's bound.
 
@@ -83,7 +87,7 @@ def _network(problem: Problem) -> _Network:
 def lower_bounds(problem: Problem, *, distance_exact_max_npus: int = DISTANCE_EXACT_MAX_NPUS,
                  refine_max_npus: int = REFINE_MAX_NPUS, cut_max_npus: int = CUT_MAX_NPUS,
                  distance_samples: int = DISTANCE_SAMPLES, cut_sample_pins: int = CUT_SAMPLE_PINS,
-                 drain: bool = True) -> dict:
+                 drain: bool = True, flow: bool = True) -> dict:
     """All lower bounds (µs) on the collective time of ``problem``: on a switched fabric those of
     :mod:`tacos_bench.bounds.fabric` (the same keys; the size limits below do not apply there), otherwise
     those of :mod:`tacos_bench.bounds.point_to_point`.
@@ -107,6 +111,9 @@ def lower_bounds(problem: Problem, *, distance_exact_max_npus: int = DISTANCE_EX
         valid, flagged ``cut_exact=False``.
     distance_samples, cut_sample_pins : int
         Effort of the cheap fallbacks above the size limits.
+    flow : bool
+        Gather, Scatter, All-to-All: also the multicommodity-flow bound (:mod:`~tacos_bench.bounds.flow`,
+        its keys ``flow_*``; ``best_source`` then says ``flow:<method>``).
 
     Returns
     -------
@@ -134,10 +141,23 @@ def lower_bounds(problem: Problem, *, distance_exact_max_npus: int = DISTANCE_EX
     >>> b["ingress_steps"], b["best_us"] == 8 * 1250.5
     (8, True)
     """
-    return _network(problem).lower_bounds(
+    out = _network(problem).lower_bounds(
         problem, distance_exact_max_npus=distance_exact_max_npus, refine_max_npus=refine_max_npus,
         cut_max_npus=cut_max_npus, distance_samples=distance_samples, cut_sample_pins=cut_sample_pins,
         drain=drain)
+    return with_flow_bound(problem, out) if flow else out
+
+
+def with_flow_bound(problem: Problem, out: dict) -> dict:
+    """``out`` with the flow bound's keys (:func:`tacos_bench.bounds.flow.lb_flow_us`; None for the collectives it
+    does not cover) and, where it is the highest, ``best_us`` from it (``best_source`` ``flow:<method>``)."""
+    from .flow import lb_flow_us
+
+    fl = lb_flow_us(problem)
+    out.update(fl)
+    if fl["flow_us"] is not None and (out.get("best_us") is None or fl["flow_us"] > out["best_us"] * (1 + 1e-12)):
+        out["best_us"], out["best_source"] = fl["flow_us"], f"flow:{fl['flow_source']}"
+    return out
 
 
 def cheap_bound_us(problem: Problem) -> float:

@@ -51,7 +51,7 @@ def warm_all(verbose: bool = True) -> dict[str, float]:
     part("bounds", lambda: [lower_bounds(Problem(t, Collective(k, 1, 1)))
                             for t in (ring(4), het) for k in ("all_gather", "all_reduce", "broadcast", "all_to_all")])
     def flow():
-        from tacos_bench.flow_bound import lb_flow_us
+        from tacos_bench.bounds.flow import lb_flow_us
 
         for method in ("lp", "garg_koenemann"):
             lb_flow_us(Problem(ring(4), Collective("all_to_all", 1, 1)), method=method)

@@ -56,12 +56,12 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from .bounds_fabric import occupancy_us
-from .collective import UNICAST_KINDS
-from .cost import BYTES_PER_GIB
-from .errors import SolverError
-from .graph import dijkstra
-from .problem import Problem
+from .fabric import occupancy_us
+from ..collective import UNICAST_KINDS
+from ..cost import BYTES_PER_GIB
+from ..errors import SolverError
+from ..graph import dijkstra
+from ..problem import Problem
 
 __all__ = ["lb_flow_us", "unicast_demand", "chunk_rates", "certificate_us", "flow_solution", "path_decomposition",
            "FlowSolution"]
