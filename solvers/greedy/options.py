@@ -196,6 +196,10 @@ class GreedyOptions(SolverOptions):
                                              "its most loaded link (null: 0; greedy_plus: 0 and 0.5, the faster "
                                              "schedule kept; 1 when resuming after a fault)")
 
+    detour_gap: float = option(0.01, minimum=0.0,
+                               doc="routing=balanced with detours (greedy_plus, a route_stretch of 0.5 beside 0): "
+                                   "the detour routing runs only while the shortest routes' most loaded link is "
+                                   "more than this fraction above the flow LP's floor (0: unless at the floor)")
     reserve_resume: bool = option(True, doc="resuming a gather, scatter or all-to-all after a fault: also route "
                                             "the remainder by reservation from the state (each chunk from any "
                                             "holder once its copy is there, links busy until their in-flight "

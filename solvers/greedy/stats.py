@@ -51,6 +51,8 @@ RUN = StatsSchema(
     Stat("max_link_load_us", float, "µs", "routed engine: the most loaded link's busy time"),
     Stat("route_passes", int, "", "routed engine: rip-up and re-route rounds"),
     Stat("route_tries", int, "", "routed engine: chunk orders tried"),
+    Stat("detours_skipped", bool, "", "routed engine: the shortest routes met the flow LP's link-load floor, so "
+                                      "no detour routing ran"),
     Stat("chunk_order_used", str, "", "fabric: the chunk order of the kernel (random or rarest)"),
 )
 
