@@ -74,6 +74,26 @@ CAP_OVERLAP = "overlap"        # All-Reduce follows collective.overlap (composed
 CAP_FROM_STATE = "from_state"  # can start a copy collective from a given state (solve_from; solvers.repair)
 CAP_FABRIC = "fabric"          # schedules switched fabrics (switches as nodes, docs/fabrics.md)
 CAP_FABRIC_ONLY = "fabric_only"  # needs a switched fabric (an in-switch algorithm)
+# chunk tables (tacos_bench.demand: all_to_allv, moe_*, custom, concurrent), by what their chunks are
+CAP_DEMAND_UNICAST = "demand_unicast"  # every chunk one source, one destination
+CAP_DEMAND_COPY = "demand_copy"        # copies to any destinations (subsets, every NPU)
+CAP_DEMAND_REDUCE = "demand_reduce"    # reductions from any sources into one destination each
+DEMAND_CAPS = (CAP_DEMAND_UNICAST, CAP_DEMAND_COPY, CAP_DEMAND_REDUCE)
+
+
+def capability_of(problem: Problem) -> str:
+    """The capability a backend needs for ``problem``'s collective: its kind, or for a chunk table its class
+    (a table mixing copies and reductions, or reducing into several destinations, needs ``demand_mixed``)."""
+    coll = problem.collective
+    if coll.demand is None:
+        return problem.kind
+    if coll.unicast:
+        return CAP_DEMAND_UNICAST
+    if coll.copies:
+        return CAP_DEMAND_COPY
+    if coll.reduces and coll.demand.one_destination:
+        return CAP_DEMAND_REDUCE
+    return "demand_mixed"
 
 
 @dataclass(frozen=True)
@@ -241,9 +261,11 @@ class Solver(abc.ABC):
         if CAP_FABRIC_ONLY in self.capabilities and not problem.topology.is_fabric:
             raise SolverError(f"solver {self.name!r} runs inside switches, and {problem.topology.name!r} has none "
                               "(try topo=switched8_nvls or topo=leafspine4x8_sharp)")
-        if not self.supports(problem.kind):
-            can = [n for n in available_solvers() if get_solver(n).supports(problem.kind)]
-            raise SolverError(f"solver {self.name!r} does not support {problem.kind}"
+        need = capability_of(problem)
+        if not self.supports(need):
+            can = [n for n in available_solvers() if get_solver(n).supports(need)]
+            what = problem.kind if need == problem.kind else f"{problem.kind} ({need.replace('_', ' ')})"
+            raise SolverError(f"solver {self.name!r} does not support {what}"
                               + (f" (solvers that do: {', '.join(can)})" if can else ""))
 
     def __repr__(self) -> str:

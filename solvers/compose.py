@@ -91,6 +91,25 @@ def reduce_scatter_from_all_gather(problem: Problem, ag_solve: AllGatherSolve) -
     return mirrored(problem.with_collective(REDUCE_SCATTER), ag_solve)
 
 
+def per_destination(problem: Problem, copy_solve: AllGatherSolve) -> Schedule:
+    """A copy table with subsets of destinations (a chunk table, :mod:`tacos_bench.demand`) solved as one
+    unicast chunk per (chunk, destination) pair (:meth:`~tacos_bench.demand.Demand.expanded_unicast`); each row
+    then carries its chunk's id again. Valid for copies (a relay may receive a chunk twice), but without
+    multicast sharing: a chunk for two destinations behind one link crosses it twice."""
+    from tacos_bench.collective import Collective
+
+    demand, parent = problem.demand.expanded_unicast()
+    sched = copy_solve(Problem(problem.topology, Collective(problem.kind, demand=demand)))
+    return Schedule(parent[sched.chunk], sched.src, sched.dst, sched.start_us, sched.end_us, sched.op,
+                    route=sched.route)
+
+
+def needs_expansion(problem: Problem) -> bool:
+    """A copy chunk table that is neither unicast nor every-NPU multicast: :func:`per_destination`."""
+    c = problem.collective
+    return c.general and c.copies and not (c.unicast or c.multicast)
+
+
 def solve_collective(problem: Problem, ag_solve: AllGatherSolve, *,
                      rs_solve: AllGatherSolve | None = None) -> Schedule:
     """Schedule any collective given a copy synthesizer.
@@ -108,9 +127,12 @@ def solve_collective(problem: Problem, ag_solve: AllGatherSolve, *,
         passes its own.
     """
     kind = problem.kind
-    if problem.collective.copies:
+    coll = problem.collective
+    if coll.copies:
         return ag_solve(problem)
-    if kind in (REDUCE_SCATTER, REDUCE_KIND):
+    if kind in (REDUCE_SCATTER, REDUCE_KIND) or (coll.demand is not None and coll.reduces
+                                                 and coll.demand.one_destination):
+        # a reducing chunk table into one destination per chunk mirrors to a copy table (MoE combine: dispatch)
         return mirrored(problem, rs_solve or ag_solve)
     if kind != ALL_REDUCE:
         raise SolverError(f"no composition for collective {kind!r}")

@@ -13,3 +13,4 @@ __version__ = "0.1.0"
 
 __all__ = ["ALL_GATHER", "ALL_REDUCE", "REDUCE_SCATTER", "Collective", "Problem", "Schedule",
            "TacosError", "Topology", "__version__"]
+

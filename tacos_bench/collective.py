@@ -29,6 +29,7 @@ the reversed links (:meth:`Collective.mirror`): reduce_scatter of all_gather, re
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -51,6 +52,14 @@ ROOTED_KINDS = (BROADCAST, REDUCE, GATHER, SCATTER)
 MULTICAST_KINDS = (ALL_GATHER, BROADCAST)
 UNICAST_KINDS = (GATHER, SCATTER, ALL_TO_ALL)
 _MIRROR = {REDUCE_SCATTER: ALL_GATHER, REDUCE: BROADCAST}
+# collectives given by a chunk table (tacos_bench.demand) rather than by a rule: All-to-Allv from a byte matrix, a
+# mixture-of-experts layer's dispatch and combine, a user's table, several collectives on one network
+ALL_TO_ALLV = "all_to_allv"
+MOE_DISPATCH = "moe_dispatch"
+MOE_COMBINE = "moe_combine"
+CUSTOM = "custom"
+CONCURRENT = "concurrent"
+DEMAND_KINDS = (ALL_TO_ALLV, MOE_DISPATCH, MOE_COMBINE, CUSTOM, CONCURRENT)
 
 _ALIASES = {
     "all_gather": ALL_GATHER, "allgather": ALL_GATHER, "all-gather": ALL_GATHER, "ag": ALL_GATHER,
@@ -59,6 +68,8 @@ _ALIASES = {
     "all_reduce": ALL_REDUCE, "allreduce": ALL_REDUCE, "all-reduce": ALL_REDUCE, "ar": ALL_REDUCE,
     "broadcast": BROADCAST, "bcast": BROADCAST, "reduce": REDUCE, "gather": GATHER, "scatter": SCATTER,
     "all_to_all": ALL_TO_ALL, "alltoall": ALL_TO_ALL, "all-to-all": ALL_TO_ALL, "a2a": ALL_TO_ALL,
+    "all_to_allv": ALL_TO_ALLV, "alltoallv": ALL_TO_ALLV, "all-to-allv": ALL_TO_ALLV,
+    "moe_dispatch": MOE_DISPATCH, "moe_combine": MOE_COMBINE, "custom": CUSTOM, "concurrent": CONCURRENT,
 }
 
 
@@ -70,7 +81,7 @@ def canonical_kind(name: str) -> str:
     """
     key = str(name).strip().lower()
     if key not in _ALIASES:
-        raise CollectiveError(f"unknown collective {name!r}; choose one of {', '.join(KINDS)}")
+        raise CollectiveError(f"unknown collective {name!r}; choose one of {', '.join(KINDS + DEMAND_KINDS)}")
     return _ALIASES[key]
 
 
@@ -94,6 +105,10 @@ class Collective:
     root : int
         The root of broadcast, reduce, gather and scatter (checked against the topology by
         :class:`~tacos_bench.problem.Problem`).
+    demand : Demand, optional
+        The chunk table of a collective of :data:`DEMAND_KINDS` (:mod:`tacos_bench.demand`); its chunks, their
+        size, sources and destinations then replace the rule above (``chunks_per_npu`` and ``buffer_mib`` only
+        describe how it was made).
 
     Examples
     --------
@@ -112,9 +127,13 @@ class Collective:
     buffer_mib: float = 1024.0
     overlap: bool = True
     root: int = 0
+    demand: Any = None
 
     def __post_init__(self):
         object.__setattr__(self, "kind", canonical_kind(self.kind))
+        if (self.kind in DEMAND_KINDS) != (self.demand is not None):
+            raise CollectiveError(f"collective {self.kind} " + ("needs its chunk table (demand)" if self.demand is None
+                                                               else "is a named collective: it takes no demand"))
         if not isinstance(self.overlap, (bool, np.bool_)):
             raise CollectiveError(f"collective.overlap must be true or false, got {self.overlap!r}")
         object.__setattr__(self, "overlap", bool(self.overlap))
@@ -142,6 +161,8 @@ class Collective:
         return int(round(self.buffer_mib * MIB))
 
     def num_chunks(self, num_npus: int) -> int:
+        if self.demand is not None:
+            return self.demand.num_chunks
         n, k = int(num_npus), self.chunks_per_npu
         if self.kind in (BROADCAST, REDUCE):
             return k
@@ -150,6 +171,8 @@ class Collective:
         return n * k
 
     def chunk_bytes(self, num_npus: int) -> int:
+        if self.demand is not None:
+            return int(self.demand.chunk_bytes)
         if self.kind == ALL_TO_ALL:  # B is one NPU's send buffer: N K chunks of it
             return chunk_bytes_for(self.buffer_bytes, int(num_npus) * self.chunks_per_npu)
         return chunk_bytes_for(self.buffer_bytes, self.num_chunks(num_npus))
@@ -157,28 +180,36 @@ class Collective:
     # ------------------------------------------------------------------ classes of collective
     @property
     def reduces(self) -> bool:
-        return self.kind in REDUCE_KINDS
+        return self.demand.reduces if self.demand is not None else self.kind in REDUCE_KINDS
 
     @property
     def copies(self) -> bool:
-        return self.kind in COPY_KINDS
+        return self.demand.copies if self.demand is not None else self.kind in COPY_KINDS
 
     @property
     def multicast(self) -> bool:
         """Every NPU needs every chunk, from one source each (the TACOS case)."""
-        return self.kind in MULTICAST_KINDS
+        return self.demand.multicast_all if self.demand is not None else self.kind in MULTICAST_KINDS
 
     @property
     def unicast(self) -> bool:
         """Every chunk has one source and one destination."""
-        return self.kind in UNICAST_KINDS
+        return self.demand.unicast if self.demand is not None else self.kind in UNICAST_KINDS
 
     @property
     def rooted(self) -> bool:
         return self.kind in ROOTED_KINDS
 
+    @property
+    def general(self) -> bool:
+        """Given by a chunk table (:data:`DEMAND_KINDS`): some chunk may have a subset of sources or
+        destinations."""
+        return self.demand is not None
+
     def mirror(self) -> "Collective":
         """The copy collective whose time-reversed schedule on the reversed links is this reducing one."""
+        if self.demand is not None:
+            return replace(self, demand=self.demand.mirror())
         if self.kind not in _MIRROR:
             raise CollectiveError(f"{self.kind} has no single-phase mirror")
         return replace(self, kind=_MIRROR[self.kind])
@@ -213,11 +244,15 @@ class Collective:
         return chunk % n  # reduce_scatter, scatter
 
     def sources(self, num_npus: int) -> np.ndarray:
-        """:meth:`source_of` of every chunk."""
+        """:meth:`source_of` of every chunk (a chunk table: ``-2`` for a subset of several sources)."""
+        if self.demand is not None:
+            return self.demand.source.copy()
         return self.source_of(np.arange(self.num_chunks(num_npus), dtype=np.int64), num_npus)
 
     def destinations(self, num_npus: int) -> np.ndarray:
-        """:meth:`destination_of` of every chunk."""
+        """:meth:`destination_of` of every chunk (a chunk table: ``-2`` for a subset of several destinations)."""
+        if self.demand is not None:
+            return self.demand.destination.copy()
         return self.destination_of(np.arange(self.num_chunks(num_npus), dtype=np.int64), num_npus)
 
     def initial_state(self, npu: int, chunk: int, num_npus: int) -> int:
@@ -234,6 +269,8 @@ class Collective:
         return (1 << num_npus) - 1
 
     def label(self) -> str:
+        if self.demand is not None:
+            return f"{self.kind}({self.demand.num_chunks} chunks of {self.demand.chunk_bytes} B)"
         extra = ""
         if self.kind == ALL_REDUCE:
             extra = ", overlap" if self.overlap else ", barrier"

@@ -35,6 +35,10 @@ class Problem:
 
     def __post_init__(self):
         self.topology.check_strongly_connected()
+        demand = self.collective.demand
+        if demand is not None and demand.num_npus != self.topology.num_npus:
+            raise CollectiveError(f"the {self.collective.kind} demand is on {demand.num_npus} NPUs; topology "
+                                  f"{self.topology.name!r} has {self.topology.num_npus}")
         if self.collective.rooted and self.collective.root >= self.topology.num_npus:
             raise CollectiveError(f"collective.root={self.collective.root} is out of range: topology "
                                   f"{self.topology.name!r} has NPUs 0..{self.topology.num_npus - 1}")
@@ -92,6 +96,14 @@ class Problem:
         d = self.collective.destinations(self.num_npus)
         d.setflags(write=False)
         return d
+
+    @cached_property
+    def demand(self):
+        """The chunk table (:class:`tacos_bench.demand.Demand`): the collective's own, or its named rule's."""
+        from .demand import of_collective
+
+        return self.collective.demand if self.collective.demand is not None else of_collective(self.collective,
+                                                                                                  self.num_npus)
 
     def with_collective(self, kind: str) -> "Problem":
         """Same topology and sizes, another collective kind."""

@@ -23,7 +23,6 @@ import heapq
 
 import numpy as np
 
-from tacos_bench.collective import MULTICAST_KINDS
 from tacos_bench.errors import SolverError
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import COPY, Schedule
@@ -86,7 +85,7 @@ def fabric_copy(problem: Problem, *, seed: int = 0, max_switches: int = 0, chunk
     hops = hops or build_hops(topo, problem.chunk_bytes, max_switches)
     rng = np.random.default_rng(seed)
     key = rng.random(C)                    # tie-break between chunks
-    multicast_kind = problem.kind in MULTICAST_KINDS
+    multicast_kind = problem.collective.multicast   # every NPU needs every chunk (a table's too)
     src_of = np.asarray(problem.sources)
     dst_of = np.asarray(problem.destinations)
 

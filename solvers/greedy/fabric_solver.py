@@ -34,7 +34,7 @@ from tacos_bench.errors import SolverError
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import Schedule
 
-from ..compose import chunk_done_at_owner, link_last_use, mirrored
+from ..compose import chunk_done_at_owner, link_last_use, mirrored, needs_expansion, per_destination
 from ..fabric_routes import build_hops, shared_hops
 from ..portfolio import Candidate, RunContext, Skip, run_portfolio
 from .fabric import fabric_copy
@@ -68,6 +68,8 @@ def seeds_of(problem: Problem, opts: GreedyOptions) -> list[int]:
 def _collective(problem: Problem, seed: int, order: str, local_first: bool) -> Schedule:
     """One run of the fabric kernel, composed into ``problem``'s collective."""
     def copy(p, **start):
+        if needs_expansion(p):
+            return per_destination(p, lambda q: copy(q, **start))
         # built once per fabric and chunk size inside solve_fabric's shared_hops block (also the reversed copy
         # that each mirrored phase builds anew)
         return fabric_copy(p, seed=seed, chunk_order=order, hops=build_hops(p.topology, p.chunk_bytes),

@@ -22,10 +22,10 @@ from tacos_bench.collective import ALL_GATHER, ALL_TO_ALL, GATHER, SCATTER
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import Schedule
 
-from ..base import (CAP_FABRIC, CAP_FROM_STATE, CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_ALL_TO_ALL, CAP_BROADCAST, CAP_GATHER,
+from ..base import (CAP_DEMAND_COPY, CAP_DEMAND_REDUCE, CAP_DEMAND_UNICAST, CAP_FABRIC, CAP_FROM_STATE, CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_ALL_TO_ALL, CAP_BROADCAST, CAP_GATHER,
                     CAP_OVERLAP, CAP_RANDOMIZED, CAP_REDUCE, CAP_REDUCE_SCATTER, CAP_SCATTER, CAP_THREADS,
                     CAP_TIME_LIMIT, Solver, SolveResult, StartState)
-from ..compose import solve_collective
+from ..compose import needs_expansion, per_destination, solve_collective
 from ..portfolio import SKIP_TIME_LIMIT, Candidate, PortfolioResult, RunContext, record_fields, run_portfolio, select
 from .candidates import COPY_CANDIDATES, PREFER, Rules, greedy_run, stop_bound, _once
 from .options import RESUME_RESERVE_TRIES, RESUME_RESERVE_WORK, GreedyOptions, GreedyPlusOptions
@@ -160,7 +160,8 @@ class GreedySolver(Solver):
     name = "greedy"
     capabilities = frozenset({CAP_ALL_GATHER, CAP_REDUCE_SCATTER, CAP_ALL_REDUCE, CAP_BROADCAST, CAP_REDUCE,
                               CAP_GATHER, CAP_SCATTER, CAP_ALL_TO_ALL, CAP_RANDOMIZED, CAP_TIME_LIMIT, CAP_THREADS,
-                              CAP_OVERLAP, CAP_FROM_STATE, CAP_FABRIC})
+                              CAP_OVERLAP, CAP_FROM_STATE, CAP_FABRIC, CAP_DEMAND_UNICAST, CAP_DEMAND_COPY,
+                              CAP_DEMAND_REDUCE})
     Options = GreedyOptions
     STATUS_MAP = {"schedule built": "feasible"}
     Stats = GREEDY_STATS
@@ -246,6 +247,8 @@ def _solve_phases(problem: Problem, opts: GreedyOptions, cands, deadline) -> tup
     threads = opts.num_threads
 
     def copy_solve(phase: Problem) -> Schedule:
+        if needs_expansion(phase):
+            return per_destination(phase, copy_solve)
         reverse = _by_reversal(phase, opts)
         q = _reversed_scatter(phase) if reverse else phase
         ctx = RunContext(opts=opts, deadline=deadline, threads=threads, output="table" if reverse else output,

@@ -65,6 +65,17 @@ class CollectiveConf:
     overlap: bool = True
     # broadcast, reduce, gather, scatter: the root's NPU id as configured (before failed_npus/subset renumbering)
     root: int = 0
+    # collectives given by a chunk table (tacos_bench.runner.demand_config): all_to_allv's byte matrix, custom's
+    # chunks.csv, the size of every chunk; a mixture-of-experts layer's shape and routing skew
+    demand: Optional[str] = None
+    chunks: Optional[str] = None
+    chunk_bytes: Optional[int] = None
+    tokens_per_npu: Optional[int] = None
+    hidden: Optional[int] = None
+    dtype: Optional[str] = None
+    experts: Optional[int] = None
+    top_k: Optional[int] = None
+    gini: Optional[float] = None
 
 
 @dataclass

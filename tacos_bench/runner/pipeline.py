@@ -78,7 +78,7 @@ def run_job(cfg: Mapping[str, Any], out_dir, *, choices: Mapping[str, Any] | Non
         if config_error is not None:
             raise config_error
         csv, csv_rows, topo_links = _output_settings(cfg, defaults, export)
-        problem = build_problem(topo_cfg, coll_cfg)
+        problem = build_problem(topo_cfg, coll_cfg, seed)
         rec.update(problem_fields(problem))
         log.info("problem: %s", problem.describe())
         fault = fault_from_config(_section(cfg, "fault"), problem.topology, seed)

@@ -76,16 +76,25 @@ FIELDS: tuple[Field, ...] = (
     Field("num_links", "", "problem", "directed links"),
     Field("homogeneous", "", "problem", "every link has the same bandwidth and latency"),
     Field("symmetric", "", "problem", "every link has a reverse with the same bandwidth and latency"),
-    Field("collective", "", "problem", "all_gather, reduce_scatter, all_reduce, broadcast, reduce, gather, scatter "
-                                       "or all_to_all"),
-    Field("chunks_per_npu", "", "problem", "K: chunks per NPU (broadcast/reduce: chunks; all_to_all: per pair)"),
+    Field("collective", "", "problem", "all_gather, reduce_scatter, all_reduce, broadcast, reduce, gather, scatter, "
+                                       "all_to_all; or a chunk table: all_to_allv, moe_dispatch, moe_combine, "
+                                       "custom, concurrent"),
+    Field("chunks_per_npu", "", "problem", "K: chunks per NPU (broadcast/reduce: chunks; all_to_all: per pair; null "
+                                           "for a chunk table)"),
     Field("buffer_mib", "MiB", "problem", "collective size"),
     Field("overlap", "", "problem", "All-Reduce composition: phases overlapped per link and chunk (false: barrier)"),
     Field("root", "", "problem", "root of broadcast/reduce/gather/scatter, as configured (null for the others)"),
     Field("failed_links", "", "problem", "number of directed links removed before synthesis (topo.failed_links)"),
-    Field("num_chunks", "", "problem", "N x K (broadcast/reduce: K; all_to_all: N x N x K)"),
-    Field("chunk_bytes", "B", "problem", "floor(buffer / num_chunks)"),
+    Field("num_chunks", "", "problem", "N x K (broadcast/reduce: K; all_to_all: N x N x K; a chunk table: its rows)"),
+    Field("chunk_bytes", "B", "problem", "floor(buffer / num_chunks); a chunk table's one chunk size"),
     Field("min_link_time_us", "µs", "problem", "fastest link's chunk time"),
+    Field("demand_bytes", "B", "problem", "a chunk-table collective (all_to_allv, moe_*, custom, concurrent): the bytes "
+                                          "its sources send its destinations, summed over pairs (chunks.csv has the "
+                                          "table)"),
+    Field("padding_bytes", "B", "problem", "a chunk-table collective: bytes added by rounding each pair (or token "
+                                           "group) up to whole chunks"),
+    Field("demand_gini", "", "problem", "moe_dispatch / moe_combine: the realized Gini coefficient of the tokens each "
+                                        "expert receives (collective.gini asks for it)"),
     # bounds
     Field("lower_bound_us", "µs", "bounds", "best valid lower bound: the bounds module's, or the solver's proven "
                                             "bound when higher"),
@@ -141,6 +150,9 @@ FIELDS: tuple[Field, ...] = (
     # saving
     Field("num_transfers", "", "save", "transfers in the schedule"),
     Field("schedule_file", "", "save", "schedule.csv when written (null: too large, see schedule_csv)"),
+    Field("chunks_file", "", "save", "chunks.csv: the chunk table (chunk,sources,destinations,op; * for every NPU) "
+                                     "the schedule is checked against"),
+    Field("demand_file", "", "save", "demand.csv: a chunk-table collective's per-pair byte matrix (row = sender)"),
     Field("topology_file", "", "save", "the topology's edge list in the run directory"),
     Field("schedule_compact_dir", "", "save", "compact schedule directory (very large All-Gathers)"),
     Field("schedule_compact_bytes", "B", "save", "its size on disk"),

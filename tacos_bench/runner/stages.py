@@ -47,18 +47,29 @@ GB = 1e9  # algorithmic bandwidth is reported in GB/s (10^9 bytes), as nccl-test
 OPTIMAL_REL_TOL = 1e-9  # a verified time within this of the lower bound meets it
 
 
-def build_problem(topo_cfg: Mapping[str, Any], coll_cfg: Mapping[str, Any]) -> Problem:
-    """The problem of a ``topo`` and a ``collective`` config mapping.
+def build_problem(topo_cfg: Mapping[str, Any], coll_cfg: Mapping[str, Any], seed: int = 0) -> Problem:
+    """The problem of a ``topo`` and a ``collective`` config mapping (``seed``: a generated demand's draws).
 
     ``collective.root`` is an NPU id as configured, like ``topo.failed_npus``: it is mapped to the id it has
-    after failed NPUs are removed or a subset is kept.
+    after failed NPUs are removed or a subset is kept. A collective given by a chunk table (all_to_allv,
+    moe_dispatch, moe_combine, custom) is built by :mod:`tacos_bench.runner.demand_config`.
     """
+    from ..collective import DEMAND_KINDS, canonical_kind
     from ..topology.named import build_topology
+    from .demand_config import SETTINGS, demand_collective, unused_settings
 
-    valid = ("kind", "chunks_per_npu", "buffer_mib", "overlap", "root")
+    valid = ("kind", "chunks_per_npu", "buffer_mib", "overlap", "root") + tuple(
+        dict.fromkeys(k for keys in SETTINGS.values() for k in keys))
     unknown = sorted(set(coll_cfg) - set(valid))
     if unknown:
         raise ConfigError(f"unknown collective setting(s) {', '.join(unknown)}; valid: {', '.join(valid)}")
+    kind = canonical_kind(coll_cfg.get("kind", "all_gather"))
+    stray = unused_settings(coll_cfg, kind)
+    if stray:
+        raise ConfigError(f"collective={kind} does not read {', '.join('collective.' + k for k in stray)}")
+    if kind in DEMAND_KINDS:
+        topo = build_topology(dict(topo_cfg))
+        return Problem(topo, demand_collective(coll_cfg, topo, seed))
     coll = Collective(kind=coll_cfg.get("kind", "all_gather"), chunks_per_npu=coll_cfg.get("chunks_per_npu", 1),
                       buffer_mib=coll_cfg.get("buffer_mib", 1024.0), overlap=coll_cfg.get("overlap", True),
                       root=coll_cfg.get("root", 0) if coll_cfg.get("root") is not None else 0)
@@ -100,15 +111,26 @@ def problem_fields(problem: Problem) -> dict[str, Any]:
         "homogeneous": topo.is_homogeneous,
         "symmetric": topo.is_symmetric,
         "collective": problem.kind,
-        "chunks_per_npu": problem.collective.chunks_per_npu,
-        "buffer_mib": problem.collective.buffer_mib,
+        "chunks_per_npu": problem.collective.chunks_per_npu if not problem.collective.general else None,
+        "buffer_mib": problem.collective.buffer_mib if not problem.collective.general else None,
         "overlap": problem.collective.overlap if problem.kind == "all_reduce" else None,
         "root": _root_as_configured(problem),
         "failed_links": len(topo.meta.get("failed_links", [])) or None,
         "num_chunks": problem.num_chunks,
         "chunk_bytes": problem.chunk_bytes,
         "min_link_time_us": float(problem.link_time_us.min()) if problem.num_links else None,
+        **demand_fields(problem),
     }
+
+
+def demand_fields(problem: Problem) -> dict[str, Any]:
+    """A chunk-table collective's record fields: its payload, the bytes its rounding to whole chunks added, and
+    what its generator recorded (``demand_gini``); nulls for a named collective."""
+    d = problem.collective.demand
+    if d is None:
+        return {"demand_bytes": None, "padding_bytes": None, "demand_gini": None}
+    return {"demand_bytes": float(d.pair_bytes().sum()) if d.num_chunks <= 1 << 21 else None,
+            "padding_bytes": d.padding_bytes, "demand_gini": d.meta.get("demand_gini")}
 
 
 def _root_as_configured(problem: Problem) -> int | None:
@@ -352,6 +374,24 @@ def solve_and_verify(problem: Problem, solver: str, options: Mapping[str, Any] |
     return fields, sched
 
 
+CHUNKS_FILE = "chunks.csv"
+DEMAND_FILE = "demand.csv"
+
+
+def save_demand(problem: Problem, out_dir, max_rows: int) -> dict[str, Any]:
+    """``chunks.csv`` (the chunk table any schedule is checked against, :mod:`tacos_bench.demand`) and, for a
+    generated demand, ``demand.csv`` (its per-pair byte matrix) in the run directory; their names as fields."""
+    from ..demand import write_chunks_csv, write_matrix_csv
+
+    out = {"chunks_file": None, "demand_file": None}
+    if problem.num_chunks > max_rows:
+        return out
+    out["chunks_file"] = write_chunks_csv(problem.demand, Path(out_dir) / CHUNKS_FILE).name
+    if problem.collective.general and problem.num_npus <= 4096:
+        out["demand_file"] = write_matrix_csv(problem.demand.pair_bytes(), Path(out_dir) / DEMAND_FILE).name
+    return out
+
+
 def save_and_verify(problem: Problem, sched, out_dir, fields: dict[str, Any], *, csv: str, csv_max_rows: int,
                     topology_max_links: int, fault=None):
     """Save ``sched`` into the run directory (if any) and replay it with the verifier (``fault``: as executed
@@ -364,6 +404,7 @@ def save_and_verify(problem: Problem, sched, out_dir, fields: dict[str, Any], *,
         sched, saved = rundir.save_schedule(out_dir, problem, sched, csv=csv, csv_max_rows=csv_max_rows,
                                             topology_max_links=topology_max_links)
         fields.update(saved)
+        fields.update(save_demand(problem, out_dir, max_rows=csv_max_rows))
     t0 = time.perf_counter()
     ver = check(problem, sched, fault=fault)
     fields["verify_time_s"] = time.perf_counter() - t0

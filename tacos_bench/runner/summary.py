@@ -116,8 +116,10 @@ def summary_line(rec: Mapping[str, Any]) -> str:
         if note:
             fault += f"; {note}"
     winner = f", candidate {rec['candidate']}" if rec.get("candidate") else ""
-    return (f"{rec['solver']} {rec['collective']} on {rec['topology']} ({rec['num_npus']} NPUs, cpn "
-            f"{rec['chunks_per_npu']}): {T:.3f} µs, {bound}, status {status}{winner}, "
+    size = (f"cpn {rec['chunks_per_npu']}" if rec.get("chunks_per_npu") is not None
+            else f"{rec.get('num_chunks')} chunks of {rec.get('chunk_bytes')} B")
+    return (f"{rec['solver']} {rec['collective']} on {rec['topology']} ({rec['num_npus']} NPUs, {size}): "
+            f"{T:.3f} µs, {bound}, status {status}{winner}, "
             f"verified, synthesis {rec['synthesis_time_s']:.3f} s{compile_note}{fault}")
 
 
