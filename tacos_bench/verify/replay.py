@@ -29,18 +29,19 @@ DENSE_LIMIT = 200_000_000
 def replay(problem: Problem, schedule: Schedule, fault, network) -> Verification:
     """Check ``schedule`` rule by rule, the network-dependent ones by ``network(problem, schedule)``; raise
     :class:`VerificationError` on the first broken rule."""
-    tol = tolerance(problem, schedule.makespan_us)
+    makespan = schedule.makespan_us
+    tol = tolerance(problem, makespan)
     check_ids_and_times(schedule, problem.num_chunks, problem.topology.num_nodes, tol)
     net = network(problem, schedule)                               # rule 1: endpoints, links, routes
     need = net.need()                                              # rule 2: durations
     check_durations(schedule, need, tol, net.need_text)
-    alive = check_fault(problem, schedule, fault, net.row, net.link, tol)
+    alive = None if fault is None else check_fault(problem, schedule, fault, net.row, net.link, tol)
     busy = net.occupancy(need, tol)                                # rule 3: one occupancy at a time per link
     if problem.collective.copies and (len(schedule) == 0 or not np.any(schedule.op == REDUCE)):
         _replay_copies(problem, schedule, net, tol, alive)         # rules 4-6, vectorized
     else:
         _replay_general(problem, schedule, net, tol, alive)
-    return accepted(problem.topology.num_links, len(schedule), schedule.makespan_us, busy)
+    return accepted(problem.topology.num_links, len(schedule), makespan, busy)
 
 
 def _replay_copies(problem: Problem, schedule: Schedule, net, tol: float, alive) -> None:
@@ -60,8 +61,10 @@ def _replay_copies(problem: Problem, schedule: Schedule, net, tol: float, alive)
     source = problem.sources
     T = len(schedule)
     dense = len(net.kind) * C <= DENSE_LIMIT
-    received = np.zeros(n * C, bool) if dense else None   # dense: the (NPU, chunk) pairs an arrival reached
+    received = None                     # dense: the (NPU, chunk) pairs an arrival reached
     npu_keys = np.zeros(0, np.int64)    # sparse: the distinct (NPU, chunk) keys arrivals reached, sorted
+    if dense and not T:
+        received = np.zeros(n * C, bool)
     if T:
         if float(np.min(end - start)) <= 0:
             i = int(np.argmin(end - start))

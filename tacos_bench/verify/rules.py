@@ -64,11 +64,9 @@ def check_durations(schedule: Schedule, need: np.ndarray, tol: float, need_text)
 
 
 def check_fault(problem: Problem, schedule: Schedule, fault, row: np.ndarray, link: np.ndarray,
-                tol: float) -> np.ndarray | None:
+                tol: float) -> np.ndarray:
     """With a :class:`~tacos_bench.faults.Fault`: no row holds a failed link (``row[k]`` holds ``link[k]``) past
-    the failure; returns which NPUs survive (None without a fault)."""
-    if fault is None:
-        return None
+    the failure; returns which NPUs survive."""
     topo = problem.topology
     failed = np.zeros(problem.num_links, bool)
     failed[fault.failed_link_ids(topo)] = True
