@@ -42,6 +42,7 @@ from typing import Any, ClassVar, Literal, Mapping
 from tacos_bench.errors import SolverError
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import ScheduleLike
+from tacos_bench.topology.model import FABRIC, POINT_TO_POINT
 
 from .options import SolverOptions
 
@@ -254,13 +255,7 @@ class Solver(abc.ABC):
         return [k for k in KINDS if k in cls.capabilities]
 
     def check_supported(self, problem: Problem) -> None:
-        if problem.topology.is_fabric and CAP_FABRIC not in self.capabilities:
-            can = [n for n in available_solvers() if CAP_FABRIC in solver_class(n).capabilities]
-            raise SolverError(f"solver {self.name!r} does not model switches, and {problem.topology.name!r} is a "
-                              f"switched fabric (solvers that do: {', '.join(can)})")
-        if CAP_FABRIC_ONLY in self.capabilities and not problem.topology.is_fabric:
-            raise SolverError(f"solver {self.name!r} runs inside switches, and {problem.topology.name!r} has none "
-                              "(try topo=switched8_nvls or topo=leafspine4x8_sharp)")
+        _NETWORK_CHECKS[problem.topology.network_kind](self, problem.topology)
         need = capability_of(problem)
         if not self.supports(need):
             can = [n for n in available_solvers() if get_solver(n).supports(need)]
@@ -271,6 +266,24 @@ class Solver(abc.ABC):
     def __repr__(self) -> str:
         return f"<solver {self.name}>"
 
+
+def _refuse_if_fabric_only(solver: Solver, topology) -> None:
+    """A point-to-point topology: refused by the solvers that run inside switches."""
+    if CAP_FABRIC_ONLY in solver.capabilities:
+        raise SolverError(f"solver {solver.name!r} runs inside switches, and {topology.name!r} has none "
+                          "(try topo=switched8_nvls or topo=leafspine4x8_sharp)")
+
+
+def _refuse_unless_fabric(solver: Solver, topology) -> None:
+    """A switched fabric: refused by the solvers that do not model switches."""
+    if CAP_FABRIC not in solver.capabilities:
+        can = [n for n in available_solvers() if CAP_FABRIC in solver_class(n).capabilities]
+        raise SolverError(f"solver {solver.name!r} does not model switches, and {topology.name!r} is a "
+                          f"switched fabric (solvers that do: {', '.join(can)})")
+
+
+# what a solver needs to run on each network kind (Solver.check_supported)
+_NETWORK_CHECKS = {POINT_TO_POINT: _refuse_if_fabric_only, FABRIC: _refuse_unless_fabric}
 
 # name -> "module:Class"; imported on first use.
 _REGISTRY: dict[str, str] = {

@@ -36,7 +36,7 @@ import numpy as np
 from .errors import ConfigError, TopologyError
 from .problem import Problem
 from .schedule import Schedule, row_links
-from .topology import Topology
+from .topology import FABRIC, POINT_TO_POINT, Topology, network_kind
 from .topology.transforms import parse_links, remove_links, remove_npus
 
 
@@ -180,9 +180,9 @@ def fault_from_config(cfg: Mapping[str, Any] | None, topo: Topology, seed: int =
         if switches and orig is None and topo.num_npus <= int(v) < topo.num_nodes:
             return int(v)
         if int(v) not in to_id:
-            node = switches and topo.is_fabric
-            raise TopologyError(f"{what}: {'node' if node else 'NPU'} {v} is not {'a node' if node else 'an NPU'} "
-                                f"of {topo.name} (failed, outside the subset or out of range)")
+            word, a_word = _ID_WORDS[topo.network_kind if switches else POINT_TO_POINT]
+            raise TopologyError(f"{what}: {word} {v} is not {a_word} of {topo.name} (failed, outside the subset "
+                                "or out of range)")
         return to_id[int(v)]
 
     pairs = tuple((mapped(u, "fault.links", True), mapped(v, "fault.links", True)) for u, v in links.tolist())
@@ -199,18 +199,28 @@ def fault_from_config(cfg: Mapping[str, Any] | None, topo: Topology, seed: int =
                                               "random_links": int(nrand)}, at_fraction=frac)
 
 
+# what a fault's link ends are called: on a fabric a link may end at a switch (a switch port)
+_ID_WORDS = {POINT_TO_POINT: ("NPU", "an NPU"), FABRIC: ("node", "a node")}
+
+
 def without_npus(topo: Topology, npus) -> Topology:
     """``topo`` without the NPUs ``npus`` (renumbered as
     :func:`tacos_bench.topology.transforms.remove_npus` does); on a switched fabric the switches stay
     (:func:`tacos_bench.topology.named.regroup_npus`)."""
-    if not topo.is_fabric:
-        return remove_npus(topo, npus)
+    return _WITHOUT_NPUS[topo.network_kind](topo, npus)
+
+
+def _fabric_without_npus(topo: Topology, npus) -> Topology:
+    """:func:`without_npus` on a switched fabric: the NPUs regrouped, the switches kept."""
     from .topology.named import regroup_npus
 
     roles = np.ones(topo.num_npus, np.int64)   # 1: a member NPU, 0: dropped (regroup_npus' roles)
     roles[np.asarray(list(npus), np.int64)] = 0
     removed = sorted({int(v) for v in npus})
     return regroup_npus(topo, roles, f"{topo.name}-minus{len(removed)}", removed_npus=removed)
+
+
+_WITHOUT_NPUS = {POINT_TO_POINT: remove_npus, FABRIC: _fabric_without_npus}
 
 
 def random_links(topo: Topology, count: int, seed: int, failed=(), dead=()) -> tuple:
@@ -273,11 +283,21 @@ class FaultState:
 
 def row_link_pairs(topo: Topology, schedule: Schedule) -> tuple[np.ndarray, np.ndarray]:
     """``(row, link)``: every link each row of ``schedule`` holds (one per row, or its route's on a fabric)."""
-    if not topo.is_fabric:
-        return np.arange(len(schedule)), topo.link_ids(schedule.src, schedule.dst)
+    return _ROW_LINKS[network_kind(topo, schedule)](topo, schedule)
+
+
+def _one_link_per_row(topo: Topology, schedule: Schedule) -> tuple[np.ndarray, np.ndarray]:
+    return np.arange(len(schedule)), topo.link_ids(schedule.src, schedule.dst)
+
+
+def _route_links(topo: Topology, schedule: Schedule) -> tuple[np.ndarray, np.ndarray]:
     links = row_links(topo, schedule)
     row = np.repeat(np.arange(len(schedule)), [x.size for x in links])
     return row, (np.concatenate(links) if links else np.zeros(0, np.int64))
+
+
+# the links a row holds, per network kind (tacos_bench.topology.network_kind of the topology and the schedule)
+_ROW_LINKS = {POINT_TO_POINT: _one_link_per_row, FABRIC: _route_links}
 
 
 def rows_crossing(schedule: Schedule, row: np.ndarray, link: np.ndarray, failed: np.ndarray) -> np.ndarray:

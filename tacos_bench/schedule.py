@@ -22,7 +22,7 @@ none of them asks which type it holds.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Protocol, runtime_checkable
 
@@ -96,6 +96,9 @@ class Schedule:
     end_us: np.ndarray
     op: np.ndarray
     route: np.ndarray | None = None  # object array of "u>s>v" strings ("" = the link src->dst); None: no routes
+    # the file line each row was read from (header: line 1), so messages name what an editor shows; None: rows
+    # built in memory, named by their index. Kept by take() (the same rows), dropped by anything that changes them.
+    lines: np.ndarray | None = field(default=None, repr=False)
 
     storage = "table"   # ScheduleLike: a table in memory
 
@@ -123,6 +126,12 @@ class Schedule:
                 raise ScheduleError(f"schedule column 'route' has {len(route)} rows, expected {n}")
             route.setflags(write=False)
             object.__setattr__(self, "route", route)
+        if self.lines is not None:
+            lines = np.asarray(self.lines, dtype=np.int64).ravel()
+            if len(lines) != n:
+                raise ScheduleError(f"schedule lines have {len(lines)} entries, expected {n}")
+            lines.setflags(write=False)
+            object.__setattr__(self, "lines", lines)
 
     def _with(self, idx=None, **cols) -> "Schedule":
         """A schedule of these columns (each replaced by ``cols`` or indexed by ``idx``), routes kept."""
@@ -131,7 +140,8 @@ class Schedule:
                 return cols[k]
             v = getattr(self, k)
             return v if idx is None or v is None else v[idx]
-        return Schedule(*(pick(k) for k in COLUMNS), route=pick(ROUTE))
+        lines = None if cols or idx is None or self.lines is None else self.lines[idx]
+        return Schedule(*(pick(k) for k in COLUMNS), route=pick(ROUTE), lines=lines)
 
     @property
     def has_routes(self) -> bool:
@@ -198,6 +208,14 @@ class Schedule:
     def take(self, idx) -> "Schedule":
         return self._with(idx)
 
+    def row_name(self, i: int) -> str:
+        """How messages name row ``i``: ``line 42`` for a row read from a file, else ``row 40`` (its index).
+
+        >>> Schedule.from_rows([(0, 0, 1, 0.0, 1.5, "copy")]).row_name(0)
+        'row 0'
+        """
+        return f"row {int(i)}" if self.lines is None else f"line {int(self.lines[int(i)])}"
+
     # ------------------------------------------------------------------ ScheduleLike
     def iter_rows(self) -> Iterator[tuple[np.ndarray, ...]]:
         """One block of rows ``(chunk, src, dst, start_us, end_us)`` in order of end time (stable)."""
@@ -238,21 +256,28 @@ class Schedule:
         return pd.DataFrame(cols)
 
     @classmethod
-    def from_frame(cls, df) -> "Schedule":
+    def from_frame(cls, df, lines=None) -> "Schedule":
+        """The schedule of a DataFrame with the public columns; ``lines``: the file line of each row (for
+        messages, see :attr:`lines`)."""
         missing = [c for c in COLUMNS if c not in df.columns]
         if missing:
             raise ScheduleError(f"schedule is missing column(s) {', '.join(missing)}; expected {','.join(COLUMNS)}")
+
+        def where(i: int) -> str:
+            return f"schedule row {i + 1}" if lines is None else f"line {int(lines[i])}"
+
         ops = df["op"].astype(str).str.strip().str.lower()
         bad = ~ops.isin(OPS)
         if bad.any():
             i = int(np.flatnonzero(bad.to_numpy())[0])
-            raise ScheduleError(f"schedule row {i + 1}: op must be copy or reduce, got {df['op'].iloc[i]!r}")
+            raise ScheduleError(f"{where(i)}: op must be copy or reduce, got {df['op'].iloc[i]!r}")
         codes = np.where(ops.to_numpy() == "reduce", REDUCE, COPY)
-        ids = {k: _int_column(df[k], k) for k in ("chunk", "src", "dst")}
+        ids = {k: _int_column(df[k], k, where) for k in ("chunk", "src", "dst")}
         route = df[ROUTE].fillna("").astype(str).to_numpy(dtype=object) if ROUTE in df.columns else None
         try:
             return cls(ids["chunk"], ids["src"], ids["dst"],
-                       df["start_us"].to_numpy(np.float64), df["end_us"].to_numpy(np.float64), codes, route=route)
+                       df["start_us"].to_numpy(np.float64), df["end_us"].to_numpy(np.float64), codes, route=route,
+                       lines=lines)
         except (TypeError, ValueError) as e:
             raise ScheduleError(f"schedule has a non-numeric value: {e}")
 
@@ -283,13 +308,20 @@ class Schedule:
 
     @classmethod
     def from_csv(cls, path) -> "Schedule":
+        import io
+
         import pandas as pd
 
         path = Path(path)
         try:
-            df = pd.read_csv(path, dtype={ROUTE: str}, keep_default_na=False, na_values={c: [""] for c in COLUMNS})
+            data = path.read_bytes()
         except FileNotFoundError:
             raise ScheduleError(f"{path}: no such schedule file")
+        except OSError as e:
+            raise ScheduleError(f"{path}: cannot read schedule CSV: {e}")
+        try:
+            df = pd.read_csv(io.BytesIO(data), dtype={ROUTE: str}, keep_default_na=False,
+                             na_values={c: [""] for c in COLUMNS})
         except Exception as e:  # pandas raises many parser error types
             raise ScheduleError(f"{path}: cannot parse schedule CSV: {e}")
         if not isinstance(df.index, pd.RangeIndex):  # pandas made the first field an index: rows too long
@@ -298,14 +330,56 @@ class Schedule:
         if list(df.columns) not in (list(COLUMNS), list(COLUMNS) + [ROUTE]):
             raise ScheduleError(f"{path}: header must be exactly {','.join(COLUMNS)} (or with a last column "
                                 f"{ROUTE} on a switched fabric), got {','.join(map(str, df.columns))}")
-        return cls.from_frame(df)
+        lines = _data_lines(data)
+        return cls.from_frame(df, lines if len(lines) == len(df) else None)
 
     def __repr__(self) -> str:
         return f"Schedule({len(self)} transfers, makespan {self.makespan_us:.6g} µs)"
 
 
-def _int_column(col, name: str) -> np.ndarray:
-    """An id column as int64; blank, fractional, boolean or out-of-range values raise ScheduleError."""
+def row_text(schedule: Schedule, i: int) -> str:
+    """Row ``i`` as every message names it: ``row 3 (chunk 0, 0->8 via 0>8>3, 0.000000-2.500000 µs, copy)``;
+    ``line 5 (...)`` for a row read from a file (:meth:`Schedule.row_name`).
+
+    Examples
+    --------
+    >>> row_text(Schedule.from_rows([(0, 0, 1, 0.0, 1.5, "copy")]), 0)
+    'row 0 (chunk 0, 0->1, 0.000000-1.500000 µs, copy)'
+    """
+    i = int(i)
+    return describe_row(schedule.row_name(i), int(schedule.chunk[i]), int(schedule.src[i]), int(schedule.dst[i]),
+                        float(schedule.start_us[i]), float(schedule.end_us[i]), OPS[int(schedule.op[i])],
+                        "" if schedule.route is None else schedule.route[i])
+
+
+def describe_row(name: str, chunk: int, src: int, dst: int, start_us: float, end_us: float, op: str,
+                 route: str = "") -> str:
+    """A row named ``name`` with its fields, as :func:`row_text` writes it (for rows held in other forms)."""
+    via = f" via {route}" if route else ""
+    return f"{name} (chunk {chunk}, {src}->{dst}{via}, {start_us:.6f}-{end_us:.6f} µs, {op})"
+
+
+def _data_lines(data: bytes) -> np.ndarray:
+    """The 1-based line of every data row of CSV text ``data``: the lines after the header that are not blank
+    (the CSV reader skips empty and whitespace-only lines). A quoted field spanning lines would shift them; the
+    caller then finds more lines than rows and keeps row indices."""
+    b = np.frombuffer(data, np.uint8)
+    if not len(b):
+        return np.zeros(0, np.int64)
+    ends = np.flatnonzero(b == 10)
+    if b[-1] != 10:
+        ends = np.append(ends, len(b))
+    starts = np.concatenate([[0], ends[:-1] + 1])
+    # blank: empty, or (rare, looked at one by one) starting with white space and holding nothing else
+    blank = starts >= ends
+    for k in np.flatnonzero(~blank & np.isin(b[np.minimum(starts, len(b) - 1)], (9, 13, 32))).tolist():
+        blank[k] = not data[starts[k]:ends[k]].strip()
+    return (np.flatnonzero(~blank) + 1)[1:]
+
+
+def _int_column(col, name: str, where=lambda i: f"schedule row {i + 1}") -> np.ndarray:
+    """An id column as int64; blank, fractional, boolean or out-of-range values raise ScheduleError
+    (``where(i)`` names row ``i``)."""
     import pandas as pd
 
     if col.dtype == np.int64:
@@ -315,7 +389,7 @@ def _int_column(col, name: str) -> np.ndarray:
     bad = (num.isna() | (num != np.floor(num)) | (num.abs() >= 2.0**63)).to_numpy() | is_bool
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise ScheduleError(f"schedule row {i + 1}: {name} must be an integer id, got {col.iloc[i]!r}")
+        raise ScheduleError(f"{where(i)}: {name} must be an integer id, got {col.iloc[i]!r}")
     return num.to_numpy().astype(np.int64)
 
 

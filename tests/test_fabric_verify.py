@@ -10,7 +10,7 @@ from tacos_bench.errors import VerificationError
 from tacos_bench.faults import Fault
 from tacos_bench.topology import Switch, Topology
 from tacos_bench.topology.generators import ring
-from tacos_bench.verify import check, fabric, verify
+from tacos_bench.verify import check, replay, verify
 from tacos_bench.verify.fabric import verify_fabric
 
 BW, LAT = 50.0, 0.5
@@ -297,8 +297,7 @@ def sf_broadcast(p, ups):
 @pytest.mark.parametrize("path", ["copies", "general"])
 def test_rule5_fifo_forwarding_through_a_store_forward_switch(path, monkeypatch):
     if path == "general":  # the event replay must reach the same verdicts as the vectorized one
-        monkeypatch.setattr(fabric, "_replay_copies", lambda pb, s, seg, kind, fc, tol, alive: fabric._replay_general(
-            pb, s, seg, kind, fc, np.zeros_like(fc), tol, alive))
+        monkeypatch.setattr(replay, "_replay_copies", replay._replay_general)
     p = Problem(star(mode="store_forward"), Collective("broadcast", 1, 1, root=0))
     t = t_route(p, 1)
     # three copies go up, each leaves as soon as it arrived

@@ -78,12 +78,13 @@ def test_from_csv_rejects_rows_longer_than_the_header(tmp_path):
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy's NaN->int cast warning, part of the bug
-@pytest.mark.parametrize("rows", [
-    "0,0,1,0,1,copy\n,0,1,0,1,copy\n",        # blank chunk
-    "1.5,0,1,0,1,copy\n",                      # fractional chunk
-    "0,0,True,0,1,copy\n",                     # boolean id
-    "99999999999999999999,0,1,0,1,copy\n",     # beyond int64: OverflowError today
+@pytest.mark.parametrize("rows,line", [
+    ("0,0,1,0,1,copy\n,0,1,0,1,copy\n", 3),        # blank chunk
+    ("1.5,0,1,0,1,copy\n", 2),                      # fractional chunk
+    ("0,0,True,0,1,copy\n", 2),                     # boolean id
+    ("99999999999999999999,0,1,0,1,copy\n", 2),     # beyond int64: OverflowError today
 ])
-def test_from_csv_rejects_non_integer_ids(tmp_path, rows):
-    with pytest.raises(ScheduleError, match="row"):
+def test_from_csv_rejects_non_integer_ids(tmp_path, rows, line):
+    # the message names the file line (the header is line 1)
+    with pytest.raises(ScheduleError, match=rf"^line {line}: "):
         Schedule.from_csv(_write(tmp_path, HEADER + rows))

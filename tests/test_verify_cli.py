@@ -47,3 +47,31 @@ def test_cli_exit_code_and_one_line(tmp_path):
     r = run_module("tacos_bench.verify", tmp_path / "missing")
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+
+def test_messages_name_the_file_line_of_a_schedule_read_from_a_file(tmp_path, capsys):
+    # row k of a CSV is on line k + 2 (the header is line 1), and a blank line moves the rows after it down; a
+    # schedule built in memory is still named by its row index
+    from tacos_bench.rundir import load_run_problem
+    from tacos_bench.verify import check
+
+    run_in_process(tmp_path / "run", solver="greedy", topo="mesh4x4", collective="all_gather")
+    run = tmp_path / "run"
+    lines = (run / "schedule.csv").read_text().splitlines()
+    k = 40
+    fields = lines[k + 1].split(",")
+    fields[2] = fields[1]                      # row 40 now sends from an NPU to itself: no such link
+    lines[k + 1] = ",".join(fields)
+    (tmp_path / "edited.csv").write_text("\n".join(lines) + "\n")
+    assert main([str(run), "--schedule", str(tmp_path / "edited.csv")]) == 2
+    err = capsys.readouterr().err
+    assert f"edited.csv: line {k + 2} (chunk {fields[0]}, {fields[1]}->{fields[1]}, " in err, err
+    assert f"unknown link {fields[1]}->{fields[1]}" in err and "row" not in err.split("edited.csv: ")[1], err
+    blank = lines[:5] + [""] + lines[5:]
+    (tmp_path / "blank.csv").write_text("\n".join(blank) + "\n")
+    assert main([str(run), "--schedule", str(tmp_path / "blank.csv")]) == 2
+    assert f"blank.csv: line {k + 3} (chunk {fields[0]}," in capsys.readouterr().err
+    s = Schedule.from_csv(tmp_path / "edited.csv")
+    in_memory = Schedule(s.chunk, s.src, s.dst, s.start_us, s.end_us, s.op)
+    assert check(load_run_problem(run)[0], in_memory).message.startswith(f"row {k} (chunk {fields[0]},")

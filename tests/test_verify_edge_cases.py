@@ -76,7 +76,7 @@ def test_fast_path_agrees_with_an_independent_replay(monkeypatch, dense_limit):
     # link-level checks pass, the vectorized path must agree with a sequential start-ordered replay.
     # DENSE_LIMIT=0 forces the sorted (sparse) variant used for huge problems, otherwise never tested.
     if dense_limit is not None:
-        monkeypatch.setattr("tacos_bench.verify.table.DENSE_LIMIT", dense_limit)
+        monkeypatch.setattr("tacos_bench.verify.replay.DENSE_LIMIT", dense_limit)
     compared = rejected = 0
     for seed in range(40):
         rng = np.random.default_rng(seed)

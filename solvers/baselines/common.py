@@ -8,6 +8,7 @@ import time
 from tacos_bench.errors import SolverError
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import Schedule
+from tacos_bench.topology.model import FABRIC, POINT_TO_POINT
 
 from ..base import CAP_FABRIC, Solver, SolveResult
 from ..compose import solve_collective
@@ -49,6 +50,9 @@ class BaselineSolver(Solver):
     """A deterministic baseline: it ignores ``seed``, ``time_limit_s`` and ``threads`` (no capability flags)."""
 
     native_fabric = False   # True: _build schedules a switched fabric itself
+    # how each network kind is scheduled (a method name): by _build, or a switched fabric through its logical
+    # topology (solvers.baselines.fabric); a native_fabric baseline builds both itself
+    builds = {POINT_TO_POINT: "_build_result", FABRIC: "_build_on_fabric"}
 
     def __init_subclass__(cls, **kwargs):
         # every baseline also runs on a switched fabric, through its logical topology (solvers.baselines.fabric)
@@ -57,6 +61,8 @@ class BaselineSolver(Solver):
 
         if cls.native_fabric or set(COPY_KINDS) & set(cls.capabilities):  # a copy phase to place on the fabric
             cls.capabilities = frozenset(cls.capabilities) | {CAP_FABRIC}
+        if cls.native_fabric:
+            cls.builds = {**cls.builds, FABRIC: "_build_result"}
 
     def warmup(self, problem: Problem | None = None, opts=None) -> float:
         """Load the list scheduler's kernel (:func:`solvers.plan.warmup`) before the clock starts."""
@@ -66,12 +72,16 @@ class BaselineSolver(Solver):
         clock = Clock()
         if problem.num_npus == 1:
             return clock.result(Schedule.empty(), {"note": "single NPU: nothing to send"})
-        if problem.topology.is_fabric and not self.native_fabric:
-            from .fabric import solve_on_fabric
+        return getattr(self, self.builds[problem.topology.network_kind])(problem, opts, clock)
 
-            schedule, stats = solve_on_fabric(problem, lambda p: self._copy_phase(p, opts, clock, problem.kind))
-            return clock.result(schedule, stats)
+    def _build_result(self, problem: Problem, opts, clock: Clock) -> SolveResult:
         schedule, stats = self._build(problem, opts, clock)
+        return clock.result(schedule, stats)
+
+    def _build_on_fabric(self, problem: Problem, opts, clock: Clock) -> SolveResult:
+        from .fabric import solve_on_fabric
+
+        schedule, stats = solve_on_fabric(problem, lambda p: self._copy_phase(p, opts, clock, problem.kind))
         return clock.result(schedule, stats)
 
     def _copy_phase(self, p: Problem, opts, clock: Clock, kind: str) -> Schedule:

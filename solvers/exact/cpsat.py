@@ -48,6 +48,7 @@ import numpy as np
 from dataclasses import dataclass
 
 from tacos_bench.errors import SolverError
+from tacos_bench.topology.model import FABRIC, POINT_TO_POINT
 
 from .common import (AgModel, ExactOptions, ExactSolverBase, ModelOutcome, _groups, hold_values, shared_status,
                             solver_time_limit)
@@ -248,25 +249,15 @@ class CpSatSolver(ExactSolverBase):
     Options = CpSatOptions
     STATUS_MAP = CPSAT_STATUS
 
-    # ------------------------------------------------------------------ switched fabrics (solvers/exact/fabric.py)
+    # ------------------------------------------------------------------ the model of each network kind (_NETWORK_MODELS)
     def check_supported(self, problem) -> None:
         super().check_supported(problem)
-        if problem.topology.is_fabric:
-            from .fabric import fabric_refusal
-
-            why = fabric_refusal(problem)
-            if why:
-                raise SolverError(why)
+        why = _NETWORK_MODELS[problem.topology.network_kind].refusal(problem)
+        if why:
+            raise SolverError(why)
 
     def _solve(self, problem, opts: CpSatOptions):
-        if problem.topology.is_fabric:
-            ten = [k for k in ("time_step_us", "horizon_steps") if getattr(opts, k) is not None]
-            if ten:
-                raise SolverError(f"on a switched fabric cpsat runs its continuous-time fabric model "
-                                  f"(solvers/exact/fabric.py), which has no TEN: drop {', '.join(ten)}")
-            if problem.kind == "all_reduce" and problem.collective.overlap:
-                return self._fabric_all_reduce_overlapped(problem, opts)
-        return super()._solve(problem, opts)
+        return _NETWORK_MODELS[problem.topology.network_kind].solve(self, problem, opts)
 
     def _fabric_all_reduce_overlapped(self, problem, opts: CpSatOptions):
         """All-Reduce on a fabric with ``collective.overlap``: the phases solved and composed with a barrier, then
@@ -293,16 +284,11 @@ class CpSatSolver(ExactSolverBase):
                        proof="lower_bound" if status == "optimal" else None)
 
     def warmup(self, problem=None, opts=None) -> float:
-        if problem is not None and problem.topology.is_fabric:
-            return 0.0   # the fabric model starts cold: no greedy to compile
-        return super().warmup(problem, opts)
+        # without a problem: everything the point-to-point models need (the fabric model needs nothing)
+        return _NETWORK_MODELS[POINT_TO_POINT if problem is None else problem.topology.network_kind].warmup(self, problem, opts)
 
     def _solve_copy(self, problem, deadline, opts):
-        if problem.topology.is_fabric:
-            from .fabric import fabric_copy_result
-
-            return fabric_copy_result(problem, deadline, opts)
-        return super()._solve_copy(problem, deadline, opts)
+        return _NETWORK_MODELS[problem.topology.network_kind].solve_copy(self, problem, deadline, opts)
 
     def _run_model(self, model: AgModel, hint, deadline, opts: CpSatOptions) -> ModelOutcome:
         from ortools.sat.python import cp_model
@@ -366,3 +352,57 @@ class CpSatSolver(ExactSolverBase):
             bound = float(obj)
         return ModelOutcome(st, extract(solver), obj, bound, nv, nc, build, solve_s, stats=stats, native=name,
                             limit=limit, trace=trace, branches=int(solver.num_branches))
+
+
+class _PointToPointModels:
+    """cpsat on a point-to-point topology: the models of :class:`ExactSolverBase` (the TEN, or continuous time)."""
+
+    @staticmethod
+    def refusal(problem) -> str:
+        return ""
+
+    @staticmethod
+    def solve(solver: CpSatSolver, problem, opts: CpSatOptions):
+        return super(CpSatSolver, solver)._solve(problem, opts)
+
+    @staticmethod
+    def warmup(solver: CpSatSolver, problem, opts) -> float:
+        return super(CpSatSolver, solver).warmup(problem, opts)
+
+    @staticmethod
+    def solve_copy(solver: CpSatSolver, problem, deadline, opts):
+        return super(CpSatSolver, solver)._solve_copy(problem, deadline, opts)
+
+
+class _FabricModel:
+    """cpsat on a switched fabric: always the continuous-time fabric model (solvers/exact/fabric.py), cold."""
+
+    @staticmethod
+    def refusal(problem) -> str:
+        from .fabric import fabric_refusal
+
+        return fabric_refusal(problem)
+
+    @staticmethod
+    def solve(solver: CpSatSolver, problem, opts: CpSatOptions):
+        ten = [k for k in ("time_step_us", "horizon_steps") if getattr(opts, k) is not None]
+        if ten:
+            raise SolverError(f"on a switched fabric cpsat runs its continuous-time fabric model "
+                              f"(solvers/exact/fabric.py), which has no TEN: drop {', '.join(ten)}")
+        if problem.kind == "all_reduce" and problem.collective.overlap:
+            return solver._fabric_all_reduce_overlapped(problem, opts)
+        return super(CpSatSolver, solver)._solve(problem, opts)
+
+    @staticmethod
+    def warmup(solver: CpSatSolver, problem, opts) -> float:
+        return 0.0   # the fabric model starts cold: no greedy to compile
+
+    @staticmethod
+    def solve_copy(solver: CpSatSolver, problem, deadline, opts):
+        from .fabric import fabric_copy_result
+
+        return fabric_copy_result(problem, deadline, opts)
+
+
+# the model of each network kind (tacos_bench.topology.network_kind of the problem's topology)
+_NETWORK_MODELS = {POINT_TO_POINT: _PointToPointModels, FABRIC: _FabricModel}

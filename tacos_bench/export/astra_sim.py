@@ -85,7 +85,9 @@ import numpy as np
 
 from ..problem import Problem
 from ..schedule import REDUCE, Schedule
+from ..topology.model import FABRIC, POINT_TO_POINT
 from .common import ExportError, verified
+from .fabric import npu_sends
 
 # tacos-bench kind -> (Chakra CollectiveCommType name, system.json key stem)
 ASTRA_COLLECTIVES = {
@@ -185,11 +187,14 @@ def embed_network(topology, network: str = "auto") -> dict:
     >>> embed_network(Topology.from_edges(4, e, switches=[Switch("store_forward")]))
     {'topology': 'Switch', 'npus_count': 4, 'bandwidth': 50.0, 'latency': 500.0}
     """
-    n = int(topology.num_npus)
     if network not in NETWORKS:
         raise ExportError(f"network must be one of {', '.join(NETWORKS)}, got {network!r}")
-    if topology.is_fabric:
-        return _embed_switch(topology, network)
+    return _EMBEDDINGS[topology.network_kind](topology, network)
+
+
+def _embed_point_to_point(topology, network: str) -> dict:
+    """``Ring(N)`` or ``FullyConnected(N)`` for NPUs joined by links of one speed (see :func:`embed_network`)."""
+    n = int(topology.num_npus)
     if network == "switch":
         raise ExportError(f"topology {topology.name!r} has no switch node, so ASTRA-sim's Switch({n}) is not exact: it "
                           f"routes every message NPU -> switch -> NPU through one shared port per NPU, while "
@@ -252,6 +257,10 @@ def _embed_switch(topology, network: str) -> dict:
     return {"topology": "Switch", "npus_count": n, "bandwidth": float(bw[0]), "latency": float(lat[0]) * 1000.0}
 
 
+# the ASTRA-sim network of each network kind of topology
+_EMBEDDINGS = {POINT_TO_POINT: _embed_point_to_point, FABRIC: _embed_switch}
+
+
 def network_yaml(net: dict) -> str:
     """``network.yml`` text of :func:`embed_network`'s result.
 
@@ -309,19 +318,15 @@ def causal_depth(problem: Problem, schedule: Schedule) -> int:
     >>> causal_depth(rs, s)  # one hop, then two reductions in a row at each owner
     3
     """
-    from .fabric import is_fabric_case, npu_transfers
-
-    if is_fabric_case(problem, schedule):
-        # what the Chakra traces hold: NPU-to-NPU sends, store-and-forward hops paired (export_chakra); each
-        # hop is one truncation, and a paired send waits only for the previous send to the same NPU
-        x = npu_transfers(problem, schedule, "ASTRA-sim")
-        return _causal_depth(x.schedule, x.num_links.tolist(), x.send_keys())
-    return _causal_depth(schedule, None, None)
+    # what the Chakra traces hold: NPU-to-NPU sends, store-and-forward hops paired (export_chakra); each hop is
+    # one truncation, and a paired send waits only for the previous send to the same NPU
+    x = npu_sends(problem, schedule, "ASTRA-sim")
+    return _causal_depth(x.schedule, x.num_links.tolist(), x.send_keys())
 
 
 def _causal_depth(schedule: Schedule, weights, keys) -> int:
-    """:func:`causal_depth` of NPU-to-NPU rows: ``weights[t]`` truncations per transfer (default 1), each send
-    after the previous one of its ``keys[t]`` (default ``(src, dst)``; None: after none)."""
+    """:func:`causal_depth` of NPU-to-NPU rows: ``weights[t]`` truncations per transfer, each send after the
+    previous one of its ``keys[t]`` (None: after none)."""
     from ..verify import REL_TOL
 
     order0 = np.lexsort((schedule.chunk, schedule.dst, schedule.src, schedule.end_us, schedule.start_us))
@@ -330,8 +335,8 @@ def _causal_depth(schedule: Schedule, weights, keys) -> int:
     if T == 0:
         return 0
     o = order0.tolist()
-    weight = [1] * T if weights is None else [int(weights[i]) for i in o]
-    key = None if keys is None else [keys[i] for i in o]
+    weight = [int(weights[i]) for i in o]
+    key = [keys[i] for i in o]
     chunk, src, dst, op = sched.chunk.tolist(), sched.src.tolist(), sched.dst.tolist(), sched.op.tolist()
     tol = REL_TOL * max(1.0, abs(sched.makespan_us))
     times = np.concatenate([sched.end_us - tol, sched.start_us])      # arrivals before departures
@@ -345,7 +350,7 @@ def _causal_depth(schedule: Schedule, weights, keys) -> int:
     for e in order:
         t = int(ids[e])
         if kinds[e]:
-            k = (src[t], dst[t]) if key is None else key[t]
+            k = key[t]
             d = weight[t] + max(value.get((src[t], chunk[t]), 0), link.get(k, 0) if k is not None else 0)
             depth[t] = d
             if k is not None:
@@ -509,8 +514,9 @@ def export_astra_sim(problem: Problem, schedule: Schedule, out_dir: str | os.Pat
     depth = causal_depth(problem, schedule)
     topo = problem.topology
     c = problem.collective
+    note, manifest_extra = _BUNDLE_EXTRAS[topo.network_kind]
     comment = (f"{kind} on {topo.name}: {n} NPUs, {c.chunks_per_npu} chunk(s) per NPU of {problem.chunk_bytes} B, "
-               f"{len(schedule)} transfers{' (store-and-forward hops, paired into NPU-to-NPU sends)' if topo.is_fabric else ''}\n"
+               f"{len(schedule)} transfers{note}\n"
                f"network: {net['topology']}({n}), {_num(net['bandwidth'])} GiB/s, {_num(net['latency'])} ns\n"
                f"tacos-bench verified collective_time_us: {T!r}")
     script = out / "run.sh"
@@ -535,19 +541,27 @@ def export_astra_sim(problem: Problem, schedule: Schedule, out_dir: str | os.Pat
         "collective_time_us": T,
         "command": "./run.sh PATH/TO/AstraSim_Analytical_Congestion_Aware",
     }
-    if topo.is_fabric:
-        from .fabric import npu_transfers
-
-        x = npu_transfers(problem, schedule, "ASTRA-sim")
-        # the traces hold one NPU-to-NPU send per pair of store-and-forward hops (u -> switch -> v)
-        manifest["fabric"] = {"switch": n, "mode": topo.switch(n).mode, "num_rows": len(schedule),
-                              "num_sends": len(x.schedule), "dropped_rows": int(x.dropped)}
+    manifest.update(manifest_extra(problem, schedule))
     if record:
         manifest["run"] = {k: _plain(record.get(k)) for k in ("solver", "seed", "status", "collective_time_us",
                                                                "lower_bound_us", "run_id", "git_commit")
                            if k in record}
     (out / "bundle.json").write_text(json.dumps(manifest, indent=2, allow_nan=False) + "\n")
     return out
+
+
+def _fabric_manifest(problem: Problem, schedule: Schedule) -> dict:
+    """The bundle's ``fabric`` field: the traces hold one NPU-to-NPU send per pair of store-and-forward hops
+    (u -> switch -> v)."""
+    n = problem.num_npus
+    x = npu_sends(problem, schedule, "ASTRA-sim")
+    return {"fabric": {"switch": n, "mode": problem.topology.switch(n).mode, "num_rows": len(schedule),
+                       "num_sends": len(x.schedule), "dropped_rows": int(x.dropped)}}
+
+
+# per network kind of the topology: what run.sh says of the transfers, and what bundle.json adds
+_BUNDLE_EXTRAS = {POINT_TO_POINT: ("", lambda problem, schedule: {}),
+                  FABRIC: (" (store-and-forward hops, paired into NPU-to-NPU sends)", _fabric_manifest)}
 
 
 def _plain(v):

@@ -43,8 +43,9 @@ import numpy as np
 
 from ..problem import Problem
 from ..schedule import REDUCE, Schedule
+from ..topology.model import FABRIC, POINT_TO_POINT, network_kind
 from .common import ExportError, verified
-from .fabric import is_fabric_case, npu_transfers
+from .fabric import npu_sends
 from .msccl import COLL_NAMES
 
 SCHEMA_TAG = "1.0.2-chakra.0.0.4"   # the schema string ASTRA-sim's collective converter writes
@@ -80,25 +81,22 @@ def build_chakra_nodes(problem: Problem, schedule: Schedule, *, reduce_time_us: 
     size = int(problem.chunk_bytes)
     sources = problem.sources.tolist()
     destinations = problem.destinations.tolist()
-    fabric = is_fabric_case(problem, schedule)
+    network = network_kind(problem.topology, schedule)
     rows = len(schedule)
     if rows >= 2**31:
         raise ExportError(f"{rows} transfers do not fit Chakra's 32-bit comm_tag")
-    if fabric:
-        # NPU-to-NPU sends: cut-through rows as they are, store-and-forward hops paired into one send each
-        x = npu_transfers(problem, schedule, "Chakra")
-        canon = np.empty(rows, np.int64)       # a row's index in the canonical order (its tag, as in the JSON)
-        canon[_canonical_order(schedule)] = np.arange(rows)
-        order_t = _canonical_order(x.schedule)
-        sched = x.schedule.take(order_t)
-        tags = [int(canon[x.hops[k][0]]) for k in order_t.tolist()]
-        hop_tags = [[int(canon[h]) for h in x.hops[k]] for k in order_t.tolist()]
-        routes = sched.route.tolist()
-        keys = x.send_keys()
-        link_key = [keys[k] for k in order_t.tolist()]
-    else:
-        sched = schedule.sorted()
-        tags = list(range(len(sched)))
+    # NPU-to-NPU sends: a point-to-point row, or a cut-through row, as it is; store-and-forward hops paired
+    # into one send each
+    x = npu_sends(problem, schedule, "Chakra")
+    canon = np.empty(rows, np.int64)       # a row's index in the canonical order (its tag, as in the JSON)
+    canon[_canonical_order(schedule)] = np.arange(rows)
+    order_t = _canonical_order(x.schedule).tolist()
+    sched = x.schedule.take(order_t)
+    tags = [int(canon[x.hops[k][0]]) for k in order_t]
+    hop_tags = [[int(canon[h]) for h in x.hops[k]] for k in order_t]
+    routes, keys = x.routes, x.send_keys()
+    routes = [routes[k] for k in order_t]
+    link_key = [keys[k] for k in order_t]
     T = len(sched)
     chunk, src, dst, op = (sched.chunk.tolist(), sched.src.tolist(), sched.dst.tolist(), sched.op.tolist())
     pins = np.rint(sched.start_us * pin_scale).astype(np.int64).tolist()
@@ -131,7 +129,7 @@ def build_chakra_nodes(problem: Problem, schedule: Schedule, *, reduce_time_us: 
         node.attr.append(pb.AttributeProto(name="comm_tag", int32_val=tag))
 
     def route_attrs(node, t: int):
-        if fabric and routes[t]:
+        if routes[t]:
             node.attr.append(pb.AttributeProto(name="route", string_val=routes[t]))
             if len(hop_tags[t]) > 1:
                 node.attr.append(pb.AttributeProto(name="hop_rows", int64_list=pb.Int64List(values=hop_tags[t])))
@@ -147,7 +145,7 @@ def build_chakra_nodes(problem: Problem, schedule: Schedule, *, reduce_time_us: 
             node = new_node(u, f"send_c{c}_to{v}_t{tag}", pb.COMM_SEND_NODE)
             comm_attrs(node, "comm_dst", v, tag, pb.COMM_SEND_NODE)
             route_attrs(node, t)
-            key = link_key[t] if fabric else (u, v)
+            key = link_key[t]
             deps = [writer[(u, c)]] if (u, c) in writer else []
             if pin is not None:
                 deps.append(pin.id)
@@ -185,15 +183,21 @@ def build_chakra_nodes(problem: Problem, schedule: Schedule, *, reduce_time_us: 
         pb.AttributeProto(name="chunk_sources", int64_list=pb.Int64List(values=sources)),
         pb.AttributeProto(name="chunk_destinations", int64_list=pb.Int64List(values=destinations)),
     ])
-    if fabric:   # switched fabrics only (docs/fabrics.md): the switches, and the rows the tags number
-        topo = problem.topology
-        meta.attr.extend([
-            pb.AttributeProto(name="num_switches", int64_val=topo.num_switches),
+    meta.attr.extend(_NETWORK_ATTRS[network](pb, problem.topology, rows))
+    return meta, nodes
+
+
+def _fabric_attrs(pb, topo, rows: int) -> list:
+    """Switched fabrics (docs/fabrics.md) and routed schedules: the switches, and the rows the tags number."""
+    n = topo.num_npus
+    return [pb.AttributeProto(name="num_switches", int64_val=topo.num_switches),
             pb.AttributeProto(name="switches", string_list=pb.StringList(
                 values=[f"{n + j} {sw.spec()}" for j, sw in enumerate(topo.switches)])),
-            pb.AttributeProto(name="num_rows", int64_val=rows),
-        ])
-    return meta, nodes
+            pb.AttributeProto(name="num_rows", int64_val=rows)]
+
+
+# the GlobalMetadata attributes each network kind adds (tacos_bench.topology.network_kind)
+_NETWORK_ATTRS = {POINT_TO_POINT: lambda pb, topo, rows: [], FABRIC: _fabric_attrs}
 
 
 def _canonical_order(schedule: Schedule) -> np.ndarray:

@@ -15,6 +15,9 @@ no rank. So
   k-th copy of ``c`` that arrived (ties in row order, as in the verifier's rule 5), so a chain
   ``u -> s -> ... -> v`` is one NPU-to-NPU transfer (:func:`npu_transfers`). A switch that sends from its own
   state (``multicast`` for copies, ``reduce`` for reductions) is an in-switch operation again.
+
+On a point-to-point topology every row is one NPU-to-NPU send (:func:`direct_sends`); :func:`npu_sends` picks
+the form of the problem's network kind from :data:`NPU_SENDS`, so an exporter has one code path for both.
 """
 
 from __future__ import annotations
@@ -24,28 +27,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..problem import Problem
-from ..schedule import COPY, OPS, REDUCE, Schedule
-from ..topology.model import CUT_THROUGH
+from ..schedule import COPY, OPS, REDUCE, Schedule, row_text
+from ..topology.model import CUT_THROUGH, FABRIC, POINT_TO_POINT, network_kind
 from .common import ExportError
 
 
 def has_routes(schedule: Schedule) -> bool:
     """True when some row of ``schedule`` names a route."""
     return schedule.route is not None and bool(np.any(schedule.route != ""))
-
-
-def is_fabric_case(problem: Problem, schedule: Schedule) -> bool:
-    """True when the fabric rules apply: the topology has switches or a row has a route."""
-    return problem.topology.is_fabric or has_routes(schedule)
-
-
-def row_text(schedule: Schedule, i: int) -> str:
-    """One row, as the verifier names it: ``row 3 (chunk 0, 0->8, 0.000000-2500.500000 µs, copy)``."""
-    i = int(i)
-    r = "" if schedule.route is None else schedule.route[i]
-    via = f" via {r}" if r else ""
-    return (f"row {i} (chunk {int(schedule.chunk[i])}, {int(schedule.src[i])}->{int(schedule.dst[i])}{via}, "
-            f"{schedule.start_us[i]:.6f}-{schedule.end_us[i]:.6f} µs, {OPS[int(schedule.op[i])]})")
 
 
 def path_of(schedule: Schedule, i: int) -> list[int]:
@@ -137,6 +126,12 @@ class NpuTransfers:
     dropped: int
 
     @property
+    def routes(self) -> list:
+        """Per transfer, its whole path when it crosses a switch (``"0>8>3"``), else ``""``."""
+        s = self.schedule
+        return s.route.tolist() if s.route is not None else [""] * len(s)
+
+    @property
     def num_links(self) -> np.ndarray:
         """Links each transfer crosses (ASTRA-sim truncates each hop to whole ns)."""
         return np.array([sum(len(p) - 1 for p in h) for h in self.paths], np.int64)
@@ -152,7 +147,7 @@ class NpuTransfers:
         """
         s = self.schedule
         return [None if len(h) > 1 else (u, int(r.split(">")[1]) if r else v)
-                for u, v, r, h in zip(s.src.tolist(), s.dst.tolist(), s.route.tolist(), self.hops)]
+                for u, v, r, h in zip(s.src.tolist(), s.dst.tolist(), self.routes, self.hops)]
 
     @property
     def paired(self) -> bool:
@@ -264,3 +259,27 @@ def refuse_switch_endpoints(problem: Problem, schedule: Schedule, fmt: str, how:
     raise ExportError(
         f"cannot export to {fmt}: {row_text(schedule, i)} is a store-and-forward hop ({_switch_text(topo, s)} is "
         f"its {'src' if s == schedule.src[i] else 'dst'}); {fmt} has only NPU-to-NPU sends{how}")
+
+
+def direct_sends(problem: Problem, schedule: Schedule, fmt: str) -> NpuTransfers:
+    """A point-to-point schedule as NPU-to-NPU transfers: every row is one, over its link.
+
+    >>> from tacos_bench import Collective, Problem
+    >>> from tacos_bench.topology.generators import ring
+    >>> p = Problem(ring(2), Collective("all_gather", 1, 1))
+    >>> x = direct_sends(p, Schedule.from_rows([(0, 0, 1, 0.0, 1.0, "copy"), (1, 1, 0, 0.0, 1.0, "copy")]), "json")
+    >>> x.hops, x.send_keys()
+    ([[0], [1]], [(0, 1), (1, 0)])
+    """
+    src, dst = schedule.src.tolist(), schedule.dst.tolist()
+    return NpuTransfers(schedule, [[i] for i in range(len(schedule))], [[[u, v]] for u, v in zip(src, dst)], 0)
+
+
+# the NPU-to-NPU sends of each network kind (tacos_bench.topology.network_kind of the problem and the schedule)
+NPU_SENDS = {POINT_TO_POINT: direct_sends, FABRIC: npu_transfers}
+
+
+def npu_sends(problem: Problem, schedule: Schedule, fmt: str) -> NpuTransfers:
+    """The NPU-to-NPU sends of a verified schedule, made as its network kind makes them (:data:`NPU_SENDS`);
+    ``fmt`` names the format in a refusal."""
+    return NPU_SENDS[network_kind(problem.topology, schedule)](problem, schedule, fmt)

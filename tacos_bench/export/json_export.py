@@ -20,9 +20,8 @@ from ..collective import Collective
 from ..problem import Problem
 from ..schedule import COLUMNS, OPS, Schedule
 from ..topology import Switch, Topology
-from ..topology.model import CUT_THROUGH
+from ..topology.model import CUT_THROUGH, FABRIC, POINT_TO_POINT, network_kind
 from .common import ExportError, verified
-from .fabric import is_fabric_case
 
 SCHEMA = "tacos-bench/schedule"
 SCHEMA_VERSION = 1
@@ -63,7 +62,6 @@ def schedule_to_dict(problem: Problem, schedule: Schedule, *, record: Mapping[st
     sched = schedule.sorted()
     link = topo.link_ids(sched.src, sched.dst).tolist()
     lt = problem.link_time_us.tolist()
-    fabric = is_fabric_case(problem, schedule)
     doc: dict[str, Any] = {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
@@ -95,23 +93,30 @@ def schedule_to_dict(problem: Problem, schedule: Schedule, *, record: Mapping[st
         ],
         "summary": {"num_transfers": len(sched), "collective_time_us": ver.collective_time_us, "verified": True},
     }
-    if fabric:
-        # switched fabrics (docs/fabrics.md): the switches, and every transfer's route
-        doc["topology"]["num_switches"] = topo.num_switches
-        doc["topology"]["switches"] = [{"id": topo.num_npus + j, "mode": sw.mode, "multicast": sw.multicast,
-                                        "reduce": sw.reduce} for j, sw in enumerate(topo.switches)]
-        routes = sched.route.tolist() if sched.route is not None else [""] * len(sched)
-        for tr, r in zip(doc["transfers"], routes):
-            tr["route"] = r
-            nodes = [int(x) for x in r.split(">")] if r else []
-            if len(nodes) > 2:       # several links: no single one; route_links lists them in order
-                tr["link"] = None
-                tr["route_links"] = topo.link_ids(nodes[:-1], nodes[1:]).tolist()
-            elif nodes:
-                tr["link"] = int(topo.link_ids(nodes[0], nodes[1]))
+    _NETWORK_FIELDS[network_kind(topo, schedule)](doc, topo, sched)
     if record:
         doc["run"] = {k: _clean(record[k]) for k in _RECORD_KEYS if k in record}
     return doc
+
+
+def _fabric_fields(doc: dict, topo: Topology, sched: Schedule) -> None:
+    """Switched fabrics (docs/fabrics.md), and routed schedules: the switches, and every transfer's route."""
+    doc["topology"]["num_switches"] = topo.num_switches
+    doc["topology"]["switches"] = [{"id": topo.num_npus + j, "mode": sw.mode, "multicast": sw.multicast,
+                                    "reduce": sw.reduce} for j, sw in enumerate(topo.switches)]
+    routes = sched.route.tolist() if sched.route is not None else [""] * len(sched)
+    for tr, r in zip(doc["transfers"], routes):
+        tr["route"] = r
+        nodes = [int(x) for x in r.split(">")] if r else []
+        if len(nodes) > 2:       # several links: no single one; route_links lists them in order
+            tr["link"] = None
+            tr["route_links"] = topo.link_ids(nodes[:-1], nodes[1:]).tolist()
+        elif nodes:
+            tr["link"] = int(topo.link_ids(nodes[0], nodes[1]))
+
+
+# what each network kind adds to the document (tacos_bench.topology.network_kind of the problem and schedule)
+_NETWORK_FIELDS = {POINT_TO_POINT: lambda doc, topo, sched: None, FABRIC: _fabric_fields}
 
 
 def export_json(problem: Problem, schedule: Schedule, *, record: Mapping[str, Any] | None = None,

@@ -93,8 +93,9 @@ from ..collective import (ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, BROADCAST, GATHER,
 from ..collective import REDUCE as REDUCE_KIND
 from ..problem import Problem
 from ..schedule import REDUCE, Schedule
+from ..topology.model import FABRIC, POINT_TO_POINT, network_kind
 from .common import ExportError, msccl_index, safe_name, verified
-from .fabric import is_fabric_case, refuse_in_switch, refuse_switch_endpoints, row_text
+from .fabric import refuse_in_switch, refuse_switch_endpoints, row_text
 
 # The runtime's <algo coll> names (msccl_parser.cc, mscclGetAlgoFromXmlFile): every tacos-bench collective
 # has one. gather/scatter are reached only through RCCL's ncclGather/ncclScatter (NCCL has no such calls).
@@ -294,8 +295,7 @@ def lower_msccl(problem: Problem, schedule: Schedule, *, name: str | None = None
     if max_bytes and max_bytes < min_bytes:
         raise ExportError(f"max_bytes={max_bytes} is below min_bytes={min_bytes} (0 means no limit)")
     verified(problem, schedule)
-    if is_fabric_case(problem, schedule):
-        _check_fabric(problem, schedule)
+    _NETWORK_CHECKS[network_kind(problem.topology, schedule)](problem, schedule)
     inplace = bool(inplace)
     kind = problem.kind
     coll = _coll_name(kind)
@@ -343,6 +343,10 @@ def _check_fabric(problem: Problem, schedule: Schedule) -> None:
                           f"between the same two NPUs over different routes; MSCCL has one in-order connection "
                           f"per pair of ranks")
 
+
+
+# what MSCCL refuses on each network kind beyond what every schedule must be (tacos_bench.topology.network_kind)
+_NETWORK_CHECKS = {POINT_TO_POINT: lambda problem, schedule: None, FABRIC: _check_fabric}
 
 def _build_steps(problem: Problem, schedule: Schedule, layout: _Layout):
     """One step per transfer endpoint, plus local copies, with read/write hazard dependencies."""

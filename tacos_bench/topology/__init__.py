@@ -20,7 +20,9 @@ Examples
 (True, 16, 64)
 """
 
-from .model import CUT_THROUGH, STORE_FORWARD, SWITCH_MODES, Switch, Topology, fmt_ids
+from .model import (CUT_THROUGH, FABRIC, NETWORK_KINDS, POINT_TO_POINT, STORE_FORWARD, SWITCH_MODES, Switch, Topology,
+                    fmt_ids, network_kind)
 from .named import build_topology, named_topology
 
-__all__ = ["CUT_THROUGH", "STORE_FORWARD", "SWITCH_MODES", "Switch", "Topology", "build_topology", "fmt_ids", "named_topology"]
+__all__ = ["CUT_THROUGH", "FABRIC", "NETWORK_KINDS", "POINT_TO_POINT", "STORE_FORWARD", "SWITCH_MODES", "Switch",
+           "Topology", "build_topology", "fmt_ids", "named_topology", "network_kind"]

@@ -32,6 +32,12 @@ CUT_THROUGH = "cut_through"
 STORE_FORWARD = "store_forward"
 SWITCH_MODES = (CUT_THROUGH, STORE_FORWARD)
 
+# The two network kinds (:func:`network_kind`): every layer keeps one implementation per kind in a table keyed
+# by these names and looks it up there, instead of asking about switches inline.
+POINT_TO_POINT = "point_to_point"
+FABRIC = "fabric"
+NETWORK_KINDS = (POINT_TO_POINT, FABRIC)
+
 
 @dataclass(frozen=True)
 class Switch:
@@ -261,9 +267,16 @@ class Topology:
         return self.num_npus + len(self.switches)
 
     @property
+    def network_kind(self) -> str:
+        """``"fabric"`` when the topology has switches as nodes, else ``"point_to_point"`` (see
+        :func:`network_kind`, which also looks at a schedule's routes)."""
+        return FABRIC if self.switches else POINT_TO_POINT
+
+    @property
     def is_fabric(self) -> bool:
-        """True when the topology has switches as nodes."""
-        return bool(self.switches)
+        """True when the topology has switches as nodes (kept for callers; new code looks up
+        :attr:`network_kind` in a table)."""
+        return self.network_kind == FABRIC
 
     def is_switch(self, node: int) -> bool:
         return self.num_npus <= int(node) < self.num_nodes
@@ -397,6 +410,24 @@ class Topology:
 
     def __repr__(self) -> str:
         return f"Topology({self.summary()})"
+
+
+def network_kind(topology: Topology, schedule=None) -> str:
+    """The kind of network whose rules apply: ``"fabric"`` on a topology with switches, or when some row of
+    ``schedule`` names a route (a route through a point-to-point topology is replayed by the fabric rules,
+    docs/fabrics.md); else ``"point_to_point"``.
+
+    Examples
+    --------
+    >>> from tacos_bench import Schedule
+    >>> t = Topology.from_edges(2, [(0, 1, 50, 0.5), (1, 0, 50, 0.5)])
+    >>> network_kind(t), network_kind(t, Schedule.from_rows([(0, 0, 1, 0.0, 1.0, "copy", "0>1")]))
+    ('point_to_point', 'fabric')
+    """
+    route = getattr(schedule, "route", None)
+    if topology.network_kind == FABRIC or route is None:
+        return topology.network_kind
+    return FABRIC if bool(np.any(route != "")) else POINT_TO_POINT
 
 
 def fmt_ids(ids, limit: int = 10) -> str:

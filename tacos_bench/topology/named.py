@@ -58,7 +58,7 @@ from . import fabrics as fab
 from . import generators as gen
 from ..errors import ConfigError, TopologyError
 from .io import load_topology
-from .model import CUT_THROUGH, STORE_FORWARD, SWITCH_MODES, Switch, Topology, fmt_ids
+from .model import CUT_THROUGH, FABRIC, POINT_TO_POINT, STORE_FORWARD, SWITCH_MODES, Switch, Topology, fmt_ids
 from .transforms import SUBSET_MODES, _as_ids, induced_subtopology, parse_links
 
 __all__ = ["NAME_FORMS", "KINDS", "CONFIG_KEYS", "HETERO_NPUS_PER_SERVER", "RELAY", "TOPO_SUBSET_MODES",
@@ -515,11 +515,8 @@ def build_topology(cfg: Mapping) -> Topology:
         if members is not None:
             extra["parent_num_npus"] = base.num_npus   # a configured root outside the subset is told apart
         relay = mode == RELAY and members is not None
-        if relay or base.is_fabric:
-            roles = np.where(keep, _MEMBER, np.where(alive & relay, _RELAY, _DROP)).astype(np.int8)
-            topo = regroup_npus(base, roles, base.name, **extra)
-        else:
-            topo = induced_subtopology(base, keep, base.name, **extra)
+        cut_out = _regrouped if relay else _CUT_OUT[base.network_kind]
+        topo = cut_out(base, keep, alive & relay, **extra)
         what = " and ".join(x for x, on in (("removing failed_links", bool(failed_links)),
                                             ("removing failed_npus", bool(failed)),
                                             ("keeping only the subset" if not relay else
@@ -531,6 +528,22 @@ def build_topology(cfg: Mapping) -> Topology:
     if name and kind != "named" and not (kind == "file" and name == "file"):
         topo = topo.with_name(name)
     return topo
+
+
+def _regrouped(base: Topology, keep: np.ndarray, relays: np.ndarray, **extra) -> Topology:
+    """The NPUs ``keep`` of ``base``, the NPUs ``relays`` as relays and a fabric's switches kept
+    (:func:`regroup_npus`)."""
+    roles = np.where(keep, _MEMBER, np.where(relays, _RELAY, _DROP)).astype(np.int8)
+    return regroup_npus(base, roles, base.name, **extra)
+
+
+def _induced(base: Topology, keep: np.ndarray, relays: np.ndarray, **extra) -> Topology:
+    """The NPUs ``keep`` of a point-to-point ``base`` and the links among them (no relays asked for)."""
+    return induced_subtopology(base, keep, base.name, **extra)
+
+
+# how a subset or failed NPUs are cut out of each network kind: a fabric keeps its switches
+_CUT_OUT = {POINT_TO_POINT: _induced, FABRIC: _regrouped}
 
 
 def _check_connected_configured_ids(topo: Topology, what: str) -> None:

@@ -20,7 +20,7 @@ from typing import Iterable
 import numpy as np
 
 from ..errors import TopologyError
-from .model import Topology, fmt_ids
+from .model import FABRIC, POINT_TO_POINT, Topology, fmt_ids
 
 __all__ = ["SUBSET_MODES", "induced_subtopology", "LINK_BOTH", "parse_links", "link_ids_of", "remove_links",
            "remove_npus", "subset", "reverse"]
@@ -109,19 +109,26 @@ def link_ids_of(topo: Topology, links: np.ndarray, what: str) -> np.ndarray:
     """Ids of the directed links ``links`` (from :func:`parse_links`; on a switched fabric an end may be a
     switch, a switch port); an unknown NPU (node) or a missing link is an error naming it."""
     links = np.asarray(links, np.int64).reshape(-1, 2)
-    if topo.is_fabric:
-        bad = np.flatnonzero((links < 0) | (links >= topo.num_nodes))
-        if bad.size:
-            raise TopologyError(f"{what}: unknown node id {int(links.ravel()[bad[0]])} (topology {topo.name!r} has "
-                                f"NPUs 0..{topo.num_npus - 1} and switches {topo.num_npus}..{topo.num_nodes - 1})")
-    else:
-        _as_ids(topo, links.ravel().tolist(), what)
+    _LINK_ENDS[topo.network_kind](topo, links, what)
     ids = topo.link_ids(links[:, 0], links[:, 1])
     missing = np.flatnonzero(ids < 0)
     if missing.size:
         u, v = links[missing[0]]
         raise TopologyError(f"{what}: topology {topo.name!r} has no link {u}->{v}")
     return ids
+
+
+def _node_ends(topo: Topology, links: np.ndarray, what: str) -> None:
+    """On a switched fabric a link ends at an NPU or at a switch (a switch port)."""
+    bad = np.flatnonzero((links < 0) | (links >= topo.num_nodes))
+    if bad.size:
+        raise TopologyError(f"{what}: unknown node id {int(links.ravel()[bad[0]])} (topology {topo.name!r} has "
+                            f"NPUs 0..{topo.num_npus - 1} and switches {topo.num_npus}..{topo.num_nodes - 1})")
+
+
+# what the ends of a listed link may be, per network kind
+_LINK_ENDS = {POINT_TO_POINT: lambda topo, links, what: _as_ids(topo, links.ravel().tolist(), what),
+              FABRIC: _node_ends}
 
 
 def remove_links(topo: Topology, links, what: str = "failed_links") -> Topology:

@@ -3,7 +3,7 @@
 The verifier knows nothing about any solver. It replays a
 :class:`~tacos_bench.schedule.Schedule` against a
 :class:`~tacos_bench.problem.Problem` and rejects it, with a message naming the
-row and the reason, on:
+row (its file line, for a schedule read from a CSV file) and the reason, on:
 
 * a transfer on a link the topology does not have (or an unknown NPU/chunk id);
 * a transfer shorter than its link's chunk time;
@@ -21,6 +21,12 @@ do not matter.
 Replay semantics: a transfer reads the sender's state at ``start_us`` and applies
 it at the receiver at ``end_us``; events at the same instant apply arrivals
 before reads, because a node may forward a chunk the instant it arrives.
+
+One replay serves both network kinds (:func:`tacos_bench.topology.network_kind`): a
+point-to-point topology is a fabric whose every route is one link
+(:mod:`~tacos_bench.verify.rules`, :mod:`~tacos_bench.verify.replay`); what differs
+-- routes, groups sharing a link, switches -- comes from the kind's entry in
+:data:`tacos_bench.verify.table.NETWORKS`.
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 Rebuilds the run's problem from its directory (``result.json`` and the topology file it names, as the exporters
 do) and replays ``schedule.csv`` -- or any schedule CSV given with ``--schedule``, e.g. one edited by hand or
 written by another tool -- through the independent verifier. Prints the verified collective time (µs) and exits
-0, or prints one line naming the offending row and exits 2. A run with a fault mid-collective is replayed with
-its failed links at its fault time (failed NPUs cannot be rebuilt from the files and are refused).
+0, or prints one line naming the offending row by its line in the CSV file (the header is line 1) and exits 2.
+A run with a fault mid-collective is replayed with its failed links at its fault time (failed NPUs cannot be
+rebuilt from the files and are refused).
 
 Examples
 --------

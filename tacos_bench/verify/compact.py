@@ -55,7 +55,9 @@ from ..collective import ALL_GATHER
 from ..errors import ScheduleError, VerificationError
 from ..problem import Problem
 from .._memory import huge_empty
-from .result import REL_TOL, TOL_LINK_FRACTION, Verification
+from ..schedule import describe_row
+from .result import Verification
+from .rules import accepted, missing_text, tolerance
 
 # error codes of the kernel
 (E_OK, E_CHUNK, E_LINK_ID, E_UNKNOWN_LINK, E_EVENT, E_ORDER, E_SHORT, E_NONPOSITIVE, E_OVERLAP,
@@ -192,9 +194,7 @@ def verify_compact(problem: Problem, compact, *, progress: bool | None = None,
             if not 0 <= e_last < len(events):
                 raise VerificationError(f"compact schedule: end event {e_last} does not exist")
             makespan = max(makespan, float(events[e_last]))
-    tol = REL_TOL * max(1.0, abs(makespan))
-    if problem.num_links:
-        tol = min(tol, TOL_LINK_FRACTION * float(problem.link_time_us.min()))
+    tol = tolerance(problem, makespan)
     if len(events) and events[0] < -tol:
         raise VerificationError(f"compact schedule: event time {events[0]} is negative; times must be >= 0")
 
@@ -252,10 +252,8 @@ def verify_compact(problem: Problem, compact, *, progress: bool | None = None,
     missing = (N - 1) * C - int(state[:, 1].sum())
     if missing:
         v, c = _first_missing(arr, N, never)
-        raise VerificationError(f"postcondition unmet: NPU {v} never receives chunk {c} "
-                                f"({missing} (NPU, chunk) pairs missing)")
-    util = busy / (topo.num_links * makespan) if makespan > 0 and topo.num_links else None
-    return Verification(True, makespan, T, busy, util, "")
+        raise VerificationError(missing_text(v, c, missing))
+    return accepted(topo.num_links, T, makespan, busy)
 
 
 def check_compact(problem: Problem, compact, *, progress: bool | None = None) -> Verification:
@@ -297,7 +295,7 @@ def _raise(code, info, seg, row0, compact, lid, events, ltime, problem, arr, nev
         u = v = -1
     ts = float(events[s_ev]) if 0 <= s_ev < len(events) else float("nan")
     te = float(events[end_ev]) if 0 <= end_ev < len(events) else float("nan")
-    row = f"row {i} (chunk {c}, {u}->{v}, {ts:.6f}-{te:.6f} µs, copy)"
+    row = describe_row(f"row {i}", c, u, v, ts, te, "copy")
     if code == E_CHUNK:
         msg = f"{row}: chunk id out of range 0..{problem.num_chunks - 1}"
     elif code == E_LINK_ID:

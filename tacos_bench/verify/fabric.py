@@ -33,38 +33,18 @@ Choices where docs/fabrics.md leaves room (each for the stricter, physical readi
   (never read by a copy row); with both it is a relay without data of its own;
 * packets that arrive (or leave) a FIFO switch at the same instant are taken in row order.
 """
-
 from __future__ import annotations
-
-from collections import deque
-from dataclasses import replace
 
 import numpy as np
 
 from ..cost import link_time_us
 from ..errors import VerificationError
 from ..problem import Problem
-from ..schedule import COPY, OPS, REDUCE, Schedule
+from ..schedule import COPY, REDUCE, Schedule
 from ..topology.model import CUT_THROUGH
-from .arrivals import earliest_arrivals
-from .result import REL_TOL, TOL_LINK_FRACTION, Verification
-
-NPU, CUT, STORE = 0, 1, 2   # node kinds
-# above this many (NPU, chunk) pairs the copy postcondition is checked per short chunk, not on a dense table
-DENSE_POST_LIMIT = 50_000_000
-
-
-def _row(schedule: Schedule, i: int) -> str:
-    i = int(i)
-    r = "" if schedule.route is None else schedule.route[i]
-    via = f" via {r}" if r else ""
-    return (f"row {i} (chunk {int(schedule.chunk[i])}, {int(schedule.src[i])}->{int(schedule.dst[i])}{via}, "
-            f"{schedule.start_us[i]:.6f}-{schedule.end_us[i]:.6f} µs, {OPS[int(schedule.op[i])]})")
-
-
-def _node(kind: np.ndarray, v: int) -> str:
-    v = int(v)
-    return ("NPU", "cut_through switch", "store_forward switch")[int(kind[v])] + f" {v}"
+from .replay import replay
+from .result import Verification
+from .rules import CUT, STORE, node_text, row_text
 
 
 def _ordinal(k: int) -> str:
@@ -110,88 +90,75 @@ def verify_fabric(problem: Problem, schedule: Schedule, fault=None) -> Verificat
     >>> verify_fabric(p, s).collective_time_us == t
     True
     """
-    topo = problem.topology
-    n, C, V = problem.num_npus, problem.num_chunks, topo.num_nodes
-    T = len(schedule)
-    makespan = schedule.makespan_us
-    tol = REL_TOL * max(1.0, abs(makespan))
-    if problem.num_links:
-        # as in the point-to-point replay: the tolerance absorbs float rounding only
-        tol = min(tol, TOL_LINK_FRACTION * float(problem.link_time_us.min()))
+    return replay(problem, schedule, fault, Fabric)
 
-    chunk, src, dst, op = schedule.chunk, schedule.src, schedule.dst, schedule.op
-    start, end = schedule.start_us, schedule.end_us
 
-    kind = np.zeros(V, np.int8)
-    mcast = np.zeros(V, bool)
-    red = np.zeros(V, bool)
-    for j, sw in enumerate(topo.switches):
-        kind[n + j] = CUT if sw.mode == CUT_THROUGH else STORE
-        mcast[n + j], red[n + j] = sw.multicast, sw.reduce
+class Fabric:
+    """Rules 1-3 on a switched fabric (or of a schedule with routes): endpoints and routes, the duration of a
+    route, the multicast and reduction groups that may share a link; and the switches that forward first in,
+    first out (rule 5), for the state replay of :mod:`tacos_bench.verify.replay`."""
 
-    # --- ids and times ----------------------------------------------------------
-    for name, arr, hi in (("chunk", chunk, C), ("src", src, V), ("dst", dst, V)):
-        bad = np.flatnonzero((arr < 0) | (arr >= hi))
-        if bad.size:
-            raise VerificationError(f"{_row(schedule, bad[0])}: {name} id out of range 0..{hi - 1}")
-    bad = np.flatnonzero(~np.isfinite(start) | ~np.isfinite(end) | (start < -tol))
-    if bad.size:
-        raise VerificationError(f"{_row(schedule, bad[0])}: times must be finite and start >= 0")
+    def __init__(self, problem: Problem, schedule: Schedule):
+        topo = problem.topology
+        n, V = problem.num_npus, topo.num_nodes
+        self._problem, self._schedule = problem, schedule
+        kind = np.zeros(V, np.int8)
+        mcast = np.zeros(V, bool)
+        red = np.zeros(V, bool)
+        for j, sw in enumerate(topo.switches):
+            kind[n + j] = CUT if sw.mode == CUT_THROUGH else STORE
+            mcast[n + j], red[n + j] = sw.multicast, sw.reduce
+        self.kind, self._mcast, self._red = kind, mcast, red
+        self.fifo_copy = (kind == STORE) & ~mcast      # forwards copies first in, first out
+        self.fifo_red = (kind == STORE) & ~red         # forwards reduce packets first in, first out
+        # rule 1: endpoints, then routes
+        for name, arr in (("src", schedule.src), ("dst", schedule.dst)):
+            bad = np.flatnonzero(kind[arr] == CUT)
+            if bad.size:
+                i = bad[0]
+                raise VerificationError(
+                    f"{row_text(schedule, i)}: {name} {int(arr[i])} is a cut_through switch, which is never a "
+                    f"row's endpoint (a transfer through it is one row whose route names it)")
+        self.seg = _Segments(schedule, topo, kind)
+        self.row, self.link = self.seg.row, self.seg.link
 
-    # --- rule 1: endpoints and routes -------------------------------------------
-    for name, arr in (("src", src), ("dst", dst)):
-        bad = np.flatnonzero(kind[arr] == CUT)
-        if bad.size:
-            i = bad[0]
-            raise VerificationError(
-                f"{_row(schedule, i)}: {name} {int(arr[i])} is a cut_through switch, which is never a row's "
-                f"endpoint (a transfer through it is one row whose route names it)")
-    seg = _Segments(schedule, topo, kind)
+    def need(self) -> np.ndarray:
+        """Rule 2: a row needs its route's latencies plus the chunk at its slowest link's bandwidth."""
+        return self.seg.need(self._problem.topology, self._problem.chunk_bytes)
 
-    # --- rule 2: durations --------------------------------------------------------
-    need = seg.need(topo, problem.chunk_bytes)
-    bad = np.flatnonzero(end - start < need - tol)
-    if bad.size:
-        i = bad[0]
-        what = ("the link time" if seg.lens[i] == 1 else
+    def need_text(self, i: int) -> str:
+        seg = self.seg
+        return ("the link time" if seg.lens[i] == 1 else
                 f"its route's time (latencies {seg.sum_lat[i]:.6f} µs + the chunk at the slowest link's "
                 f"{seg.min_bw[i]:g} GiB/s)")
+
+    def occupancy(self, need: np.ndarray, tol: float) -> float:
+        """Rule 3; returns the links' busy time."""
+        return _check_occupancy(self._schedule, self._problem.topology, self.seg, self.kind, self._mcast,
+                                self._red, need, tol)
+
+    def packets(self) -> tuple[list, list]:
+        """Per row, the packet it leaves its ``src`` in and the one it enters its ``dst`` in: the members of one
+        multicast group leaving on one link are one packet, the members of one reduction group entering on one
+        link too."""
+        seg = self.seg
+        return seg.uid[seg.first].tolist(), seg.uid[seg.first + seg.lens - 1].tolist()
+
+    def fifo_copies(self, tol: float):
+        """Rule 5 for the copies FIFO switches send (:func:`_fifo_copies`)."""
+        return _fifo_copies(self._schedule, self.seg, self.fifo_copy, self._problem.num_chunks, tol)
+
+    def fifo_copy_error(self, i: int, k: int, arrive: float):
+        """Raise for row ``i``, the ``k``-th copy its switch sends, whose incoming copy arrives at ``arrive``."""
+        s = self._schedule
+        when = "never arrives" if not np.isfinite(arrive) else f"arrives only at {arrive:.6f} µs"
         raise VerificationError(
-            f"{_row(schedule, i)}: lasts {end[i] - start[i]:.6f} µs, shorter than {what} {need[i]:.6f} µs")
+            f"{row_text(s, i)}: non-causal: store_forward switch {int(s.src[i])} has no multicast, so its "
+            f"{_ordinal(k)} outgoing copy of chunk {int(s.chunk[i])} forwards its {_ordinal(k)} incoming copy "
+            f"(first in, first out), which {when}")
 
-    alive = None
-    if fault is not None:
-        failed = np.zeros(problem.num_links, bool)
-        if fault.links:
-            failed[replace(fault, npus=()).failed_link_ids(topo)] = True
-        # a failed NPU loses every link touching it (Fault.failed_link_ids sizes its mask by NPUs only, and a
-        # fabric's links also touch switches)
-        dead = np.zeros(V, bool)
-        dead[list(fault.npus)] = True
-        failed |= dead[topo.src] | dead[topo.dst]
-        hit = failed[seg.link] & (end[seg.row] > fault.at_us + tol)
-        if hit.any():
-            rows = seg.row[hit]
-            k = int(np.argmin(start[rows]))
-            i, lk = rows[k], seg.link[hit][k]
-            raise VerificationError(f"{_row(schedule, i)}: link {int(topo.src[lk])}->{int(topo.dst[lk])} fails "
-                                    f"at {fault.at_us:.6f} µs, before this transfer ends")
-        alive = np.ones(n, bool)
-        alive[list(fault.npus)] = False
-
-    # --- rule 3: occupancy, multicast and reduction groups ------------------------
-    busy = _check_occupancy(schedule, topo, seg, kind, mcast, red, need, tol)
-
-    # --- rules 4-6: state replay and postcondition --------------------------------
-    fifo_copy = (kind == STORE) & ~mcast      # forwards copies first in, first out
-    fifo_red = (kind == STORE) & ~red         # forwards reduce packets first in, first out
-    if problem.collective.copies and (T == 0 or not np.any(op == REDUCE)):
-        _replay_copies(problem, schedule, seg, kind, fifo_copy, tol, alive)
-    else:
-        _replay_general(problem, schedule, seg, kind, fifo_copy, fifo_red, tol, alive)
-
-    util = busy / (topo.num_links * makespan) if makespan > 0 and topo.num_links else None
-    return Verification(True, makespan, T, busy, util, "")
+    def fifo_error(self, i: int, k: int, s: int, c: int, o: int, tol: float):
+        _fifo_error(self._schedule, self.seg, i, k, s, c, o, tol)
 
 
 class _Segments:
@@ -220,7 +187,7 @@ class _Segments:
         bad = np.flatnonzero(~routed & (single < 0))
         if bad.size:
             i = bad[0]
-            raise VerificationError(f"{_row(schedule, i)}: unknown link {int(src[i])}->{int(dst[i])}")
+            raise VerificationError(f"{row_text(schedule, i)}: unknown link {int(src[i])}->{int(dst[i])}")
 
         # rule 1 for each distinct route, then its endpoints per row
         pre_ids: dict[tuple, int] = {}
@@ -245,7 +212,7 @@ class _Segments:
             i = int(first_bad[0])
             r = schedule.route[i]
             msg = errors.get(int(code[i])) or f"route {r!r} does not run from src {int(src[i])} to dst {int(dst[i])}"
-            raise VerificationError(f"{_row(schedule, i)}: {msg}")
+            raise VerificationError(f"{row_text(schedule, i)}: {msg}")
 
         # the hops of every distinct route
         u_len = np.array([len(x) - 1 for x in u_nodes], np.int64)
@@ -314,7 +281,7 @@ def _parse_route(r: str, topo, kind: np.ndarray) -> tuple[list[int], str]:
         seen.add(x)
     for x in nodes[1:-1]:
         if kind[x] != CUT:
-            return [], (f"crosses {_node(kind, x)}, but only cut_through switches may be interior nodes "
+            return [], (f"crosses {node_text(kind, x)}, but only cut_through switches may be interior nodes "
                         f"(a store-and-forward hop is a row of its own)")
     ids = topo.link_ids(nodes[:-1], nodes[1:])
     bad = np.flatnonzero(ids < 0)
@@ -360,7 +327,7 @@ def _check_occupancy(schedule: Schedule, topo, seg: _Segments, kind, mcast, red,
     if dup.size:
         mates = np.sort(row[uid == uid[dup[0]]])
         a, b = mates[0], mates[1]
-        raise VerificationError(f"{_row(schedule, b)}: duplicates {_row(schedule, a)} (same chunk, times and route)")
+        raise VerificationError(f"{row_text(schedule, b)}: duplicates {row_text(schedule, a)} (same chunk, times and route)")
 
     # branching (multicast) and merging (reduce) nodes
     for copy, flag, verb, lacks in ((True, mcast, "branch", "has no multicast"),
@@ -388,8 +355,8 @@ def _check_occupancy(schedule: Schedule, topo, seg: _Segments, kind, mcast, red,
             hub = int(hub_of[bad[0]])
             what = "multicast group" if copy else "reduction group"
             raise VerificationError(
-                f"{_row(schedule, b)}: shares link {int(topo.src[lk])}->{int(topo.dst[lk])} with "
-                f"{_row(schedule, a)} (one {what}), but they {verb} at {_node(kind, hub)}, which {lacks}")
+                f"{row_text(schedule, b)}: shares link {int(topo.src[lk])}->{int(topo.dst[lk])} with "
+                f"{row_text(schedule, a)} (one {what}), but they {verb} at {node_text(kind, hub)}, which {lacks}")
 
     # distinct occupancies per link may not overlap
     nu = int(counts.size)
@@ -412,95 +379,9 @@ def _check_occupancy(schedule: Schedule, topo, seg: _Segments, kind, mcast, red,
             if group[a] == group[b]:
                 hint = (f" (one {'multicast' if op[a] == COPY else 'reduction'} group, but their routes do not "
                         f"{'agree up to' if op[a] == COPY else 'agree from'} this link)")
-            raise VerificationError(f"{_row(schedule, b)}: overlaps {_row(schedule, a)} on link "
+            raise VerificationError(f"{row_text(schedule, b)}: overlaps {row_text(schedule, a)} on link "
                                     f"{int(topo.src[lk])}->{int(topo.dst[lk])}{hint}")
     return float(u_need.sum())
-
-
-def _replay_copies(problem: Problem, schedule: Schedule, seg: _Segments, kind, fifo_copy, tol, alive) -> None:
-    """Vectorized replay of a copy-only schedule of a copy collective.
-
-    Every value is the whole chunk, so a copy is valid when its sender is the chunk's source or received the
-    chunk by the start (NPUs and switches with multicast: the earliest arrival decides) or, from a
-    store_forward switch without multicast, when the arrival it consumes (the k-th, first in, first out)
-    ended by the start. Every row takes positive time, so checking all rows against all arrivals (invalid
-    ones too) cannot accept a cycle: the earliest-ending ungrounded row would read an even earlier arrival.
-    """
-    n, C = problem.num_npus, problem.num_chunks
-    chunk, src, dst = schedule.chunk, schedule.src, schedule.dst
-    start, end = schedule.start_us, schedule.end_us
-    source = problem.sources
-    T = len(schedule)
-    key_in = dst.astype(np.int64) * C + chunk
-    uniq = np.zeros(0, np.int64)
-    if T:
-        key_hold = src.astype(np.int64) * C + chunk
-        uniq, hold_t = earliest_arrivals(key_in, end, key_hold)
-        # the FIFO switches' sends are checked below instead
-        need = (src != np.where(src < n, source[chunk], -1)) & ~fifo_copy[src]
-        bad = np.flatnonzero(need & (hold_t > start + tol))
-
-        fbad, f_arrive, f_rank = _fifo_copies(schedule, seg, fifo_copy, C, tol)
-        cand = []   # (start, row, which rule): the earliest-starting violation is reported
-        if bad.size:
-            i = bad[np.argmin(start[bad])]
-            cand.append((float(start[i]), int(i), -1))
-        if fbad.size:
-            j = int(np.argmin(start[fbad]))
-            cand.append((float(start[fbad[j]]), int(fbad[j]), j))
-        if cand:
-            _, i, j = min(cand)
-            c, s = int(chunk[i]), int(src[i])
-            if j < 0:
-                when = ("never receives it" if not np.isfinite(hold_t[i])
-                        else f"receives it only at {hold_t[i]:.6f} µs")
-                raise VerificationError(
-                    f"{_row(schedule, i)}: non-causal: {_node(kind, s)} does not hold chunk {c} at "
-                    f"{start[i]:.6f} µs ({when})")
-            k, arr = int(f_rank[j]) + 1, f_arrive[j]
-            when = "never arrives" if not np.isfinite(arr) else f"arrives only at {arr:.6f} µs"
-            raise VerificationError(
-                f"{_row(schedule, i)}: non-causal: store_forward switch {s} has no multicast, so its "
-                f"{_ordinal(k)} outgoing copy of chunk {c} forwards its {_ordinal(k)} incoming copy (first in, "
-                f"first out), which {when}")
-
-    # postcondition over the NPUs: every required (NPU, chunk) is the source or was reached
-    npu_keys = uniq[uniq < n * C]
-    dest = problem.destinations
-    live = np.ones(n, bool) if alive is None else alive
-    c_all = np.arange(C, dtype=np.int64)
-    if (dest < 0).all():
-        if n * C <= DENSE_POST_LIMIT:
-            got = np.zeros(n * C, bool)
-            got[npu_keys] = True
-            got[source * C + c_all] = True
-            got.reshape(n, C)[~live] = True   # failed NPUs need nothing
-            missing = np.flatnonzero(~got)
-            n_missing = missing.size
-        else:
-            rc, rv = npu_keys % C, npu_keys // C
-            cnt = np.bincount(rc[(rv != source[rc]) & live[rv]], minlength=C)
-            want = int(live.sum()) - live[source].astype(np.int64)
-            short = np.flatnonzero(cnt < want)
-            n_missing = int((want - cnt).sum())
-            missing = np.zeros(0, np.int64)
-            if short.size:
-                c = int(short[0])
-                got = set((npu_keys[rc == c] // C).tolist())
-                missing = np.array([v * C + c for v in range(n) if v != source[c] and v not in got and live[v]])
-    else:
-        req = dest * C + c_all
-        keep = (dest >= 0) & (dest != source)
-        keep &= live[np.maximum(dest, 0)]
-        req = req[keep]
-        missing = req[~np.isin(req, npu_keys)]
-        n_missing = missing.size
-    if n_missing:
-        miss = int(missing[0])
-        raise VerificationError(
-            f"postcondition unmet: NPU {miss // C} never receives chunk {miss % C} "
-            f"({n_missing} (NPU, chunk) pairs missing)")
-
 
 def _fifo_copies(schedule: Schedule, seg: _Segments, fifo_copy, C: int, tol):
     """Rule 5 for copies leaving store_forward switches without multicast: the k-th outgoing packet of a
@@ -532,123 +413,6 @@ def _fifo_copies(schedule: Schedule, seg: _Segments, fifo_copy, C: int, tol):
     return out[bad], arrive[bad], rank[bad]
 
 
-def _replay_general(problem: Problem, schedule: Schedule, seg: _Segments, kind, fifo_copy, fifo_red, tol,
-                    alive) -> None:
-    """Event replay with per-(node, chunk) contribution bitmasks (Python ints) and per-(switch, chunk, op)
-    FIFO queues."""
-    n, C = problem.num_npus, problem.num_chunks
-    full = (1 << n) - 1
-    reduces = problem.collective.reduces
-    source = problem.sources.tolist()
-
-    def initial(key: int) -> int:
-        v, c = divmod(key, C)
-        if v >= n:
-            return 0
-        if reduces:
-            return 1 << v
-        return full if source[c] == v else 0
-
-    state: dict[int, int] = {}
-    T = len(schedule)
-    if T:
-        chunk = schedule.chunk.tolist()
-        src = schedule.src.tolist()
-        dst = schedule.dst.tolist()
-        op = schedule.op.tolist()
-        end_l = schedule.end_us.tolist()
-        opa = schedule.op
-        fifo_out = np.where(opa == COPY, fifo_copy[schedule.src], fifo_red[schedule.src]).tolist()
-        fifo_in = np.where(opa == COPY, fifo_copy[schedule.dst], fifo_red[schedule.dst]).tolist()
-        # members of one multicast group leaving on one link are one packet; members of one reduction
-        # group entering on one link too
-        out_pkt = seg.uid[seg.first].tolist()
-        in_pkt = seg.uid[seg.first + seg.lens - 1].tolist()
-        times = np.concatenate([schedule.end_us - tol, schedule.start_us])
-        kinds = np.concatenate([np.zeros(T, np.int8), np.ones(T, np.int8)])
-        idx = np.concatenate([np.arange(T), np.arange(T)])
-        order = np.lexsort((idx, kinds, times))
-        payload = [0] * T
-        queues: dict[int, deque] = {}
-        sent: dict[int, int] = {}        # packet -> payload, for the members of one outgoing packet
-        merging: dict[int, list] = {}    # packet -> queue entry, for the members of one incoming packet
-        popped: dict[int, int] = {}      # queue -> packets taken, for the message
-        last = {}  # (node, chunk) key -> (time, op) of the latest arrival, to catch same-instant races
-        for e in order.tolist():
-            if e >= T:  # read at start
-                i = e - T
-                c, s, o = chunk[i], src[i], op[i]
-                if fifo_out[i]:
-                    pk = out_pkt[i] if o == COPY else -1 - i
-                    v = sent.get(pk)
-                    if v is None:
-                        qk = (s * C + c) * 2 + o
-                        q = queues.get(qk)
-                        k = popped.get(qk, 0) + 1
-                        if not q:
-                            _fifo_error(schedule, seg, i, k, s, c, o, tol)
-                        v = q.popleft()[0]
-                        popped[qk] = k
-                        sent[pk] = v
-                else:
-                    key = s * C + c
-                    v = state.get(key)
-                    if v is None:
-                        v = initial(key)
-                    if s >= n and o == REDUCE:
-                        # a store-and-forward switch that reduces combines what it buffered into this packet
-                        # and drains its buffer: each contribution leaves it once (an empty packet carries nothing)
-                        state[key] = 0
-                    elif v == 0:
-                        raise VerificationError(
-                            f"{_row(schedule, i)}: non-causal: {_node(kind, s)} holds no part of chunk {c} "
-                            f"at {schedule.start_us[i]:.6f} µs")
-                payload[i] = v
-            else:  # arrival at end
-                i = e
-                v = payload[i]
-                d, c, o = dst[i], chunk[i], op[i]
-                if fifo_in[i]:
-                    qk = (d * C + c) * 2 + o
-                    if o == REDUCE:
-                        pk = in_pkt[i]
-                        ent = merging.get(pk)
-                        if ent is not None:
-                            _twice(schedule, i, ent[0] & v, n, f"{_node(kind, d)} (merged into one packet)")
-                            ent[0] |= v
-                            continue
-                        ent = merging[pk] = [v]
-                    else:
-                        ent = [v]
-                    queues.setdefault(qk, deque()).append(ent)
-                    continue
-                key = d * C + c
-                cur = state.get(key)
-                if cur is None:
-                    cur = initial(key)
-                if o == COPY:
-                    new = v
-                else:
-                    _twice(schedule, i, cur & v, n, _node(kind, d))
-                    new = cur | v
-                prev = last.get(key)
-                if prev is not None and end_l[i] - prev[0] <= tol and COPY in (o, prev[1]) and new != cur:
-                    raise VerificationError(
-                        f"{_row(schedule, i)}: races with another transfer landing on {_node(kind, d)}, chunk {c} "
-                        f"at the same instant; with a copy involved the result depends on their order")
-                state[key] = new
-                last[key] = (end_l[i], o)
-    _check_post(problem, state, initial, alive)
-
-
-def _twice(schedule: Schedule, i: int, both: int, n: int, where: str) -> None:
-    if both:
-        twice = [k for k in range(n) if both >> k & 1][:5]
-        raise VerificationError(
-            f"{_row(schedule, i)}: reduction counts the contribution of NPU(s) {', '.join(map(str, twice))} "
-            f"twice at {where}")
-
-
 def _fifo_error(schedule: Schedule, seg: _Segments, i: int, k: int, s: int, c: int, o: int, tol: float):
     """Raise for row ``i``, the ``k``-th packet switch ``s`` sends of chunk ``c`` with nothing left to forward."""
     what, flag = ("copy", "multicast") if o == COPY else ("reduce packet", "reduce")
@@ -660,30 +424,6 @@ def _fifo_error(schedule: Schedule, seg: _Segments, i: int, k: int, s: int, c: i
     later = (f"the {_ordinal(k)} arrives only at {ends[k - 1]:.6f} µs" if ends.size >= k
              else f"only {ends.size} ever arrive")
     raise VerificationError(
-        f"{_row(schedule, i)}: non-causal: store_forward switch {s} has no {flag}, so it forwards each "
+        f"{row_text(schedule, i)}: non-causal: store_forward switch {s} has no {flag}, so it forwards each "
         f"incoming {what} of chunk {c} once (first in, first out); this is its {_ordinal(k)} outgoing one, "
         f"but {have} arrived by {schedule.start_us[i]:.6f} µs ({later})")
-
-
-def _check_post(problem: Problem, state: dict, initial, alive=None) -> None:
-    """Rule 6: over the NPUs only."""
-    n, C = problem.num_npus, problem.num_chunks
-    full = (1 << n) - 1
-    dest = problem.destinations.tolist()
-    missing = []
-    for c in range(C):
-        for v in (range(n) if dest[c] < 0 else (dest[c],)):
-            key = v * C + c
-            have = state.get(key)
-            if have is None:
-                have = initial(key)
-            if have != full and (alive is None or alive[v]):
-                missing.append((v, c, have))
-    if missing:
-        v, c, have = min(missing)
-        lacking = [k for k in range(n) if not (have >> k & 1)]
-        what = ("holds nothing" if have == 0 else
-                f"lacks the contribution(s) of NPU(s) {', '.join(map(str, lacking[:5]))}"
-                + ("..." if len(lacking) > 5 else ""))
-        raise VerificationError(
-            f"postcondition unmet: NPU {v}, chunk {c} {what} at the end ({len(missing)} (NPU, chunk) pairs wrong)")
