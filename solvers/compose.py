@@ -76,7 +76,25 @@ def first_arrivals(problem: Problem, schedule: Schedule) -> Schedule:
     first |= schedule.dst[order] >= problem.num_npus
     idx = order[first]
     idx = idx[keep_owner[idx]]
-    return schedule.take(np.sort(idx))
+    kept = schedule.take(np.sort(idx))
+    return _without_dead_ends(problem, kept) if problem.collective.general else kept
+
+
+def _without_dead_ends(problem: Problem, schedule: Schedule) -> Schedule:
+    """Drop, until none is left, every transfer into an NPU that does not need its chunk and sends it nowhere
+    after (a relay whose onward copy lost to an earlier arrival): time-reversed, such a relay would send a
+    reduction of nothing."""
+    C = problem.num_chunks
+    dv, dc = problem.demand.required_pairs()
+    needed = np.unique(dv.astype(np.int64) * C + dc)
+    while len(schedule):
+        into = schedule.dst.astype(np.int64) * C + schedule.chunk
+        out_of = np.unique(schedule.src.astype(np.int64) * C + schedule.chunk)
+        dead = ~np.isin(into, needed) & ~np.isin(into, out_of) & (schedule.dst < problem.num_npus)
+        if not dead.any():
+            break
+        schedule = schedule.take(np.flatnonzero(~dead))
+    return schedule
 
 
 def mirrored(problem: Problem, copy_solve: AllGatherSolve) -> Schedule:

@@ -132,12 +132,17 @@ def test_aliases(alias, kind):
     assert Collective(alias).kind == kind
 
 
-@pytest.mark.parametrize("name", ["alltoallv", "allgatherv", "", "reduce scatter", "bcast2"])
+@pytest.mark.parametrize("name", ["allgatherv", "", "reduce scatter", "bcast2"])
 def test_unknown_collective_is_one_line(name):
     with pytest.raises(CollectiveError) as e:
         Collective(name)
     msg = str(e.value)
     assert "\n" not in msg and f"unknown collective {name!r}" in msg and all(k in msg for k in KINDS)
+
+
+def test_a_chunk_table_kind_needs_its_table():
+    with pytest.raises(CollectiveError, match="needs its chunk table"):
+        Collective("alltoallv")
 
 
 @pytest.mark.parametrize("kwargs,needle", [

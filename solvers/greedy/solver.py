@@ -108,7 +108,7 @@ def placed_us(problem: Problem, start: StartState, sched: Schedule | None) -> fl
 
 # ---------------------------------------------------------------------------- the solver
 def _network(problem: Problem) -> str:
-    return "fabric" if problem.topology.is_fabric else "point_to_point"
+    return problem.topology.network_kind
 
 
 def _reversed_scatter(problem: Problem) -> Problem:

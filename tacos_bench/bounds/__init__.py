@@ -72,7 +72,7 @@ class _Network(NamedTuple):
     repair_us: Callable[..., float | None]        # the bound on a repair from the state at a fault
 
 
-# Keyed by network kind (Topology.is_fabric): the one place the package tells a fabric from point-to-point links.
+# Keyed by network kind (Topology.network_kind): the one place the package tells a fabric from point-to-point links.
 _NETWORKS = {
     "point_to_point": _Network(point_to_point.lower_bounds, point_to_point.cheap_bound_us,
                                repair.point_to_point_repair_us),
@@ -81,7 +81,7 @@ _NETWORKS = {
 
 
 def _network(problem: Problem) -> _Network:
-    return _NETWORKS["fabric" if problem.topology.is_fabric else "point_to_point"]
+    return _NETWORKS[problem.topology.network_kind]
 
 
 def lower_bounds(problem: Problem, *, distance_exact_max_npus: int = DISTANCE_EXACT_MAX_NPUS,
@@ -141,11 +141,45 @@ def lower_bounds(problem: Problem, *, distance_exact_max_npus: int = DISTANCE_EX
     >>> b["ingress_steps"], b["best_us"] == 8 * 1250.5
     (8, True)
     """
-    out = _network(problem).lower_bounds(
-        problem, distance_exact_max_npus=distance_exact_max_npus, refine_max_npus=refine_max_npus,
-        cut_max_npus=cut_max_npus, distance_samples=distance_samples, cut_sample_pins=cut_sample_pins,
-        drain=drain)
+    kw = dict(distance_exact_max_npus=distance_exact_max_npus, refine_max_npus=refine_max_npus,
+              cut_max_npus=cut_max_npus, distance_samples=distance_samples, cut_sample_pins=cut_sample_pins,
+              drain=drain, flow=flow)
+    coll = problem.collective
+    if coll.general and coll.reduces and coll.demand.one_destination:
+        # a reducing table into one destination per chunk: its copy mirror's bounds, in reversed time
+        return {**lower_bounds(problem.mirror(), **kw), "kind": problem.kind}
+    if coll.general and not coll.unicast:
+        return _table_bounds(problem)
+    out = _network(problem).lower_bounds(problem, **{k: v for k, v in kw.items() if k != "flow"})
     return with_flow_bound(problem, out) if flow else out
+
+
+def _table_bounds(problem: Problem) -> dict:
+    """A chunk table of copies to subsets or of mixed ops (:mod:`~tacos_bench.bounds.table`), with the keys of
+    the other bounds (None where they do not apply); a concurrent collective also counts each part alone."""
+    from .table import table_bounds
+
+    out = {k: None for k in ("ingress_basic_us", "cut_us", "cut_bw_us", "drain_us", "pipeline_us", "linkload_us",
+                             "gossip_us", "cut_size", "step_us", "ingress_steps", "ingress_basic_steps")}
+    out.update(table_bounds(problem))
+    out.update(kind=problem.kind, ingress_refined=False, distance_exact=True, cut_exact=False,
+               cut_method="none (chunk table)", cut_flows=0)
+    parts = problem.collective.demand.meta.get("parts")
+    if parts is not None:
+        for part in parts.parts:
+            b = lower_bounds(part_problem(problem, part))["best_us"]
+            if b > out["best_us"] * (1 + 1e-12):
+                out["best_us"], out["best_source"] = b, f"part {part.index}"
+    return out
+
+
+def part_problem(problem: Problem, part) -> Problem:
+    """One part of a concurrent collective as a problem of its own on the whole network (its named collective
+    when its group is every NPU, else its chunk table)."""
+    from ..collective import Collective
+
+    coll = part.collective if part.whole else Collective("custom", demand=part.table)
+    return Problem(problem.topology, coll)
 
 
 def with_flow_bound(problem: Problem, out: dict) -> dict:
@@ -155,6 +189,7 @@ def with_flow_bound(problem: Problem, out: dict) -> dict:
 
     fl = lb_flow_us(problem)
     out.update(fl)
+    out.setdefault("kind", problem.kind)
     if fl["flow_us"] is not None and (out.get("best_us") is None or fl["flow_us"] > out["best_us"] * (1 + 1e-12)):
         out["best_us"], out["best_source"] = fl["flow_us"], f"flow:{fl['flow_source']}"
     return out
@@ -175,6 +210,8 @@ def cheap_bound_us(problem: Problem) -> float:
     >>> round(cheap_bound_us(h), 2) == round(lower_bounds(h)["drain_us"], 2)   # 1321.81: the drain bound
     True
     """
+    if problem.collective.general:   # a chunk table: its own bounds (the per-network ones read named kinds)
+        return float(lower_bounds(problem, flow=False)["best_us"])
     return _network(problem).cheap_bound_us(problem)
 
 

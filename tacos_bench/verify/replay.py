@@ -112,7 +112,15 @@ def _copy_postcondition(problem: Problem, received, npu_keys: np.ndarray, alive)
     source, dest = problem.sources, problem.destinations
     live = np.ones(n, bool) if alive is None else alive
     c_all = np.arange(C, dtype=np.int64)
-    if (dest < 0).all():
+    if problem.collective.general:
+        # a chunk table: its required (NPU, chunk) pairs, whatever mix of one, some and every NPU they are
+        dv, dc = problem.demand.required_pairs()
+        keep = live[dv]
+        req = dv[keep] * C + dc[keep]
+        have = received[req] if received is not None else np.isin(req, npu_keys)
+        missing = np.sort(req[~have])
+        n_missing = missing.size
+    elif (dest < 0).all():
         if received is not None:
             got = received
             got[source * C + c_all] = True
@@ -151,7 +159,9 @@ def _replay_general(problem: Problem, schedule: Schedule, net, tol: float, alive
     kind = net.kind
     V = len(kind)
     full = (1 << n) - 1
-    if problem.collective.reduces:
+    if problem.collective.general:
+        state = _table_state(problem)
+    elif problem.collective.reduces:
         state = [[1 << v] * C for v in range(n)]
     else:
         state = [[0] * C for _ in range(n)]
@@ -257,16 +267,47 @@ def _twice(schedule: Schedule, i: int, both: int, n: int, where: str) -> None:
         f"twice at {where}")
 
 
+def _table_state(problem: Problem) -> list:
+    """The state before a chunk table's collective: a copy chunk complete at its source, each source of a
+    reduce chunk holding its own contribution."""
+    d = problem.demand
+    n, C = problem.num_npus, problem.num_chunks
+    state = [[0] * C for _ in range(n)]
+    for c in range(C):
+        srcs = d.sources_of(c).tolist()
+        if d.op[c] == COPY:
+            state[srcs[0]][c] = (1 << n) - 1
+        else:
+            for v in srcs:
+                state[v][c] = 1 << v
+    return state
+
+
+def _complete(problem: Problem) -> list:
+    """Per chunk, the contributions a destination must hold: every NPU's for a copy (complete) or a named
+    collective, its sources' for a reduce chunk of a table."""
+    n, C = problem.num_npus, problem.num_chunks
+    full = (1 << n) - 1
+    if not problem.collective.general:
+        return [full] * C
+    d = problem.demand
+    return [full if d.op[c] == COPY else sum(1 << v for v in d.sources_of(c).tolist()) for c in range(C)]
+
+
 def _check_post(problem: Problem, state: list, alive=None) -> None:
     """Rule 6: over the NPUs only (``state[v][c]``: the contributions NPU ``v`` holds of chunk ``c``)."""
     n, C = problem.num_npus, problem.num_chunks
-    full = (1 << n) - 1
-    dest = problem.destinations.tolist()
+    full = _complete(problem)
+    if problem.collective.general:
+        dv, dc = problem.demand.required_pairs()
+        pairs = zip(dv.tolist(), dc.tolist())
+    else:
+        dest = problem.destinations.tolist()
+        pairs = ((v, c) for c in range(C) for v in (range(n) if dest[c] < 0 else (dest[c],)))
     missing = []
-    for c in range(C):
-        for v in (range(n) if dest[c] < 0 else (dest[c],)):
-            if state[v][c] != full and (alive is None or alive[v]):
-                missing.append((v, c))
+    for v, c in pairs:
+        if state[v][c] != full[c] and (alive is None or alive[v]):
+            missing.append((v, c))
     if missing:
         v, c = min(missing)
         have = state[v][c]
