@@ -6,7 +6,7 @@
 The prose about the families is kept here; every table is built from the registry
 (``solvers.base._REGISTRY``) and the backend classes it names, so the page says what the code does.
 ``tests/test_docs.py`` fails when the page and the code disagree: run this again after adding a backend or
-changing a backend's ``capabilities`` or ``STATUS_MAP``.
+changing a backend's ``capabilities``, ``STATUS_MAP`` or ``Stats`` (its declared statistics).
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # this checkout's solvers, not an installed copy's
+    sys.path.insert(0, str(ROOT))
 PAGE = ROOT / "docs" / "solvers.md"
 
 # The meaning of each flag lives in prose; a flag without one stops the generator (see _meaning) rather than
@@ -175,7 +177,47 @@ def render() -> str:
         out += [f"### {', '.join(f'`{n}`' for n in members)}", ""]
         out += _table(["native outcome", "status"], [[f"`{native}`", f"`{shared}`"] for native, shared in items])
         out += [""]
+    out += _statistics(names, classes)
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+STATS_INTRO = """\
+Every backend declares the statistics it may report in `SolveResult.stats` (`solvers/stats.py`): a name, a type,
+a unit and a meaning each, checked on every solve. The run's record holds them as `s_<name>` fields, flattened the
+same way for every backend (a list becomes a JSON string); a statistic a backend reports without declaring it is
+logged once, and raises with `TACOS_STRICT_STATS=1` (the tests set it). A composed collective reports each phase's
+statistics under the phase's prefix (`rs_`, `ag_`). One table per family; where the family's backends differ, a
+column names those that report each statistic. `python -m solvers.describe NAME` prints one backend's table."""
+
+
+def _statistics(names: list[str], classes: dict) -> list[str]:
+    """The statistics section: one table per family (and one for the backends outside the families)."""
+    from solvers.stats import family_markdown
+
+    out = ["", "## Statistics", "", STATS_INTRO, ""]
+    families: dict[str, list[str]] = {f: [] for f in FAMILY_DIRS}
+    for n in names:
+        families.setdefault(_family(base_module(n)), []).append(n)
+    for family, members in families.items():
+        if not members:
+            continue
+        where = FAMILY_DIRS.get(family, "")
+        title = {"shared": "Other backends", "baselines": "The baselines"}.get(family, f"The {family} family")
+        module = f"{where}stats.py"
+        out += [f"### {title}" + (f" (`{module}`)" if (ROOT / module).exists() else ""), ""]
+        schemas = {n: classes[n].Stats for n in members if classes[n].Stats is not None}
+        undeclared = [n for n in members if classes[n].Stats is None]
+        if schemas:
+            out += [f"{', '.join(f'`{n}`' for n in schemas)}:", "", family_markdown(schemas).rstrip("\n"), ""]
+        if undeclared:
+            out += [f"Not declared yet (free-form, unchecked): {', '.join(f'`{n}`' for n in undeclared)}.", ""]
+    return out
+
+
+def base_module(name: str) -> str:
+    from solvers import base
+
+    return base._REGISTRY[name].split(":")[0]
 
 
 def main(argv=None) -> int:

@@ -86,6 +86,20 @@ class StatsSchema:
                 return stat
         return None
 
+    def renamed(self, prefix: str, what: str = "") -> "StatsSchema":
+        """The same statistics named ``<prefix><name>``, their meaning opened by ``what``: a sub-model's
+        statistics that its caller copies under a prefix (``continuous_intervals``), declared once.
+
+        >>> inner = StatsSchema(Stat("intervals", int, "", "optional intervals"))
+        >>> inner.renamed("continuous_", "continuous model: ").lookup("continuous_intervals").doc
+        'continuous model: optional intervals'
+        """
+        def one(s: Stat) -> Stat:
+            return Stat(prefix + s.name, s.type, s.unit, what + s.doc)
+
+        return StatsSchema(*map(one, self.stats.values()), patterns=map(one, self.patterns.values()),
+                           phases=self.phases)
+
     def undeclared(self, stats: Mapping[str, Any]) -> list[str]:
         """The names in ``stats`` this schema does not declare, or whose value has another type."""
         out = []
@@ -112,15 +126,44 @@ class StatsSchema:
 
     def markdown(self) -> str:
         """The statistics as a markdown table (record field, type, unit, meaning)."""
-        rows = ["| record field | type | unit | meaning |", "|---|---|---|---|"]
-        for s in sorted(self.stats.values(), key=lambda s: s.name):
-            rows.append(f"| `s_{s.name}` | {_type_name(s.type)} | {s.unit} | {s.doc} |")
-        for s in self.patterns.values():
-            rows.append(f"| `s_{s.name}` | {_type_name(s.type)} | {s.unit} | {s.doc} |")
-        if self.phases:
-            rows.append(f"| `s_<phase>_<stat>` | | | a composed collective's phase ({', '.join(self.phases)}): "
-                        "each statistic above of that phase |")
-        return "\n".join(rows) + "\n"
+        return family_markdown({"": self})
+
+
+def family_markdown(schemas: Mapping[str, "StatsSchema"]) -> str:
+    """One markdown table of the statistics of several backends (name -> schema), with a column naming the
+    backends that report each statistic (``all``: every one) when they differ; one backend's table has none.
+
+    >>> a = StatsSchema(Stat("events", int, "", "events processed"))
+    >>> b = StatsSchema(Stat("draws", int, "", "random draws"), include=(a,))
+    >>> print(family_markdown({"x": a, "y": b}))
+    | record field | type | unit | backends | meaning |
+    |---|---|---|---|---|
+    | `s_draws` | int |  | y | random draws |
+    | `s_events` | int |  | all | events processed |
+    <BLANKLINE>
+    """
+    rows: dict[tuple, list[str]] = {}   # (record field, type, unit, meaning) -> backends
+    for name, schema in schemas.items():
+        for s in schema.stats.values():
+            rows.setdefault((f"`s_{s.name}`", _type_name(s.type), s.unit, s.doc), []).append(name)
+    order = sorted(rows, key=lambda r: r[0].strip("`"))
+    # then the families (patterns) and the phases, in the order the schemas declare them
+    for name, schema in schemas.items():
+        for s in schema.patterns.values():
+            rows.setdefault((f"`s_{s.name}`", _type_name(s.type), s.unit, s.doc), []).append(name)
+        if schema.phases:
+            rows.setdefault(("`s_<phase>_<stat>`", "", "", f"a composed collective's phase "
+                             f"({', '.join(schema.phases)}): each statistic above of that phase"), []).append(name)
+    named = set(order)
+    order += [r for r in rows if r not in named]
+    split = any(len(names) != len(schemas) for names in rows.values())
+    header = ["record field", "type", "unit"] + (["backends"] if split else []) + ["meaning"]
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for r in order:
+        who = "all" if len(rows[r]) == len(schemas) else ", ".join(rows[r])
+        cells = list(r[:3]) + ([who] if split else []) + [r[3]]
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
 
 
 _WARNED: set = set()

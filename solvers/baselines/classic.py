@@ -54,6 +54,7 @@ from ..base import (CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_ALL_TO_ALL, CAP_BROADCAS
 from ..options import SolverOptions, option
 from .common import BaselineSolver, compose_plans
 from .direct import direct_plan
+from .stats import DBT_STATS, DIRECT_STATS, RHD_STATS, RING_STATS
 
 __all__ = ["RingSolver", "DirectSolver", "RecursiveHalvingDoublingSolver", "DoubleBinaryTreeSolver",
            "ring_layout", "RingLayout", "nccl_btree_parents", "double_binary_tree"]
@@ -179,6 +180,7 @@ class RingSolver(BaselineSolver):
     name = "ring"
     capabilities = frozenset({CAP_ALL_GATHER, CAP_REDUCE_SCATTER, CAP_ALL_REDUCE, CAP_OVERLAP})
     Options = RingOptions
+    Stats = RING_STATS
 
     def _build(self, problem, opts, clock):
         layout = ring_layout(problem, opts.bidirectional, opts.max_expansions)
@@ -247,6 +249,7 @@ class DirectSolver(BaselineSolver):
     name = "direct"
     capabilities = frozenset({CAP_ALL_GATHER, CAP_REDUCE_SCATTER, CAP_ALL_REDUCE, CAP_OVERLAP, CAP_BROADCAST,
                               CAP_REDUCE, CAP_GATHER, CAP_SCATTER, CAP_ALL_TO_ALL})
+    Stats = DIRECT_STATS
 
     def _build(self, problem, opts, clock):
         sched = compose_plans(problem, _direct_plan, clock)
@@ -348,6 +351,7 @@ class RecursiveHalvingDoublingSolver(BaselineSolver):
     name = "rhd"
     capabilities = frozenset({CAP_ALL_GATHER, CAP_REDUCE_SCATTER, CAP_ALL_REDUCE, CAP_OVERLAP})
     Options = RhdOptions
+    Stats = RHD_STATS
 
     def _build(self, problem, opts, clock):
         sync = opts.phase_sync
@@ -489,6 +493,7 @@ class DoubleBinaryTreeSolver(BaselineSolver):
 
     name = "dbt"
     capabilities = frozenset({CAP_ALL_REDUCE})
+    Stats = DBT_STATS
 
     def _build(self, problem, opts, clock):
         plan, stats = _dbt_all_reduce(problem)

@@ -50,6 +50,7 @@ from ..options import SolverOptions, option
 from .classic import DirectSolver
 from .common import BaselineSolver, compose_plans
 from .direct import direct_plan, plan_start
+from .stats import BINOMIAL_STATS, BRUCK_STATS, CHAIN_STATS, PAIRWISE_STATS
 
 __all__ = ["DirectSolver", "PairwiseSolver", "BruckSolver", "BinomialSolver", "ChainSolver",
            "PairwiseOptions", "BruckOptions", "BinomialOptions", "direct_plan", "pairwise_plan", "bruck_plan",
@@ -411,6 +412,7 @@ class PairwiseSolver(BaselineSolver):
     name = "pairwise"
     capabilities = frozenset({CAP_ALL_TO_ALL})
     Options = PairwiseOptions
+    Stats = PAIRWISE_STATS
 
     def _build(self, problem, opts, clock):
         n = problem.num_npus
@@ -444,6 +446,7 @@ class BruckSolver(BaselineSolver):
     name = "bruck"
     capabilities = frozenset({CAP_ALL_TO_ALL})
     Options = BruckOptions
+    Stats = BRUCK_STATS
 
     def _build(self, problem, opts, clock):
         plan, multi_hop = bruck_plan(problem, opts.sync)
@@ -490,6 +493,7 @@ class BinomialSolver(BaselineSolver):
     name = "binomial"
     capabilities = frozenset({CAP_BROADCAST, CAP_REDUCE, CAP_GATHER, CAP_SCATTER})
     Options = BinomialOptions
+    Stats = BINOMIAL_STATS
 
     def _build(self, problem, opts, clock):
         return _composed(problem, lambda p: binomial_plan(p, opts.order), clock)
@@ -507,6 +511,7 @@ class ChainSolver(BaselineSolver):
 
     name = "chain"
     capabilities = frozenset({CAP_BROADCAST, CAP_REDUCE})
+    Stats = CHAIN_STATS
 
     def _build(self, problem, opts, clock):
         return _composed(problem, chain_plan, clock)

@@ -14,6 +14,7 @@ from ..base import CAP_FABRIC, Solver, SolveResult
 from ..compose import solve_collective
 from ..plan import Plan
 from ..plan import warmup as plan_warmup
+from .stats import BASE
 
 
 class Clock:
@@ -49,6 +50,7 @@ def compose_plans(problem: Problem, build_ag, clock: Clock) -> Schedule:
 class BaselineSolver(Solver):
     """A deterministic baseline: it ignores ``seed``, ``time_limit_s`` and ``threads`` (no capability flags)."""
 
+    Stats = BASE
     native_fabric = False   # True: _build schedules a switched fabric itself
     # how each network kind is scheduled (a method name): by _build, or a switched fabric through its logical
     # topology (solvers.baselines.fabric); a native_fabric baseline builds both itself

@@ -10,6 +10,7 @@ from tacos_bench.problem import Problem
 from ..base import CAP_ALL_REDUCE, CAP_FABRIC_ONLY
 from ..in_switch import nvls_all_reduce, sharp_all_reduce
 from .common import BaselineSolver
+from .stats import IN_SWITCH_STATS
 
 
 class NvlsSolver(BaselineSolver):
@@ -19,6 +20,7 @@ class NvlsSolver(BaselineSolver):
 
     name = "nvls"
     capabilities = frozenset({CAP_ALL_REDUCE, CAP_FABRIC_ONLY})
+    Stats = IN_SWITCH_STATS
     native_fabric = True   # schedules the fabric itself, not through the logical topology
 
     def _build(self, problem: Problem, opts, clock):
@@ -36,6 +38,7 @@ class SharpSolver(BaselineSolver):
 
     name = "sharp"
     capabilities = frozenset({CAP_ALL_REDUCE, CAP_FABRIC_ONLY})
+    Stats = IN_SWITCH_STATS
     native_fabric = True
 
     def _build(self, problem: Problem, opts, clock):

@@ -18,6 +18,7 @@ from tacos_bench.schedule import COPY, Schedule
 
 from ..base import CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_OVERLAP, CAP_REDUCE_SCATTER, Solver, SolveResult
 from ..compose import solve_collective
+from .stats import BFS_STATS
 
 
 def _bfs_tree(problem: Problem, root: int) -> list[tuple[int, int, int]]:
@@ -61,6 +62,7 @@ class BfsTreeSolver(Solver):
 
     name = "bfs"
     capabilities = frozenset({CAP_ALL_GATHER, CAP_REDUCE_SCATTER, CAP_ALL_REDUCE, CAP_OVERLAP})
+    Stats = BFS_STATS
 
     def _solve(self, problem, opts) -> SolveResult:
         t0 = time.perf_counter()

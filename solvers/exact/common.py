@@ -364,6 +364,23 @@ _WARM_STAT = {"greedy(chunk_order=farthest)": "warm_steps_greedy_farthest",
               "greedy(restarts=4)": "warm_steps_greedy_random"}
 
 
+def warm_rule_label(name: str, opts: dict) -> str:
+    """How a warm rule is named in the notes: ``greedy(chunk_order=farthest)``."""
+    return name + ("" if not opts else "(" + ",".join(f"{k}={v}" for k, v in opts.items()) + ")")
+
+
+def warm_stat_name(label: str) -> str:
+    """The statistic holding the TEN makespan of warm rule ``label`` (``warm_steps_<solver>[_tight]``, or the
+    unicast rules' own names).
+
+    >>> warm_stat_name("greedy_plus"), warm_stat_name(warm_rule_label("greedy", {"chunk_order": "rarest"}))
+    ('warm_steps_greedy_plus', 'warm_steps_greedy_tight')
+    >>> warm_stat_name("greedy(restarts=4)")
+    'warm_steps_greedy_random'
+    """
+    return _WARM_STAT.get(label, f"warm_steps_{label.split('(')[0]}" + ("_tight" if "(" in label else ""))
+
+
 def warm_rules(problem: Problem) -> tuple[tuple[str, dict], ...]:
     """The greedy rules worth trying as warm starts for ``problem`` (a copy collective, or a reducing one
     whose copy phases decide)."""
@@ -379,7 +396,7 @@ def greedy_schedules(problem: Problem, seed: int, time_limit_s: float | None):
 
     deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
     for name, opts in warm_rules(problem):
-        label = name + ("" if not opts else "(" + ",".join(f"{k}={v}" for k, v in opts.items()) + ")")
+        label = warm_rule_label(name, opts)
         left = None if deadline is None else deadline - time.perf_counter()
         if left is not None and left <= 0:
             yield label, None, "no time left"
@@ -429,8 +446,7 @@ def best_warm_start(ten: TimeExpandedNetwork, seed: int, use_greedy: bool,
                 notes[-1] = f"{label}: schedule not usable on the TEN ({e})"
                 continue
             gsteps = ten.plan_makespan_steps(gp[1], gp[2])
-            stat = _WARM_STAT.get(label, f"warm_steps_{label.split('(')[0]}" + ("_tight" if "(" in label else ""))
-            info[stat] = gsteps
+            info[warm_stat_name(label)] = gsteps
             if gsteps < best.steps or (gsteps == best.steps and best.source == "ten_list"):
                 best = WarmStart(gp, gsteps, label)
                 info["greedy_makespan_us"] = sched.makespan_us
@@ -601,7 +617,7 @@ class ExactSolverBase(Solver):
                        else None, trace=tuple(trace))
 
     def _merge_stats(self, parts: list[AgResult], problem: Problem) -> dict[str, Any]:
-        stats: dict[str, Any] = {"backend_name": self.name, "subproblems": len(parts)}
+        stats: dict[str, Any] = {"subproblems": len(parts)}
         if len(parts) == 1:
             stats.update(parts[0].stats)
         else:

@@ -56,6 +56,7 @@ from ..base import (CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_ALL_TO_ALL, CAP_BROADCAS
                    CAP_OVERLAP, CAP_RANDOMIZED, CAP_REDUCE, CAP_REDUCE_SCATTER, CAP_SCATTER, CAP_THREADS,
                    CAP_TIME_LIMIT, CAP_WARM_START)
 from ..options import option
+from .stats import CPSAT_STATS
 
 MODELS = ("auto", "time_indexed", "interval", "continuous")
 DEFAULT_WORKERS = 8
@@ -248,6 +249,7 @@ class CpSatSolver(ExactSolverBase):
                               CAP_THREADS, CAP_RANDOMIZED, CAP_OVERLAP, CAP_FABRIC})
     Options = CpSatOptions
     STATUS_MAP = CPSAT_STATUS
+    Stats = CPSAT_STATS
 
     # ------------------------------------------------------------------ the model of each network kind (_NETWORK_MODELS)
     def check_supported(self, problem) -> None:

@@ -45,6 +45,7 @@ from ..base import (CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_ALL_TO_ALL, CAP_BROADCAS
                    CAP_RANDOMIZED, CAP_REDUCE, CAP_REDUCE_SCATTER, CAP_SCATTER, CAP_THREADS, CAP_TIME_LIMIT,
                    CAP_WARM_START)
 from ..options import option
+from .stats import MILP_STATS
 
 BACKENDS = ("highs", "cbc")
 
@@ -395,6 +396,7 @@ class MilpSolver(ExactSolverBase):
     Options = MilpOptions
     STATUS_MAP = {**{f"highs:{k}": v for k, v in HIGHS_STATUS.items()},
                   **{f"cbc:{k}": v for k, v in CBC_STATUS.items()}}
+    Stats = MILP_STATS
 
     def _run_model(self, model: AgModel, hint, deadline, opts: MilpOptions) -> ModelOutcome:
         t0 = time.perf_counter()

@@ -217,7 +217,8 @@ FAMILIES: tuple[Field, ...] = (
     Field("choice_<group>", "", "run", "Hydra's runtime choice of each config group"),
     Field("p_solver_<option>", "", "config", "every backend-specific option (solvers.options)"),
     Field("lb_<part>", "µs", "bounds", "every component of tacos_bench.bounds.lower_bounds (docs/bounds.md)"),
-    Field("s_<stat>", "", "solve", "every scalar statistic the backend reports (restarts, model size, ...)"),
+    Field("s_<stat>", "", "solve", "every statistic the backend declares (type, unit, meaning: docs/solvers.md, "
+                                   "`python -m solvers.describe NAME`; a list as a JSON string)"),
     Field("v_<package>", "", "env", "versions of the packages that decide results"),
 )
 
