@@ -33,6 +33,9 @@ CAPABILITY_MEANINGS = {
                "per link and chunk, or run with a barrier)",
     "fabric": "schedules switched fabrics (switches as nodes, docs/fabrics.md)",
     "fabric_only": "needs a switched fabric (it runs inside a switch)",
+    "demand_unicast": "chunk tables of unicast chunks (all_to_allv, custom; tacos_bench/demand.py)",
+    "demand_copy": "chunk tables of copies to any destinations (moe_dispatch, custom)",
+    "demand_reduce": "chunk tables of reductions into one destination each (moe_combine, custom)",
     "from_state": "can complete a copy collective from a given state (`Solver.solve_from`), so "
                   "`solvers/repair.py` can repair its schedules after a fault",
 }
