@@ -207,6 +207,10 @@ class Solver(abc.ABC):
         'feasible'
         """
         opts = self.options(options, **more)
+        if problem.kind == "concurrent":   # several collectives at once: each part by this backend, combined
+            from .concurrent import solve_concurrent
+
+            return self._checked(solve_concurrent(self, problem, opts, SolveResult))
         self.check_supported(problem)
         return self._checked(self._solve(problem, opts))
 
@@ -256,6 +260,12 @@ class Solver(abc.ABC):
 
     def check_supported(self, problem: Problem) -> None:
         _NETWORK_CHECKS[problem.topology.network_kind](self, problem.topology)
+        if problem.kind == "concurrent":   # each part must be the backend's
+            from tacos_bench.bounds import part_problem
+
+            for part in problem.collective.demand.meta["parts"].parts:
+                self.check_supported(part_problem(problem, part))
+            return
         need = capability_of(problem)
         if not self.supports(need):
             can = [n for n in available_solvers() if get_solver(n).supports(need)]

@@ -180,4 +180,9 @@ COMMON = StatsSchema(
     Stat("jit_warmup_s", float, "s", "one-off JIT compilation before the clock started (folded into the "
                                       "record's jit_warmup_s)"),
     Stat("transfers", int, "", "transfers of the returned schedule"),
+    Stat("concurrent_plan", str, "", "collective=concurrent: how the parts were combined (sequential, priority, "
+                                     "joint: merged, union: solved as one table)"),
+    Stat("concurrent_plans_us", str, "µs", "collective=concurrent: each combination's verified time (or why it "
+                                           "was rejected)"),
+    Stat("part_times_us", list, "µs", "collective=concurrent: each part's finish in the returned schedule"),
 )

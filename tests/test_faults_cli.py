@@ -105,7 +105,7 @@ def test_root_is_mapped_through_failed_npus(tmp_path):
 
 BAD = [
     (["collective=alltoallv"], "Could not find 'collective/alltoallv'"),
-    (["collective.kind=alltoallv"], "unknown collective 'alltoallv'"),
+    (["collective.kind=allscatter"], "unknown collective 'allscatter'"),
     (["collective=broadcast", "collective.root=16"], "collective.root=16"),
     (["topo.failed_npus=[5]", "collective=scatter", "collective.root=5"], "collective.root=5 is a failed NPU"),
     (["topo.failed_links=[[0,5]]"], "no link 0->5"),

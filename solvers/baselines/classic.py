@@ -50,7 +50,7 @@ from tacos_bench.schedule import COPY, REDUCE
 from ..plan import NO_PRED, UNREACHED, Holdings, Plan, Router, send_path
 from ._hamilton import DEFAULT_MAX_EXPANSIONS, find_hamiltonian_cycle
 from ..base import (CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_ALL_TO_ALL, CAP_BROADCAST, CAP_GATHER, CAP_OVERLAP,
-                   CAP_REDUCE, CAP_REDUCE_SCATTER, CAP_SCATTER)
+                   CAP_DEMAND_UNICAST, CAP_REDUCE, CAP_REDUCE_SCATTER, CAP_SCATTER)
 from ..options import SolverOptions, option
 from .common import BaselineSolver, compose_plans
 from .direct import direct_plan
@@ -248,7 +248,7 @@ class DirectSolver(BaselineSolver):
 
     name = "direct"
     capabilities = frozenset({CAP_ALL_GATHER, CAP_REDUCE_SCATTER, CAP_ALL_REDUCE, CAP_OVERLAP, CAP_BROADCAST,
-                              CAP_REDUCE, CAP_GATHER, CAP_SCATTER, CAP_ALL_TO_ALL})
+                              CAP_REDUCE, CAP_GATHER, CAP_SCATTER, CAP_ALL_TO_ALL, CAP_DEMAND_UNICAST})
     Stats = DIRECT_STATS
 
     def _build(self, problem, opts, clock):

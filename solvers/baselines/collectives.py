@@ -45,7 +45,7 @@ from tacos_bench.problem import Problem
 from tacos_bench.schedule import COPY
 
 from ..plan import NO_PRED, Plan, Router, send_path
-from ..base import CAP_ALL_TO_ALL, CAP_BROADCAST, CAP_GATHER, CAP_REDUCE, CAP_SCATTER
+from ..base import CAP_ALL_TO_ALL, CAP_BROADCAST, CAP_DEMAND_UNICAST, CAP_GATHER, CAP_REDUCE, CAP_SCATTER
 from ..options import SolverOptions, option
 from .classic import DirectSolver
 from .common import BaselineSolver, compose_plans
@@ -100,8 +100,14 @@ def pairwise_plan(problem: Problem, sync: bool = True) -> Plan:
     >>> [round(pairwise_plan(p, s).run().makespan_us / t, 9) for s in (True, False)]  # 3 rounds of 2 chunks
     [6.0, 2.0]
     """
-    _need(problem, ALL_TO_ALL, "pairwise_plan")
-    n, K = problem.num_npus, problem.collective.chunks_per_npu
+    if not problem.collective.unicast or (problem.kind != ALL_TO_ALL and not problem.collective.general):
+        _need(problem, ALL_TO_ALL, "pairwise_plan")
+    n = problem.num_npus
+    # each pair's chunks (an All-to-Allv's differ per pair; none for an empty pair)
+    src, dst = np.asarray(problem.sources), np.asarray(problem.destinations)
+    order = np.lexsort((np.arange(src.size), dst, src))
+    pair_key = src[order] * n + dst[order]
+    starts = np.searchsorted(pair_key, np.arange(n * n + 1))
     plan, router, _ = plan_start(problem)
     bar = [NO_PRED] * n
     for r in range(1, n):
@@ -109,9 +115,11 @@ def pairwise_plan(problem: Problem, sync: bool = True) -> Plan:
         inn: list[list[int]] = [[] for _ in range(n)]
         for i in range(n):
             d = (i + r) % n
+            mine = order[starts[i * n + d]:starts[i * n + d + 1]]
+            if not mine.size:
+                continue
             path = router.path(i, d)
-            for k in range(K):
-                c = (i * n + d) * K + k
+            for c in mine.tolist():
                 tid = send_path(plan, c, path, COPY, bar[i], prio=r)
                 out[i].append(tid)
                 inn[d].append(tid)
@@ -410,7 +418,7 @@ class PairwiseSolver(BaselineSolver):
     """
 
     name = "pairwise"
-    capabilities = frozenset({CAP_ALL_TO_ALL})
+    capabilities = frozenset({CAP_ALL_TO_ALL, CAP_DEMAND_UNICAST})
     Options = PairwiseOptions
     Stats = PAIRWISE_STATS
 

@@ -88,7 +88,9 @@ class BaselineSolver(Solver):
 
     def _copy_phase(self, p: Problem, opts, clock: Clock, kind: str) -> Schedule:
         """The copy phase ``p`` of a fabric run of ``kind`` (on the logical topology)."""
-        if not self.supports(p.kind):
+        from ..base import capability_of
+
+        if not self.supports(capability_of(p)):
             raise SolverError(f"{self.name} runs {kind} on a switched fabric as its copy phase {p.kind}, "
                               f"which {self.name} does not have")
         return self._build(p, opts, clock)[0].to_schedule()

@@ -61,7 +61,7 @@ def direct_plan(problem: Problem, mirror: bool = False) -> Plan:
     kind = problem.kind
     if kind == BROADCAST:
         return _direct_broadcast(problem, mirror)
-    if kind not in (GATHER, SCATTER, ALL_TO_ALL):
+    if kind not in (GATHER, SCATTER, ALL_TO_ALL) and not problem.collective.unicast:   # a unicast chunk table too
         raise SolverError(f"direct_plan builds broadcast, gather, scatter and all_to_all, not {kind}")
     n, C = problem.num_npus, problem.num_chunks
     plan, router, _ = plan_start(problem)

@@ -76,6 +76,9 @@ class CollectiveConf:
     experts: Optional[int] = None
     top_k: Optional[int] = None
     gini: Optional[float] = None
+    # concurrent: the parts ({kind, npus, buffer_mib, chunks_per_npu, root, overlap, demand}) and how they share
+    parts: Optional[List[Any]] = None
+    mode: Optional[str] = None
 
 
 @dataclass

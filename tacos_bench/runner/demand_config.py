@@ -7,7 +7,9 @@
     one mixture-of-experts layer (:mod:`tacos_bench.moe`): ``tokens_per_npu``, ``hidden``, ``dtype``,
     ``experts``, ``top_k``, ``gini``, drawn from the run's ``seed``; ``chunk_bytes`` (default one token);
 ``collective=custom collective.chunks=PATH collective.chunk_bytes=B``
-    a table in the ``chunks.csv`` format (:func:`tacos_bench.demand.read_chunks_csv`).
+    a table in the ``chunks.csv`` format (:func:`tacos_bench.demand.read_chunks_csv`);
+``collective=concurrent collective.parts=[{kind: all_reduce, npus: [...], buffer_mib: M}, ...]``
+    several collectives on one network, ``collective.mode=joint|sequential|priority`` (:mod:`tacos_bench.concurrent`).
 
 Examples
 --------
@@ -24,7 +26,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..collective import ALL_TO_ALLV, CUSTOM, MOE_COMBINE, MOE_DISPATCH, Collective, canonical_kind
+from ..collective import ALL_TO_ALLV, CONCURRENT, CUSTOM, MOE_COMBINE, MOE_DISPATCH, Collective, canonical_kind
 from ..errors import ConfigError
 
 # the settings each chunk-table collective reads (besides kind); the others of CollectiveConf must stay unset
@@ -33,6 +35,7 @@ SETTINGS = {
     MOE_DISPATCH: ("tokens_per_npu", "hidden", "dtype", "experts", "top_k", "gini", "chunk_bytes"),
     MOE_COMBINE: ("tokens_per_npu", "hidden", "dtype", "experts", "top_k", "gini", "chunk_bytes"),
     CUSTOM: ("chunks", "chunk_bytes"),
+    CONCURRENT: ("parts", "mode", "chunk_bytes"),
 }
 MOE_DEFAULTS = {"tokens_per_npu": 4096, "hidden": 7168, "dtype": "bf16", "experts": 64, "top_k": 8, "gini": 0.2}
 
@@ -70,6 +73,13 @@ def demand_collective(coll_cfg: Mapping[str, Any], topology, seed: int = 0) -> C
         if cb is None:
             raise ConfigError("collective=custom needs collective.chunk_bytes (the size of every chunk, bytes)")
         table = D.read_chunks_csv(path, n, cb)
+    elif kind == CONCURRENT:
+        from ..concurrent import concurrent_collective
+
+        parts = coll_cfg.get("parts")
+        parts = [dict(p) if hasattr(p, "items") else p for p in (parts or [])]
+        return concurrent_collective(parts, topology, mode=str(coll_cfg.get("mode") or "joint"),
+                                     chunk_bytes=_int(coll_cfg, "chunk_bytes"))
     else:
         raise ConfigError(f"collective {kind} is not given by a chunk table")
     return Collective(kind, demand=table)

@@ -101,6 +101,7 @@ FIELDS: tuple[Field, ...] = (
     Field("lower_bound_source", "", "bounds", "which bound gave lower_bound_us (ingress, distance, cut, solver)"),
     Field("bounds_time_s", "s", "bounds", "time to compute the bounds"),
     Field("bounds_error", "", "bounds", "why the bounds failed (the run goes on)"),
+    Field("part_bounds_us", "µs", "bounds", "collective=concurrent: each part's best lower bound alone (JSON list)"),
     Field("rs_lower_bound_us", "µs", "bounds", "All-Reduce only: best lower bound of its Reduce-Scatter phase alone "
                                                "(the All-Gather bounds on the reversed topology)"),
     Field("rs_lower_bound_source", "", "bounds", "which bound gave rs_lower_bound_us"),
@@ -146,6 +147,7 @@ FIELDS: tuple[Field, ...] = (
     Field("candidates_tried", "", "solve", "every candidate that ran: JSON list of {name, time_s, makespan_us} "
                                            "(makespan before verification; a phase key in composed collectives)"),
     Field("candidates_skipped", "", "solve", "every candidate that did not run: JSON list of {name, reason}"),
+    Field("part_times_us", "µs", "solve", "collective=concurrent: each part's finish in the schedule (JSON list)"),
     Field("solver_message", "", "solve", "the backend's note (e.g. why it stopped early)"),
     # saving
     Field("num_transfers", "", "save", "transfers in the schedule"),

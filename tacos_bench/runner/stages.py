@@ -173,6 +173,12 @@ def bound_fields(problem: Problem) -> dict[str, Any]:
         t0 = time.perf_counter()
         out.update(phase_bound_fields(problem))
         out["bounds_time_s"] += time.perf_counter() - t0
+    if problem.kind == "concurrent":
+        from ..bounds import part_problem
+
+        parts = problem.collective.demand.meta["parts"].parts
+        out["part_bounds_us"] = flatten("", {"b": [lower_bounds(part_problem(problem, p))["best_us"]
+                                                    for p in parts]})["b"]
     return out
 
 
@@ -249,6 +255,15 @@ def _scalar_stats(stats: Mapping[str, Any]) -> dict[str, Any]:
     return flatten("s_", {k: v for k, v in dict(stats).items() if isinstance(v, keep)})
 
 
+def _warm_problems(problem: Problem) -> list[Problem]:
+    """What a backend compiles its kernels for: the problem, or a concurrent collective's parts."""
+    if problem.kind != "concurrent":
+        return [problem]
+    from ..bounds import part_problem
+
+    return [part_problem(problem, p) for p in problem.collective.demand.meta["parts"].parts]
+
+
 def candidate_fields(result) -> dict[str, Any]:
     """``candidate``, ``candidates_tried`` and ``candidates_skipped`` of a portfolio backend's result (the lists
     as JSON text, as every list of a flat record); all null for a backend without candidates.
@@ -306,7 +321,7 @@ def solve_and_verify(problem: Problem, solver: str, options: Mapping[str, Any] |
         log.warning("solver %s runs to completion: it does not honour time_limit_s", solver)
     backend.check_supported(problem)
 
-    fields["jit_warmup_s"] = backend.warmup(problem, opts)
+    fields["jit_warmup_s"] = sum(backend.warmup(q, opts) for q in _warm_problems(problem))
     t0 = time.perf_counter()
     result = backend.solve(problem, opts)
     fields["synthesis_time_s"] = time.perf_counter() - t0
@@ -317,6 +332,8 @@ def solve_and_verify(problem: Problem, solver: str, options: Mapping[str, Any] |
                   optimality_scope=result.optimality_scope, time_resolution_us=result.time_resolution_us,
                   search_time_s=result.search_time_s, search_branches=result.search_branches)
     fields.update(candidate_fields(result))
+    if problem.kind == "concurrent" and "part_times_us" in result.stats:
+        fields["part_times_us"] = flatten("", {"t": result.stats["part_times_us"]})["t"]
     stats = dict(result.stats)
     fields["jit_warmup_s"] += float(stats.pop("jit_warmup_s", 0.0) or 0.0)
     fields.update(_scalar_stats(stats))
