@@ -310,6 +310,8 @@ _REGISTRY: dict[str, str] = {
     "bruck": "solvers.baselines.collectives:BruckSolver",
     "binomial": "solvers.baselines.collectives:BinomialSolver",
     "chain": "solvers.baselines.collectives:ChainSolver",
+    "fast": "solvers.baselines.fast:FastSolver",
+    "deepep": "solvers.baselines.deepep:DeepEpSolver",
     "hier": "solvers.greedy.hierarchical:HierarchicalSolver",
     "nvls": "solvers.baselines.nvls:NvlsSolver",
     "sharp": "solvers.baselines.nvls:SharpSolver",

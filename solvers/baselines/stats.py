@@ -97,6 +97,23 @@ CHAIN_STATS = StatsSchema(
     include=(BASE,),
 )
 
+FAST_STATS = StatsSchema(
+    Stat("fast_servers", int, "", "servers (groups of the fastest links)"),
+    Stat("fast_steps", int, "", "Birkhoff-von Neumann steps (one-to-one server matchings) of the last phase"),
+    Stat("fast_cross_deliveries", int, "", "(chunk, destination) deliveries between servers"),
+    Stat("fast_balanced_deliveries", int, "", "of those, handed to another NPU of the source server to cross "
+                                             "(intra-server balancing)"),
+    Stat("fast_inside_deliveries", int, "", "(chunk, destination) deliveries inside a server"),
+    include=(BASE,),
+)
+
+DEEPEP_STATS = StatsSchema(
+    Stat("deepep_servers", int, "", "servers (groups of the fastest links)"),
+    Stat("deepep_rdma_messages", int, "", "chunks sent across a server pair (once per chunk and server)"),
+    Stat("deepep_nvlink_forwards", int, "", "forwards inside the destination server from the rail NPU"),
+    include=(BASE,),
+)
+
 IN_SWITCH_STATS = StatsSchema(
     Stat("algorithm", str, "", "the in-network algorithm (nvls: in-switch reduce and multicast; sharp: "
                                "through the leaf-spine tree)"),

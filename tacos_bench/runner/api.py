@@ -16,6 +16,7 @@ Examples
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,9 +88,12 @@ def synthesize(topology, demand, solver: str = "greedy", *, verify: bool = True,
     backend = solvers.get_solver(solver)
     opts = backend.options(options)
     backend.warmup(problem, opts)
+    t0 = time.perf_counter()
     res = backend.solve(problem, opts)
+    took = time.perf_counter() - t0
     ms = None if res.schedule is None else float(res.schedule.makespan_us)
-    fields.update(status=res.status, candidate=res.candidate, solver=solver)
+    fields.update(status=res.status, candidate=res.candidate, solver=solver, synthesis_time_s=took,
+                  collective_time_us=ms)
     return Synthesis(res.schedule, None, ms, res.status, fields, problem)
 
 
