@@ -23,8 +23,58 @@ def _plt():
     return plt
 
 
+def link_occupancy(topology, schedule):
+    """Every (link, transfer) pair a schedule occupies: ``(link_ids, rows)``, one entry per link of a row's route.
+
+    A row through ``cut_through`` switches (a ``route`` such as ``0>8>3``) holds every link of its route for
+    its whole duration (docs/fabrics.md), so it is one entry per route link; a row without a route holds the
+    link ``src -> dst``. Rows whose link does not exist (a foreign schedule) are left out. Routes are looked
+    up once per distinct route, so a schedule of many rows on few routes stays cheap.
+
+    Examples
+    --------
+    >>> from tacos_bench.topology.generators import ring
+    >>> from tacos_bench.schedule import Schedule
+    >>> topo = ring(3)
+    >>> s = Schedule.from_rows([(0, 0, 1, 0.0, 1.0, "copy"), (0, 0, 2, 0.0, 2.0, "copy", "0>1>2")])
+    >>> links, rows = link_occupancy(topo, s)
+    >>> rows.tolist(), [f"{topo.src[k]}->{topo.dst[k]}" for k in links]
+    ([0, 1, 1], ['0->1', '0->1', '1->2'])
+    """
+    n = len(schedule)
+    direct = topology.link_ids(schedule.src, schedule.dst)
+    routes = getattr(schedule, "route", None)
+    has = np.zeros(n, dtype=bool) if routes is None else np.fromiter((bool(r) for r in routes), bool, n)
+    keep = np.flatnonzero(~has & (direct >= 0))
+    links, rows = [direct[keep]], [keep]
+    if has.any():
+        idx = np.flatnonzero(has)
+        uniq, inv = np.unique(np.asarray(routes, dtype=object)[idx].astype(str), return_inverse=True)
+        per = []
+        for r in uniq:
+            nodes = [int(v) for v in r.split(">")]
+            ids = topology.link_ids(nodes[:-1], nodes[1:])
+            per.append(ids[ids >= 0])
+        length = np.array([len(x) for x in per], dtype=np.int64)
+        offset = np.concatenate([[0], np.cumsum(length)[:-1]])
+        flat = np.concatenate(per) if per else np.zeros(0, np.int64)
+        lens = length[inv]
+        # entry j of row i: flat[offset[route of i] + j], built without a per-row loop
+        first = np.repeat(np.cumsum(lens) - lens, lens)
+        pos = np.repeat(offset[inv], lens) + (np.arange(int(lens.sum())) - first)
+        links.append(flat[pos])
+        rows.append(np.repeat(idx, lens))
+    link = np.concatenate(links).astype(np.int64)
+    row = np.concatenate(rows).astype(np.int64)
+    order = np.lexsort((link, row))
+    return link[order], row[order]
+
+
 def utilization_timeline(problem: Problem, schedule: Schedule, bins: int = 200):
     """Fraction of links busy over time: ``(bin_edges_us, busy_fraction)``.
+
+    A transfer counts on every link it occupies (each link of a cut-through route, :func:`link_occupancy`);
+    the rows of one multicast or reduction group share their common links, which count once.
 
     Examples
     --------
@@ -39,8 +89,12 @@ def utilization_timeline(problem: Problem, schedule: Schedule, bins: int = 200):
     """
     T = max(schedule.makespan_us, 1e-12)
     edges = np.linspace(0.0, T, bins + 1)
-    lo = np.sort(np.clip(schedule.start_us, 0, T))
-    hi = np.sort(np.clip(schedule.end_us, 0, T))
+    link, row = link_occupancy(problem.topology, schedule)
+    occ = np.unique(np.column_stack([link.astype(np.float64), np.asarray(schedule.start_us)[row],
+                                     np.asarray(schedule.end_us)[row]]), axis=0) if len(link) else \
+        np.zeros((0, 3))
+    lo = np.sort(np.clip(occ[:, 1], 0, T))
+    hi = np.sort(np.clip(occ[:, 2], 0, T))
     # Busy link-time inside [0, x] summed over transfers = sum_{lo<=x}(x-lo) - sum_{hi<=x}(x-hi),
     # evaluated at every bin edge with prefix sums: O((T + bins) log T), no per-transfer loop.
     cum_lo = np.concatenate([[0.0], np.cumsum(lo)])
@@ -53,28 +107,43 @@ def utilization_timeline(problem: Problem, schedule: Schedule, bins: int = 200):
     return edges, np.clip(frac, 0.0, 1.0)
 
 
+def _node_name(topo, v: int) -> str:
+    return f"sw{v}" if v >= topo.num_npus else str(v)
+
+
+def gantt_bars(problem: Problem, schedule: Schedule, max_links: int = 64):
+    """The bars of :func:`plot_schedule`: ``(link, start_us, end_us, chunk, op)`` arrays, one bar per link a
+    transfer occupies (every link of a cut-through route), links ``>= max_links`` left out."""
+    link, row = link_occupancy(problem.topology, schedule)
+    keep = link < max_links
+    link, row = link[keep], row[keep]
+    return (link, np.asarray(schedule.start_us)[row], np.asarray(schedule.end_us)[row],
+            np.asarray(schedule.chunk)[row], np.asarray(schedule.op)[row])
+
+
 def plot_schedule(problem: Problem, schedule: Schedule, path, *, max_links: int = 64, title: str | None = None):
-    """Gantt chart (one row per directed link, one bar per transfer, coloured by chunk) above the
-    link-utilization timeline. Only the first ``max_links`` links are drawn on large topologies."""
+    """Gantt chart (one row per directed link, one bar per transfer on each link it occupies, coloured by
+    chunk) above the link-utilization timeline. Only the first ``max_links`` links are drawn on large
+    topologies. A transfer through cut-through switches is drawn on every link of its route."""
     plt = _plt()
     topo = problem.topology
-    link = topo.link_ids(schedule.src, schedule.dst)
-    shown = link < max_links
     n_rows = min(topo.num_links, max_links)
     fig, (ax, ax2) = plt.subplots(2, 1, figsize=(11, 3 + 0.12 * n_rows), sharex=True,
                                   gridspec_kw={"height_ratios": [max(3, n_rows * 0.12), 1.2]})
     cmap = plt.get_cmap("tab20")
     C = max(problem.num_chunks, 1)
-    for lid, s, e, c, op in zip(link[shown], schedule.start_us[shown], schedule.end_us[shown],
-                                schedule.chunk[shown], schedule.op[shown]):
-        ax.barh(int(lid), float(e - s), left=float(s), height=0.8, color=cmap(int(c) % 20),
-                edgecolor="black" if op else "none", linewidth=0.4)
-    ax.set_ylabel("directed link id")
+    link, s, e, c, op = gantt_bars(problem, schedule, max_links)
+    if len(link):
+        # one call for all bars: a per-bar barh is minutes on a schedule of 10^5 rows
+        ax.barh(link, e - s, left=s, height=0.8, color=[cmap(int(k) % 20) for k in c],
+                edgecolor=["black" if o else "none" for o in op], linewidth=0.4)
+    ax.set_ylabel("directed link")
     ax.set_ylim(-0.5, n_rows - 0.5)
     ax.invert_yaxis()
     if n_rows <= 32:
         ax.set_yticks(range(n_rows))
-        ax.set_yticklabels([f"{u}->{v}" for u, v in zip(topo.src[:n_rows], topo.dst[:n_rows])], fontsize=6)
+        ax.set_yticklabels([f"{_node_name(topo, int(u))}->{_node_name(topo, int(v))}"
+                            for u, v in zip(topo.src[:n_rows], topo.dst[:n_rows])], fontsize=6)
     extra = f" (first {n_rows} of {topo.num_links} links)" if topo.num_links > n_rows else ""
     ax.set_title(title or f"{problem.kind} on {topo.name}: {len(schedule)} transfers, {C} chunks{extra}")
     edges, frac = utilization_timeline(problem, schedule)
