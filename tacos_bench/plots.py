@@ -717,8 +717,10 @@ ANYTIME_CASE = ("topology", "collective", "chunks_per_npu", "buffer_mib", "root"
 
 
 def anytime_table(df, base: Path | None = None):
-    """Every run's anytime trace as one long table: the run's case and solver columns, then ``time_s``,
-    ``incumbent_us``, ``bound_us`` (:mod:`tacos_bench.anytime`); runs without a trace are left out.
+    """Every run's anytime trace as one long table: the run's case and solver columns, its ``status`` and
+    ``valid``, then ``time_s``, ``incumbent_us``, ``bound_us``, ``bound_scope`` (:mod:`tacos_bench.anytime`;
+    a trace written before ``bound_scope`` existed reads as ``continuous`` where it has a bound); runs without a
+    trace are left out.
 
     ``base``: where relative ``output_dir`` values are resolved (the sweep directory).
     """
@@ -736,19 +738,50 @@ def anytime_table(df, base: Path | None = None):
         if not path.is_file():
             continue
         tr = pd.read_csv(path)
-        for k in ("solver", "options_not_applied", "p_solver_warm_start", "p_solver_model", "seed",
-                  *ANYTIME_CASE):
+        if "bound_scope" not in tr.columns:
+            tr["bound_scope"] = None
+        tr["bound_scope"] = tr["bound_scope"].astype(object).where(tr["bound_scope"].notna(), None)
+        tr.loc[tr["bound_us"].notna() & tr["bound_scope"].isna(), "bound_scope"] = "continuous"
+        for k in ("solver", "options_not_applied", "p_solver_warm_start", "p_solver_model", "seed", "status",
+                  "valid", *ANYTIME_CASE):
             tr[k] = row.get(k)
         parts.append(tr)
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
+_SOUND = ("optimal", "feasible")
+
+
+def _failed(g) -> str | None:
+    """Why a run's trace is no result (its status, or a schedule the verifier rejected); None for a result."""
+    st = g["status"].iloc[0] if "status" in g.columns else None
+    if isinstance(st, str) and st not in _SOUND:
+        return st
+    if "valid" in g.columns and g["valid"].iloc[0] is False:
+        return "rejected by the verifier"
+    return None
+
+
 def plot_anytime(df, path, *, logx: bool = False) -> Path:
     """Incumbent (solid steps) and bound (dashed steps) against time, one panel per case, one colour per
     backend (and warm/cold, model where the runs differ in them); the drawn points are written beside the
-    figure as ``<name>.csv``."""
+    figure as ``<name>.csv``.
+
+    Only bounds on the problem (``bound_scope`` ``continuous``) are drawn as bounds: a ``ten`` bound holds for
+    the model's rounded time grid only, so it is drawn as grey crosses ("TEN bound, not the problem's"), and an
+    incumbent that meets it proves nothing. A run that ended without a result (an error, no solution, a
+    rejected schedule) is drawn hollow and dotted and says so in the legend. The legend sits outside the
+    panels.
+    """
+    import pandas as pd
+    from matplotlib.lines import Line2D
+
+    from .anytime import is_problem_trace
+
     plt = _plt()
     path = Path(path)
+    if "bound_scope" not in df.columns:
+        df = df.assign(bound_scope=np.where(df["bound_us"].notna(), "continuous", None))
     case_cols = [c for c in ANYTIME_CASE if c in df.columns and df[c].nunique(dropna=False) > 1] or ["topology"]
     series_cols = ["solver"] + [c for c in ("p_solver_warm_start", "p_solver_model", "seed")
                                 if c in df.columns and df[c].nunique(dropna=True) > 1]
@@ -756,39 +789,61 @@ def plot_anytime(df, path, *, logx: bool = False) -> Path:
     ncol = min(3, len(cases))
     nrow = -(-len(cases) // ncol)
     fig, axes = plt.subplots(nrow, ncol, figsize=(5.2 * ncol, 3.6 * nrow), squeeze=False)
-    cmap = plt.get_cmap("tab10")
     keys = sorted({tuple(str(v) for v in k) for k, _ in df.groupby(series_cols, dropna=False)})
-    colour = {k: cmap(i % 10) for i, k in enumerate(keys)}
+    cmap = plt.get_cmap("tab10" if len(keys) <= 10 else "tab20")
+    colour = {k: cmap(i % cmap.N) for i, k in enumerate(keys)}
+    marker = {k: _MARKERS[i % len(_MARKERS)] for i, k in enumerate(keys)}
+    handles: dict[str, Line2D] = {}
+    drawn = []
     for ax, (case, g) in zip(axes.flat, cases):
         case = case if isinstance(case, tuple) else (case,)
         for key, s in g.groupby(series_cols, dropna=False):
             key = tuple(str(v) for v in (key if isinstance(key, tuple) else (key,)))
             label = ", ".join(f"{c.replace('p_solver_', '')}={v}" if c != "solver" else v
                               for c, v in zip(series_cols, key) if v not in ("nan", "None"))
-            s = s.sort_values("time_s")
+            s = s.sort_values("time_s", kind="stable")
+            why = _failed(s)
+            if not why and not is_problem_trace(s[["time_s", "incumbent_us", "bound_us", "bound_scope"]]
+                                                .astype(object).where(s.notna(), None).itertuples(index=False)):
+                # a trace written before traces held the problem's points only (a composed All-Reduce's phases)
+                why = "trace mixes phases: incumbents rise or sit below the bound"
+            col = colour[key]
             inc = s.dropna(subset=["incumbent_us"])
-            bnd = s.dropna(subset=["bound_us"])
+            sound = s[s["bound_us"].notna() & (s["bound_scope"] == "continuous")]
+            grid = s[s["bound_us"].notna() & (s["bound_scope"] != "continuous")]
+            name = f"{label} ({why})" if why else label
+            style = dict(color=col, marker=marker[key], ms=4, markerfacecolor="none" if why else col)
             if len(inc):
-                ax.step(inc["time_s"], inc["incumbent_us"], where="post", color=colour[key], marker="o", ms=3,
-                        label=f"{label}: incumbent")
-            if len(bnd):
-                ax.step(bnd["time_s"], bnd["bound_us"], where="post", color=colour[key], ls="--", alpha=0.8,
-                        label=f"{label}: bound")
+                ax.step(inc["time_s"], inc["incumbent_us"], where="post", ls=":" if why else "-", **style)
+                handles.setdefault(f"{name}: incumbent", Line2D([], [], ls=":" if why else "-", **style))
+            if len(sound):
+                # a marker too: a bound known at one instant only (a composed All-Reduce's end) is no step
+                ax.step(sound["time_s"], sound["bound_us"], where="post", color=col, ls="--", alpha=0.8,
+                        marker="_", ms=10)
+                handles.setdefault(f"{name}: bound", Line2D([], [], color=col, ls="--", alpha=0.8, marker="_",
+                                                            ms=10))
+            if len(grid):
+                ax.plot(grid["time_s"], grid["bound_us"], ls="none", marker="x", ms=4, color=col, alpha=0.5)
+                handles.setdefault(f"{name}: TEN bound (its time grid only, no proof)",
+                                   Line2D([], [], ls="none", marker="x", color=col, alpha=0.5))
+            drawn.append(s.assign(note=why or ""))
         ax.set_title(", ".join(f"{c}={v}" for c, v in zip(case_cols, case)), fontsize=9)
         ax.set_xlabel("time since solve() started (s)")
         ax.set_ylabel("collective time (µs)")
         if logx:
             ax.set_xscale("log")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
     for ax in list(axes.flat)[len(cases):]:
         ax.set_visible(False)
+    fig.legend(list(handles.values()), list(handles), loc="upper left", bbox_to_anchor=(1.0, 0.97), fontsize=7,
+               frameon=False)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
-    cols = case_cols + series_cols + ["time_s", "incumbent_us", "bound_us"]
-    df[[c for c in cols if c in df.columns]].to_csv(path.with_suffix(".csv"), index=False)
+    cols = case_cols + series_cols + ["status", "note", "time_s", "incumbent_us", "bound_us", "bound_scope"]
+    table = pd.concat(drawn, ignore_index=True) if drawn else df
+    table[[c for c in cols if c in table.columns]].to_csv(path.with_suffix(".csv"), index=False)
     return path
 
 
