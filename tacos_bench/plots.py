@@ -414,9 +414,14 @@ def sweep_table(df, x: str, y: str, hue="solver", *, facet=None, split: str = "s
     ok = df["status"] != "error" if "status" in df else True
     if "valid" in df:
         ok = ok & df["valid"].astype("boolean").fillna(False)
+    ok = pd.Series(ok, index=df.index) if not isinstance(ok, pd.Series) else ok
     good = df[ok & df[y].notna() & df[x].notna()]
+    bad = df[~ok]
     if good.empty:
-        raise ConfigError(f"no verified run has both {x} and {y}")
+        why = ""
+        if len(bad):
+            why = f" ({len(bad)} run(s) failed: {_failure_summary(bad)})"
+        raise ConfigError(f"no verified run has both {x} and {y}{why}")
 
     added = sweep_split_columns(good, x, [*facet_cols, *hue_cols])
     if added and split == "refuse":
@@ -478,13 +483,109 @@ def sweep_table(df, x: str, y: str, hue="solver", *, facet=None, split: str = "s
     points[f"{y}_min"], points[f"{y}_max"] = agg["min"].to_numpy(float), agg["max"].to_numpy(float)
     points[f"{y}_std"] = agg["std"].to_numpy(float)
     points["error_bar"] = desc or "none"
-    points = points.reset_index(drop=True)
+    points = _with_failures(points.reset_index(drop=True), bad, [*facet_cols, *keys], x, y)
+    unplaced = int(bad[x].isna().sum()) if x in bad.columns else len(bad)
     context = [f"{c}={_fmt(good[c].iloc[0])}" for c in _CONTEXT
                if c in good.columns and c not in (x, *facet_cols, *keys) and good[c].nunique(dropna=False) == 1]
     meta = {"facet": facet_cols, "hue": hue_cols, "split": added, "keys": keys,
             "series": list(dict.fromkeys(points["series"])), "floor": floor, "bar_label": bar_label,
-            "context": context, "clipped": clipped, "bars": bars, "x": x, "y": y, "err": err}
+            "context": context, "clipped": clipped, "bars": bars, "x": x, "y": y, "err": err,
+            "failed": int(points["n_failed"].sum()), "failed_unplaced": unplaced}
     return points, meta
+
+
+def _failed_mask(df):
+    """Rows without a verified schedule (an error, no solution, a schedule the verifier rejected)."""
+    import pandas as pd
+
+    ok = df["status"] != "error" if "status" in df else pd.Series(True, index=df.index)
+    if "valid" in df:
+        ok = ok & df["valid"].astype("boolean").fillna(False)
+    return ~ok
+
+
+# the quantities a sweep is drawn against, as a reader names them (units in brackets)
+AXIS_LABELS = {
+    "num_npus": "NPUs", "num_links": "directed links", "num_chunks": "chunks", "chunks_per_npu": "chunks per NPU",
+    "buffer_mib": "buffer (MiB)", "buffer_bytes": "buffer (bytes)", "chunk_bytes": "chunk (bytes)",
+    "collective_time_us": "collective time (µs)", "lower_bound_us": "lower bound (µs)",
+    "synthesis_time_s": "synthesis time (s)", "search_time_s": "search time (s)", "time_limit_s": "time limit (s)",
+    "gap": "gap to the lower bound (time / bound − 1)", "ratio_to_bound": "time / lower bound",
+    "algbw_GBps": "algorithm bandwidth (GB/s)", "busbw_GBps": "bus bandwidth (GB/s)",
+    "topology": "topology", "collective": "collective", "solver": "solver", "seed": "seed",
+    "primal_integral": "primal integral (s)", "time_to_1pct_s": "time to within 1 % (s)",
+    "peak_memory_mib": "peak memory (MiB)", "fault_at_fraction": "fault time (fraction of the makespan)",
+}
+_UNITS = (("_us", "µs"), ("_s", "s"), ("_mib", "MiB"), ("_gib", "GiB"), ("_bytes", "bytes"), ("_GBps", "GB/s"),
+          ("_GiBps", "GiB/s"))
+
+
+def axis_label(column: str) -> str:
+    """A results column as an axis title: words, and the unit its suffix names.
+
+    Examples
+    --------
+    >>> axis_label("synthesis_time_s"), axis_label("num_npus"), axis_label("repair_bound_us")
+    ('synthesis time (s)', 'NPUs', 'repair bound (µs)')
+    >>> axis_label("p_solver_restarts")
+    'solver restarts'
+    """
+    if column in AXIS_LABELS:
+        return AXIS_LABELS[column]
+    name = column[2:] if column.startswith("p_") else column
+    for suffix, unit in _UNITS:
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return f"{name[:-len(suffix)].replace('_', ' ')} ({unit})"
+    return name.replace("_", " ")
+
+
+def _failure(row) -> str:
+    """What a run without a verified schedule ended in: its status, or the verifier's rejection."""
+    st = row.get("status")
+    if isinstance(st, str) and st not in ("optimal", "feasible"):
+        return st
+    return "rejected by the verifier"
+
+
+def _failure_summary(bad) -> str:
+    """``error x2, no_solution`` for the failed rows ``bad``."""
+    counts = bad.apply(_failure, axis=1).value_counts() if len(bad) else {}
+    return ", ".join(k if n == 1 else f"{k} x{n}" for k, n in counts.items())
+
+
+def _with_failures(points, bad, keys: list[str], x: str, y: str):
+    """``points`` with ``n_failed`` and ``failed`` (what they ended in) per point: the runs at that point's x
+    and series that have no verified schedule (an error, no solution, a rejected schedule). Failures where no
+    run succeeded become points of their own with no ``y`` (``n_runs`` 0), so a figure can mark them."""
+    import pandas as pd
+
+    points = points.copy()
+    points["n_failed"] = 0
+    points["failed"] = ""
+    bad = bad[bad[x].notna()] if x in bad.columns else bad.iloc[0:0]
+    if bad.empty:
+        return points
+    bad = bad.assign(**{c: None for c in [*keys, x] if c not in bad.columns})
+
+    def ident(vals):
+        return tuple(_fmt(v) for v in vals)
+
+    where = {ident(r): i for i, r in enumerate(points[[*keys, x]].itertuples(index=False))}
+    extra = []
+    for k, g in bad.groupby([*keys, x], dropna=False, sort=False):
+        k = k if isinstance(k, tuple) else (k,)
+        i = where.get(ident(k))
+        if i is not None:
+            points.loc[i, "n_failed"] = len(g)
+            points.loc[i, "failed"] = _failure_summary(g)
+            continue
+        row = dict(zip([*keys, x], k))
+        row.update(series=", ".join(_fmt(v) for v in k[:len(keys)]) if keys else y, n_runs=0,
+                   n_failed=len(g), failed=_failure_summary(g), error_bar="none")
+        extra.append(row)
+    if extra:
+        points = pd.concat([points, pd.DataFrame(extra)], ignore_index=True)
+    return points
 
 
 def _x_positions(points, x: str, logx: bool, dodge: float, meta):
@@ -603,40 +704,67 @@ def _draw_sweep(df, x, y, hue, *, logx, logy, title, facet, split, err, dodge, m
                  "markerfacecolor": cmap(i % 10) if i % 2 == 0 else "none"}
              for i, s in enumerate(meta["series"])}
     bars = meta["bars"]
+    numeric_x = pd.api.types.is_numeric_dtype(points[x]) and not pd.api.types.is_bool_dtype(points[x])
+    if not numeric_x:
+        # categories (topologies, collectives) have no order in between: no line joins them
+        for st in style.values():
+            st["linestyle"] = "none"
     for ax, (pkey, pts) in zip(axes.flat, panels):
         for s, g in pts.groupby("series", sort=False):
-            yv = g[y].to_numpy(float)
-            yerr = np.vstack([yv - g[f"{y}_lo"].to_numpy(float), g[f"{y}_hi"].to_numpy(float) - yv]) if bars \
-                else None
-            ax.errorbar(g["x_drawn"], yv, yerr=yerr, capsize=3, markersize=6, linewidth=1.4, alpha=0.75,
-                        elinewidth=1.0, **style[s])
+            fail = g[g["n_failed"] > 0]
+            g = g[g["n_runs"] > 0]
+            if len(g):
+                yv = g[y].to_numpy(float)
+                yerr = np.vstack([yv - g[f"{y}_lo"].to_numpy(float), g[f"{y}_hi"].to_numpy(float) - yv]) \
+                    if bars else None
+                ax.errorbar(g["x_drawn"], yv, yerr=yerr, capsize=3, markersize=6, linewidth=1.4, alpha=0.75,
+                            elinewidth=1.0, **style[s])
+            if len(fail):
+                # a failed run has no y: a cross at the panel's top edge, at its x, with the count
+                tr = ax.get_xaxis_transform()
+                ax.plot(fail["x_drawn"], np.full(len(fail), 0.97), ls="none", marker="x", ms=7, mew=1.6,
+                        color=style[s]["color"], transform=tr, clip_on=False)
+                for xd, n in zip(fail["x_drawn"], fail["n_failed"]):
+                    ax.annotate(str(int(n)), (xd, 0.97), xycoords=tr, xytext=(4, -3), textcoords="offset points",
+                                fontsize=7, color=style[s]["color"])
         if facets:
             pkey = pkey if isinstance(pkey, tuple) else (pkey,)
             ax.set_title(", ".join(f"{c}={_fmt(v)}" for c, v in zip(facets, pkey)), fontsize=9)
         ax.grid(True, which="both", alpha=0.3)
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)
-    numeric_x = pd.api.types.is_numeric_dtype(points[x]) and not pd.api.types.is_bool_dtype(points[x])
     if logx and numeric_x:
         axes[0, 0].set_xscale("log")
     if logy:
         axes[0, 0].set_yscale("log")
+    if (points["n_failed"] > 0).any():
+        # headroom for the crosses of failed runs, so they never sit on a point
+        lo, hi = axes[0, 0].get_ylim()
+        axes[0, 0].set_ylim(lo, hi * (hi / lo) ** 0.1 if logy and lo > 0 else hi + 0.1 * (hi - lo))
     for ax in axes[-1]:
-        ax.set_xlabel(x)
+        ax.set_xlabel(axis_label(x))
         if ticks is not None:
             ax.xaxis.set_minor_locator(NullLocator())  # a log axis's minor labels would sit beside the true x
             ax.set_xticks(ticks[0])
             wide = not numeric_x and len(ticks[0]) > 4
             ax.set_xticklabels(ticks[1], rotation=30 if wide else 0, ha="right" if wide else "center")
     for ax in axes[:, 0]:
-        ax.set_ylabel(y)
+        ax.set_ylabel(axis_label(y))
     handles = [Line2D([], [], alpha=0.75, **style[s]) for s in meta["series"]]
     labels = list(meta["series"])
     handles.append(Line2D([], [], color="0.3", marker="|" if bars else "", markersize=12, linestyle="none"))
     labels.append(meta["bar_label"])
+    if meta["failed"] or meta["failed_unplaced"]:
+        fails = points[points["n_failed"] > 0]
+        what = _failure_summary(df.loc[_failed_mask(df)]) if len(df) else ""
+        label = f"x at the top: runs without a verified schedule, with their count ({what})"
+        if meta["failed_unplaced"]:
+            label += f"; {meta['failed_unplaced']} without {x}, not drawn"
+        handles.append(Line2D([], [], color="0.3", marker="x", markersize=7, mew=1.6, linestyle="none"))
+        labels.append(label if len(fails) else label.replace("x at the top: ", ""))
     fig.legend(handles, labels, title=", ".join(meta["keys"]) or None, loc="upper left",
                bbox_to_anchor=(1.0, 0.95), fontsize=8, title_fontsize=8, frameon=False)
-    fig.suptitle(title or " — ".join([f"{y} vs {x}", *([", ".join(meta["context"])] if meta["context"] else [])]),
+    fig.suptitle(title or " — ".join([f"{axis_label(y)} vs {axis_label(x)}", *([", ".join(meta["context"])] if meta["context"] else [])]),
                  fontsize=10)
     fig.tight_layout()
     return fig, points
