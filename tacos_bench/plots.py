@@ -175,10 +175,10 @@ def plot_lines(df, x: str, y: str, group: str, path, *, logx=False, logy=False, 
     ax.set_ylabel(ylabel or y)
     ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)  # beside the data
     fig.tight_layout()
     path = Path(path)
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path
 
@@ -216,12 +216,116 @@ def plot_bars(df, category: str, value: str, group: str, path, *, title="", ylab
     elif zoom and lows:
         ax.set_ylim(bottom=0.98 * float(np.nanmin(lows)))
     ax.set_title(title)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)  # beside the bars
     ax.grid(True, axis="y", alpha=0.3)
     fig.tight_layout()
     path = Path(path)
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
+    return path
+
+
+def plot_heatmap(table, path, *, title: str = "", value_label: str = "", fmt: str = "{:.3f}", best: str = "min",
+                 floor: float | None = None, gamma: float = 0.5, row_breaks=(), spread=None) -> Path:
+    """A configuration x case table as a heatmap with its value written in every cell, written with the table
+    beside it (``.csv``).
+
+    One row per configuration (``table.index``), one column per case (``table.columns``): every configuration
+    has a cell of its own, so none shares a colour with another as bars of a 10-colour palette would. The
+    colour scale starts at ``floor`` (default the smallest value) and is stretched near it (power ``gamma``),
+    so 1.00 and 1.05 differ visibly; the best cell of each column (``best``: ``min`` or ``max``) is bold; a
+    missing value (a failed run) is hatched and reads ``n/a``. The colour bar sits beside the table.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        The values (rows: configurations, columns: cases).
+    path : str or Path
+        The image to write; the table goes beside it as ``.csv``.
+    title, value_label : str
+        Figure title; the colour bar's label (the quantity and its unit).
+    fmt : str
+        Format of a cell's value.
+    best : {"min", "max", "none"}
+        Which value of a column is the best one (bold).
+    floor : float, optional
+        The value the colour scale starts at (e.g. 1.0 for time / lower bound).
+    gamma : float
+        Power of the colour scale (< 1 stretches the values near ``floor``).
+    row_breaks : iterable of int
+        Draw a separating line above these row positions (groups of configurations).
+    spread : pandas.DataFrame, optional
+        Text written under each value (e.g. the min-max over seeds), same shape as ``table``.
+
+    Returns
+    -------
+    Path
+        The image written.
+
+    Examples
+    --------
+    >>> import pandas as pd, tempfile, os
+    >>> t = pd.DataFrame({"torus": [1.0, 1.06], "mesh": [1.2, float("nan")]}, index=["a", "b"])
+    >>> out = plot_heatmap(t, os.path.join(tempfile.mkdtemp(), "h.png"), value_label="time / bound", floor=1.0)
+    >>> out.exists(), out.with_suffix(".csv").exists()
+    (True, True)
+    """
+    from matplotlib.colors import PowerNorm
+
+    plt = _plt()
+    path = Path(path)
+    vals = table.to_numpy(dtype=float)
+    nr, nc = vals.shape
+    finite = vals[np.isfinite(vals)]
+    lo = float(finite.min()) if floor is None and finite.size else float(floor if floor is not None else 0.0)
+    hi = float(finite.max()) if finite.size else lo + 1.0
+    hi = hi if hi > lo else lo + 1e-9
+    fig, ax = plt.subplots(figsize=(1.5 + 1.25 * nc + 0.06 * max(len(str(r)) for r in table.index), 1.2 + 0.42 * nr))
+    cmap = plt.get_cmap("YlOrRd").with_extremes(bad="0.85")
+    im = ax.imshow(np.ma.masked_invalid(vals), cmap=cmap, norm=PowerNorm(gamma, vmin=lo, vmax=hi), aspect="auto")
+    best_of = {}
+    if best in ("min", "max") and finite.size:
+        for j in range(nc):
+            col = vals[:, j]
+            if np.isfinite(col).any():
+                target = np.nanmin(col) if best == "min" else np.nanmax(col)
+                best_of[j] = np.flatnonzero(np.isclose(col, target, rtol=1e-9, atol=0.0))
+    for i in range(nr):
+        for j in range(nc):
+            v = vals[i, j]
+            if not np.isfinite(v):
+                ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="//", edgecolor="0.5",
+                                           linewidth=0))
+                ax.text(j, i, "n/a", ha="center", va="center", fontsize=8, color="0.2")
+                continue
+            dark = (v - lo) / (hi - lo) > 0.6 if hi > lo else False
+            text = fmt.format(v)
+            if spread is not None:
+                extra = spread.iloc[i, j]
+                if isinstance(extra, str) and extra:
+                    text += "\n" + extra
+            ax.text(j, i, text, ha="center", va="center", fontsize=8 if spread is None else 7,
+                    color="white" if dark else "black",
+                    fontweight="bold" if i in best_of.get(j, ()) else "normal")
+    ax.set_xticks(range(nc))
+    ax.set_xticklabels([str(c) for c in table.columns], rotation=25, ha="right", fontsize=8)
+    ax.set_yticks(range(nr))
+    ax.set_yticklabels([str(r) for r in table.index], fontsize=8)
+    ax.tick_params(length=0)
+    for b in row_breaks:
+        ax.axhline(b - 0.5, color="black", linewidth=1.2)
+    cbar = fig.colorbar(im, ax=ax, fraction=0.04, pad=0.02)
+    cbar.set_label(value_label, fontsize=8)
+    cbar.ax.tick_params(labelsize=7)
+    if best in ("min", "max"):
+        title = (title + "\n" if title else "") + f"bold: the best ({'lowest' if best == 'min' else 'highest'}) " \
+            "of each column"
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    table.to_csv(path.with_suffix(".csv"))
     return path
 
 

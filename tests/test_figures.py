@@ -101,3 +101,57 @@ def test_a_route_of_one_link_is_that_link(route):
     s = Schedule.from_rows([(0, 0, 1, 0.0, t, "copy", route)])
     link, row = link_occupancy(p.topology, s)
     assert link.tolist() == [p.topology.link_id(0, 1)] and row.tolist() == [0]
+
+
+# ------------------------------------------------------------------ the ablation figure: one cell per configuration
+def test_the_heatmap_writes_every_value_and_keeps_the_colour_bar_beside_it(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from tacos_bench.plots import plot_heatmap
+
+    t = pd.DataFrame({"hetero64": [1.0, 1.05, 1.6316], "torus8x8": [1.0625, 1.0, float("nan")]},
+                     index=["+ decomposition", "greedy_plus - gate", "TACOS rule"])
+    figs = []
+    real = plt.Figure.savefig
+    plt.Figure.savefig = lambda fig, *a, **k: (figs.append(fig), real(fig, *a, **k))[1]
+    try:
+        out = plot_heatmap(t, tmp_path / "h.png", value_label="time / lower bound", fmt="{:.4f}", floor=1.0)
+    finally:
+        plt.Figure.savefig = real
+    assert out.read_bytes()[:8] == PNG
+    ax, cbar = figs[0].axes
+    texts = {tx.get_text(): tx for tx in ax.texts}
+    for v in ("1.0000", "1.0500", "1.6316", "1.0625", "n/a"):
+        assert v in texts, v
+    assert texts["1.0500"].get_fontweight() == "normal" and texts["1.6316"].get_fontweight() == "normal"
+    figs[0].canvas.draw()
+    assert cbar.get_window_extent().x0 >= ax.get_window_extent().x1  # the scale is beside the cells
+    lo, hi = cbar.get_ylim()
+    assert lo == pytest.approx(1.0) and hi == pytest.approx(1.6316)  # the axis where the data is, not from 0
+    assert pd.read_csv(tmp_path / "h.csv", index_col=0).shape == (3, 2)
+
+
+def test_the_ablation_rules_figure_redraws_from_the_stored_report(tmp_path):
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import pandas as pd
+
+    root = Path(__file__).resolve().parent.parent
+    shutil.copy(root / "docs" / "studies" / "ablation.md", tmp_path / "ablation.md")
+    r = subprocess.run([sys.executable, str(root / "experiments" / "study_ablation.py"), "redraw-rules",
+                        str(tmp_path)], capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (tmp_path / "ablation_rules.png").read_bytes()[:8] == PNG
+    cells = pd.read_csv(tmp_path / "ablation_rules.csv", index_col=0)
+    assert cells.shape == (15, 6) and cells.notna().all().all() and (cells >= 1.0).all().all()
+    assert cells.index[0] == "TACOS rule (greedy)" and list(cells.columns[:2]) == ["hetero64", "hetero512"]
+    r = subprocess.run([sys.executable, str(root / "experiments" / "study_ablation.py"), "redraw-rules",
+                        str(tmp_path / "none")], capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode != 0 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
