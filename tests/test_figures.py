@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tacos_bench import Collective
-from tacos_bench.plots import gantt_bars, link_occupancy, main, plot_schedule, utilization_timeline
+from tacos_bench.plots import gantt_bars, link_occupancy, main, utilization_timeline
 from tacos_bench.problem import Problem
 from tacos_bench.rundir import save_schedule, write_record
 from tacos_bench.schedule import Schedule
@@ -45,15 +45,13 @@ def test_a_cut_through_route_occupies_each_of_its_links():
         assert set(link[row == r].tolist()) == want
 
 
-def test_the_gantt_of_a_switched_run_has_bars_on_every_route_link(tmp_path):
+def test_the_gantt_of_a_switched_run_has_bars_on_every_route_link():
     p, s = _ring_through_the_switch()
     link, start, end, _, _ = gantt_bars(p, s)
     # every one of the 2n port links has a bar per step (the old lookup by (src, dst) found none)
     assert sorted(set(link.tolist())) == list(range(p.topology.num_links))
     assert all((link == k).sum() == p.num_npus - 1 for k in range(p.topology.num_links))
     assert (end > start).all()
-    out = plot_schedule(p, s, tmp_path / "g.png")
-    assert out.read_bytes()[:8] == PNG
 
 
 def test_links_busy_is_one_for_a_fully_busy_fabric_schedule():
