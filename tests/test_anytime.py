@@ -52,8 +52,13 @@ def test_a_ten_bound_is_marked_ten_and_never_continuous():
     p = Problem(named_topology("hetero_mesh2x2"), Collective("all_gather", 1, 1))
     r = get_solver("cpsat").solve(p, time_limit_s=30, warm_start=False, model="auto")
     assert r.optimality_scope == "ten"
-    bounded = [row for row in r.trace if row[2] is not None]
+    *search, end = r.trace
+    bounded = [row for row in search if row[2] is not None]
     assert bounded and all(row[3] == "ten" for row in bounded)
+    # here the grid's bound is above the problem's optimum: read as the problem's it would be a false proof
+    assert max(row[2] for row in bounded) > r.schedule.makespan_us
+    # the end point is held against the problem's own lower bound, marked as such
+    assert end[3] == "continuous" and end[2] == pytest.approx(lower_bound_us(p)) and is_problem_trace(r.trace)
 
 
 def test_anytime_csv_has_the_scope_column(tmp_path):

@@ -607,7 +607,8 @@ class ExactSolverBase(Solver):
         bound_scope)`` (:mod:`tacos_bench.anytime`): a copy collective or a mirrored Reduce-Scatter / Reduce is
         its one phase (the same schedule times), so its points are kept, each bound marked ``ten`` where it
         holds only for the model's time grid; an All-Reduce's phases are not the All-Reduce (an incumbent of
-        one phase is half a schedule), so it keeps its end point only, against the problem's own lower bound.
+        one phase is half a schedule), so it keeps its end point only. The end point's bound is the backend's
+        where it holds for the problem, else the problem's own lower bound.
         """
         uniq = list({id(p): p for p in parts}.values())
         scopes = {p.scope or ("continuous" if p.ten_exact else "ten") for p in uniq}
@@ -623,8 +624,9 @@ class ExactSolverBase(Solver):
         if res.schedule is not None:
             t_end = time.perf_counter() - t_start
             bound, b_scope = res.best_bound_us, scope
-            if composed:
-                # the phase bounds are the phases'; the All-Reduce's own lower bound is what a reader compares
+            if problem is not None and (composed or bound is None):
+                # the phase bounds are the phases' (and a TEN's bound its grid's): the problem's own lower bound
+                # is the one a reader compares the end point with
                 bound, _ = continuous_lower_bound_us(problem)
                 b_scope = "continuous"
             trace.append((t_end, res.schedule.makespan_us, bound, None if bound is None else b_scope))
