@@ -133,23 +133,23 @@ def test_the_heatmap_writes_every_value_and_keeps_the_colour_bar_beside_it(tmp_p
     assert pd.read_csv(tmp_path / "h.csv", index_col=0).shape == (3, 2)
 
 
-def test_the_ablation_rules_figure_redraws_from_the_stored_report(tmp_path):
+def test_the_ablation_rules_figure_redraws_from_the_stored_report(tmp_path, monkeypatch):
+    import importlib
     import shutil
-    import subprocess
     import sys
     from pathlib import Path
 
     import pandas as pd
 
     root = Path(__file__).resolve().parent.parent
+    monkeypatch.syspath_prepend(str(root / "experiments"))
+    sys.modules.pop("study_ablation", None)
+    study = importlib.import_module("study_ablation")
     shutil.copy(root / "docs" / "studies" / "ablation.md", tmp_path / "ablation.md")
-    r = subprocess.run([sys.executable, str(root / "experiments" / "study_ablation.py"), "redraw-rules",
-                        str(tmp_path)], capture_output=True, text=True, timeout=120, check=False)
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert (tmp_path / "ablation_rules.png").read_bytes()[:8] == PNG
+    out = study.redraw_rules(tmp_path)
+    assert out.read_bytes()[:8] == PNG
     cells = pd.read_csv(tmp_path / "ablation_rules.csv", index_col=0)
     assert cells.shape == (15, 6) and cells.notna().all().all() and (cells >= 1.0).all().all()
     assert cells.index[0] == "TACOS rule (greedy)" and list(cells.columns[:2]) == ["hetero64", "hetero512"]
-    r = subprocess.run([sys.executable, str(root / "experiments" / "study_ablation.py"), "redraw-rules",
-                        str(tmp_path / "none")], capture_output=True, text=True, timeout=120, check=False)
-    assert r.returncode != 0 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    with pytest.raises(SystemExit, match="nothing to redraw from"):
+        study.redraw_rules(tmp_path / "none")
