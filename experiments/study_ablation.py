@@ -2,13 +2,19 @@
 and of the topology-aware rules of greedy_plus (each added to the TACOS rule, each removed from greedy_plus).
 
     python experiments/study_ablation.py [--jobs 2] [--docs docs/studies]
+    python experiments/study_ablation.py redraw-rules docs/studies   # the rules figure from its stored table
 
 Reports mean, std, min and max of collective time / lower bound over seeds for each
-combination, per topology (All-Gather, 1 GiB, 1 chunk per NPU).
+combination, per topology (All-Gather, 1 GiB, 1 chunk per NPU). The rule ablation's figure is a heatmap of
+configuration x topology with the ratio written in each cell (``ablation_rules.png``); its runs are stored as
+``ablation_rules.parquet`` beside the report, from which ``redraw-rules`` redraws it without running anything
+(a report written before that table existed: from the report's markdown table of means).
 """
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 
 import pandas as pd
 
@@ -58,6 +64,36 @@ def rule_sweeps(quick: bool) -> list[tuple[str, list[str]]]:
     return out
 
 
+RULES_TITLE = "Topology-aware rules of greedy_plus: time / lower bound (All-Gather, 1 GiB, 1 chunk per NPU)"
+RULES_TABLE = f"{NAME}_rules.parquet"
+# separators of the heatmap: the TACOS rule | one rule added | greedy_plus's rules | one rule removed | greedy_plus
+RULE_BREAKS = (1, 8, 9, 14)
+
+
+def rules_wide(good: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Mean time / lower bound per configuration x topology (rows in :data:`RULES` order, columns in
+    :data:`RULE_TOPOS` order), and the min-max over seeds as text where the seeds differ."""
+    agg = good.groupby(["rules", "topology"])["ratio"].agg(["mean", "min", "max"])
+    wide = agg["mean"].unstack()
+    rows = [n for n in RULES if n in wide.index] + [n for n in wide.index if n not in RULES]
+    topos = RULE_TOPOS.split(",")
+    cols = [t for t in topos if t in wide.columns] + [t for t in wide.columns if t not in topos]
+    spread = (agg.apply(lambda r: f"{r['min']:.3f}–{r['max']:.3f}" if r["max"] - r["min"] > 5e-4 else "", axis=1)
+              .unstack().reindex(index=rows, columns=cols).fillna(""))
+    return wide.reindex(index=rows, columns=cols), spread
+
+
+def plot_rules(wide: pd.DataFrame, path: Path, spread: pd.DataFrame | None = None) -> Path:
+    """The rule ablation's figure: one cell per configuration and topology, the ratio written in it."""
+    from tacos_bench.plots import plot_heatmap
+
+    breaks = RULE_BREAKS if list(wide.index) == list(RULES) else ()
+    seeds = "; under it the min–max over seeds where they differ" if spread is not None else ""
+    return plot_heatmap(wide, path, title=f"{RULES_TITLE}\ncell: mean over seeds{seeds}",
+                        value_label="time / lower bound (1 = provably optimal)", fmt="{:.4f}", floor=1.0,
+                        row_breaks=breaks, spread=spread)
+
+
 def rules_report(st: Study) -> tuple[str, list]:
     """The rule ablation: sweeps of its own, one table and one figure."""
     frames = []
@@ -68,15 +104,16 @@ def rules_report(st: Study) -> tuple[str, list]:
         df["rules"] = name
         frames.append(df)
     df = pd.concat(frames, ignore_index=True)
+    keep = [c for c in ("rules", "topology", "seed", "solver", "status", "valid", "collective_time_us",
+                        "lower_bound_us", "error") if c in df.columns]
+    df[keep].to_parquet(st.out / RULES_TABLE, index=False)
+    if st.args.docs:
+        Path(st.args.docs).mkdir(parents=True, exist_ok=True)
+        df[keep].to_parquet(Path(st.args.docs) / RULES_TABLE, index=False)
     good = ok_rows(df)
     good["ratio"] = good["collective_time_us"] / good["lower_bound_us"]
-    wide = good.groupby(["rules", "topology"])["ratio"].mean().unstack()
-    wide = wide.reindex([n for n in RULES if n in wide.index])
-    from tacos_bench.plots import plot_bars
-
-    fig = plot_bars(good, "topology", "ratio", "rules", st.out / f"{NAME}_rules.png", spread=True,
-                    title="Topology-aware rules: time / lower bound (mean, min-max over seeds)",
-                    ylabel="time / lower bound")
+    wide, spread = rules_wide(good)
+    fig = plot_rules(wide, st.out / f"{NAME}_rules.png", spread)
     errs = df[(df["status"] == "error") | ~(df["valid"].astype("boolean").fillna(False))]
     body = ("\n## Topology-aware rules (greedy_plus)\n\nAll-Gather, 1 GiB, 1 chunk per NPU, mean of time / lower "
             "bound over seeds; each `+` row adds one rule to the TACOS rule, each `-` row removes one from "
@@ -84,6 +121,39 @@ def rules_report(st: Study) -> tuple[str, list]:
             "the tier decomposition; docs/greedy.md).\n\n" + to_markdown(wide.reset_index(), ".4f")
             + (f"\n{len(errs)} rule run(s) failed.\n" if len(errs) else ""))
     return body, [fig]
+
+
+def _markdown_rules(md: Path) -> pd.DataFrame:
+    """The means table of the report's rules section (``| rules | <topology> ... |``)."""
+    if not md.is_file():
+        raise SystemExit(f"{md}: no such report, and no {RULES_TABLE} beside it: nothing to redraw from")
+    text = md.read_text()
+    if "## Topology-aware rules" not in text:
+        raise SystemExit(f"{md}: no rules section to redraw from")
+    lines = [ln for ln in text[text.index("## Topology-aware rules"):].splitlines() if ln.startswith("|")]
+    head = [c.strip() for c in lines[0].strip("|").split("|")]
+    rows = [[c.strip() for c in ln.strip("|").split("|")] for ln in lines[2:]]
+    wide = pd.DataFrame(rows, columns=head).set_index("rules")
+    return wide.apply(pd.to_numeric, errors="coerce")
+
+
+def redraw_rules(docs: Path) -> Path:
+    """``ablation_rules.png`` in ``docs`` from the stored rule runs (``ablation_rules.parquet``), else from the
+    report's table of means; nothing is run."""
+    table = docs / RULES_TABLE
+    if table.is_file():
+        good = ok_rows(pd.read_parquet(table))
+        good["ratio"] = good["collective_time_us"] / good["lower_bound_us"]
+        wide, spread = rules_wide(good)
+    else:
+        wide, spread = _markdown_rules(docs / f"{NAME}.md"), None
+        rows = [n for n in RULES if n in wide.index] + [n for n in wide.index if n not in RULES]
+        topos = RULE_TOPOS.split(",")
+        cols = [t for t in topos if t in wide.columns] + [t for t in wide.columns if t not in topos]
+        wide = wide.reindex(index=rows, columns=cols)
+    out = plot_rules(wide, docs / f"{NAME}_rules.png", spread)
+    print(f"wrote {out} and {out.with_suffix('.csv')} ({'runs' if table.is_file() else 'markdown means'})")
+    return out
 
 
 def main():
@@ -111,4 +181,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) > 1 and sys.argv[1] == "redraw-rules":
+        redraw_rules(Path(sys.argv[2] if len(sys.argv) > 2 else "docs/studies"))
+    else:
+        main()

@@ -142,6 +142,16 @@ def sweeps(scale: str, time_limit: float) -> list[tuple[str, str, list[str]]]:
     return parts
 
 
+def anytime_sweeps(time_limit: float) -> list[tuple[str, str, list[str]]]:
+    """(part name, experiment, overrides) of the sweeps of :data:`ANYTIME_CASES` alone, every backend: what
+    ``--anytime-only`` runs to redraw the anytime figure (36 runs) without the whole grid."""
+    tl = f"solver.time_limit_s={time_limit:g}"
+    blocks = (("ag1", NAME, ["topo.name=hetero2x2x4,hetero_mesh4x4,random16d3s0", *_axes(("all_gather",), (1,), (1,))]),
+              ("a2a", NAME, ["topo.name=random16d3s0", *_axes(("all_to_all",), (1024,), (1,))]),
+              ("two", TWO_SERVER_EXPERIMENT, ["topo.dims=[2,1,4]", *_axes(("all_gather",), (1024,), (1, 4))]))
+    return [(f"any-{g}-{b}", exp, [*GROUPS[g], tl, *over]) for b, exp, over in blocks for g in ("heur", "ten", "cont")]
+
+
 def count_runs(parts) -> tuple[int, int]:
     """(heuristic runs, exact runs) of the sweeps (the product of every comma list)."""
     heur = exact = 0
@@ -388,7 +398,8 @@ def plot_anytime_cases(df: pd.DataFrame, path: Path) -> Path | None:
     from tacos_bench.plots import anytime_table, plot_anytime
 
     want = [c for c in ANYTIME_CASES if c in set(df["case"])] or list(df["case"].drop_duplicates()[:3])
-    sel = df[df["case"].isin(want) & df["ok"]].copy()
+    # every run with a trace, those without a result too: the figure marks them instead of leaving them out
+    sel = df[df["case"].isin(want)].copy()
     # one title per case and one label per backend: the case as the topology, the backend as the solver
     sel["topology"] = sel["case"]
     sel["solver"] = sel["backend"]
@@ -578,6 +589,9 @@ def parse_args():
     ap.add_argument("--plot-only", action="store_true", help="re-report from the existing sweeps")
     ap.add_argument("--parts", default=None, help="re-run only these sweeps (comma-separated part names), "
                                                   "re-read the others")
+    ap.add_argument("--anytime-only", action="store_true",
+                    help="run only the anytime figure's cases (every backend) and redraw that figure (and its "
+                         "table, .csv beside it) into --docs; the report and the other figures are left alone")
     a = ap.parse_args()
     if a.docs is None and not a.quick:
         a.docs = str(ROOT / "docs" / "studies")
@@ -590,6 +604,8 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     scale = "quick" if args.quick else args.scale
     time_limit = 5.0 if args.quick and args.time_limit == 60.0 else args.time_limit
+    if args.anytime_only:
+        return anytime_only(args, out, time_limit)
     parts = sweeps(scale, time_limit)
     heur, exact = count_runs(parts)
     print(f"{len(parts)} sweeps, {heur} heuristic + {exact} exact runs; at most about "
@@ -620,11 +636,13 @@ def main():
     any_fig = plot_anytime_cases(df, out / f"{NAME}_anytime.png")
     if any_fig is not None:
         figs.append(any_fig)
-        body += ("\n## Anytime\n\nIncumbent (solid) and bound (dashed) against time since the run's solve started, "
-                 "on the cases of issue 20 in the grid (`tacos_bench.plots.plot_anytime`; every run's trace: "
-                 f"`python -m tacos_bench.plots anytime {_rel(out)}/<part>/sweep`). MILP (HiGHS through PuLP) "
-                 "reports its end "
-                 "state only.\n")
+        body += ("\n## Anytime\n\nIncumbent (solid) and bound on the problem (dashed) against time since the run's "
+                 "solve started, on the cases of issue 20 in the grid (`tacos_bench.plots.plot_anytime`; every run's "
+                 f"trace: `python -m tacos_bench.plots anytime {_rel(out)}/<part>/sweep`). A TEN model's bound holds "
+                 "for its rounded time grid only (`bound_scope=ten` in `anytime.csv`): it is drawn as crosses, never "
+                 "as a bound, and an incumbent meeting it proves nothing; runs that ended without a result are drawn "
+                 "hollow and dotted and named so in the legend. MILP (HiGHS through PuLP) reports its end state "
+                 "only.\n")
     cmd = "python experiments/study_exact_vs_greedy.py" + (" --quick" if args.quick else f" --scale {args.scale}") + (
         f" --time-limit {time_limit:g}" if time_limit != 60.0 and not args.quick else "") + (
         f" --jobs {args.jobs}" if args.jobs > 1 else "")
@@ -633,6 +651,25 @@ def main():
     assert len(ok_rows(df)) == int(df["ok"].sum())
     write_report(out, NAME, "Study: greedy heuristics against exact solvers, cold", cmd,
                  body + "\n" + error_summary(labelled), figs, args.docs)
+
+
+def anytime_only(args, out: Path, time_limit: float) -> int:
+    """The anytime figure alone: its cases' sweeps (or, with ``--plot-only``, their stored results), redrawn."""
+    frames = []
+    for part, exp, over in anytime_sweeps(time_limit):
+        sub = out / part
+        frames.append(load(sub) if args.plot_only else run_sweep(exp, sub, over, args.jobs))
+    df = prepare(pd.concat(frames, ignore_index=True))
+    fig = plot_anytime_cases(df, out / f"{NAME}_anytime.png")
+    if fig is None:
+        raise SystemExit("no run of the anytime cases wrote a trace")
+    if args.docs:
+        d = Path(args.docs)
+        d.mkdir(parents=True, exist_ok=True)
+        for f in (fig, fig.with_suffix(".csv")):
+            (d / f.name).write_bytes(f.read_bytes())
+    print(f"wrote {fig} ({len(df)} runs)" + (f", copied to {args.docs}" if args.docs else ""))
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,8 +1,12 @@
 """Anytime traces: an exact backend's (or a restarting heuristic's) incumbent and bound over time.
 
-A trace is a sequence of ``(time_s, incumbent_us, bound_us)`` rows in time order, ``time_s`` counted from the
-start of ``solve()``, ``None`` where a value is not known yet (no incumbent, or a backend that reports no
-bound). :func:`summarize` turns it into the record's summary columns, measured against the best known time
+A trace is a sequence of ``(time_s, incumbent_us, bound_us[, bound_scope])`` rows in time order, ``time_s``
+counted from the start of ``solve()``, ``None`` where a value is not known yet (no incumbent, or a backend that
+reports no bound). Every row is about the problem the user asked for: an incumbent is the time of a schedule of
+that problem (never of one phase of a composed All-Reduce), so incumbents never rise; ``bound_scope`` says what a
+bound holds for: ``continuous`` (the problem itself: a proof when the incumbent meets it) or ``ten`` (only the
+model's time grid, link times rounded up to whole steps: no bound on the problem, and no proof). A row without a
+scope whose bound is known is read as ``continuous``. :func:`summarize` turns it into the record's summary columns, measured against the best known time
 (the verified time of the returned schedule unless a better one is given); :func:`write_trace` writes
 ``anytime.csv`` in the run directory, which ``python -m tacos_bench.plots anytime SWEEP_DIR`` draws.
 
@@ -26,18 +30,51 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 ANYTIME_FILE = "anytime.csv"
-COLUMNS = ("time_s", "incumbent_us", "bound_us")
+COLUMNS = ("time_s", "incumbent_us", "bound_us", "bound_scope")
+SCOPES = ("continuous", "ten")
 WITHIN = 0.01
 
 
-def _clean(trace: Iterable[Sequence]) -> list[tuple[float, float | None, float | None]]:
+def _clean(trace: Iterable[Sequence]) -> list[tuple[float, float | None, float | None, str | None]]:
+    """Rows as ``(time_s, incumbent_us, bound_us, bound_scope)`` in time order (non-finite values unknown).
+
+    Examples
+    --------
+    >>> _clean([(2.0, 5.0, float("nan")), (1.0, None, 3.0, "ten"), (0.5, 6.0, 4.0)])
+    [(0.5, 6.0, 4.0, 'continuous'), (1.0, None, 3.0, 'ten'), (2.0, 5.0, None, None)]
+    """
     out = []
-    for t, inc, b in trace:
+    for row in trace:
+        t, inc, b = row[:3]
+        scope = row[3] if len(row) > 3 else None
         inc = None if inc is None or not math.isfinite(float(inc)) else float(inc)
         b = None if b is None or not math.isfinite(float(b)) else float(b)
-        out.append((max(0.0, float(t)), inc, b))
+        if b is None:
+            scope = None
+        elif scope not in SCOPES:
+            scope = "continuous"
+        out.append((max(0.0, float(t)), inc, b, scope))
     out.sort(key=lambda r: r[0])
     return out
+
+
+def is_problem_trace(trace: Iterable[Sequence]) -> bool:
+    """Whether ``trace`` reads as one problem's: incumbents never rise, and no incumbent is below a bound
+    that holds for the problem (``continuous``). A ``ten`` bound may exceed an incumbent: it bounds the grid.
+
+    Examples
+    --------
+    >>> is_problem_trace([(0.1, 6252.5, 5002.0), (0.2, 5002.0, 5002.0), (0.3, 10004.0, 5002.0)])
+    False
+    >>> is_problem_trace([(0.1, 12.0, 11.1, "ten"), (0.2, 10.3, None)])
+    True
+    """
+    rows = _clean(trace)
+    incs = [inc for _, inc, _, _ in rows if inc is not None]
+    if any(b > a * (1 + 1e-9) for a, b in zip(incs, incs[1:])):
+        return False
+    best_bound = max((b for _, _, b, sc in rows if sc == "continuous"), default=-math.inf)
+    return not incs or min(incs) >= best_bound * (1 - 1e-9)
 
 
 def summarize(trace: Iterable[Sequence], best_us: float | None, total_s: float | None = None) -> dict:
@@ -51,7 +88,7 @@ def summarize(trace: Iterable[Sequence], best_us: float | None, total_s: float |
     end = max(total_s or 0.0, rows[-1][0])
     best_inc = math.inf
     integral, t_prev, gap_prev = 0.0, 0.0, 1.0
-    for t, inc, _ in rows:
+    for t, inc, _, _ in rows:
         integral += gap_prev * (t - t_prev)
         t_prev = t
         if inc is None:
@@ -68,11 +105,21 @@ def summarize(trace: Iterable[Sequence], best_us: float | None, total_s: float |
 
 
 def write_trace(trace: Iterable[Sequence], directory) -> Path:
-    """``anytime.csv`` (columns :data:`COLUMNS`, empty cells for unknown values) in ``directory``."""
+    """``anytime.csv`` (columns :data:`COLUMNS`, empty cells for unknown values) in ``directory``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> print(write_trace([(0.5, 12.0, 11.1, "ten"), (1.0, 10.0, 10.0)], d).read_text(), end="")
+    time_s,incumbent_us,bound_us,bound_scope
+    0.500000,12.0,11.1,ten
+    1.000000,10.0,10.0,continuous
+    """
     path = Path(directory) / ANYTIME_FILE
     with path.open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(COLUMNS)
-        for t, inc, b in _clean(trace):
-            w.writerow([f"{t:.6f}", "" if inc is None else repr(inc), "" if b is None else repr(b)])
+        for t, inc, b, scope in _clean(trace):
+            w.writerow([f"{t:.6f}", "" if inc is None else repr(inc), "" if b is None else repr(b), scope or ""])
     return path

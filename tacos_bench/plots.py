@@ -23,8 +23,58 @@ def _plt():
     return plt
 
 
+def link_occupancy(topology, schedule):
+    """Every (link, transfer) pair a schedule occupies: ``(link_ids, rows)``, one entry per link of a row's route.
+
+    A row through ``cut_through`` switches (a ``route`` such as ``0>8>3``) holds every link of its route for
+    its whole duration (docs/fabrics.md), so it is one entry per route link; a row without a route holds the
+    link ``src -> dst``. Rows whose link does not exist (a foreign schedule) are left out. Routes are looked
+    up once per distinct route, so a schedule of many rows on few routes stays cheap.
+
+    Examples
+    --------
+    >>> from tacos_bench.topology.generators import ring
+    >>> from tacos_bench.schedule import Schedule
+    >>> topo = ring(3)
+    >>> s = Schedule.from_rows([(0, 0, 1, 0.0, 1.0, "copy"), (0, 0, 2, 0.0, 2.0, "copy", "0>1>2")])
+    >>> links, rows = link_occupancy(topo, s)
+    >>> rows.tolist(), [f"{topo.src[k]}->{topo.dst[k]}" for k in links]
+    ([0, 1, 1], ['0->1', '0->1', '1->2'])
+    """
+    n = len(schedule)
+    direct = topology.link_ids(schedule.src, schedule.dst)
+    routes = getattr(schedule, "route", None)
+    has = np.zeros(n, dtype=bool) if routes is None else np.fromiter((bool(r) for r in routes), bool, n)
+    keep = np.flatnonzero(~has & (direct >= 0))
+    links, rows = [direct[keep]], [keep]
+    if has.any():
+        idx = np.flatnonzero(has)
+        uniq, inv = np.unique(np.asarray(routes, dtype=object)[idx].astype(str), return_inverse=True)
+        per = []
+        for r in uniq:
+            nodes = [int(v) for v in r.split(">")]
+            ids = topology.link_ids(nodes[:-1], nodes[1:])
+            per.append(ids[ids >= 0])
+        length = np.array([len(x) for x in per], dtype=np.int64)
+        offset = np.concatenate([[0], np.cumsum(length)[:-1]])
+        flat = np.concatenate(per) if per else np.zeros(0, np.int64)
+        lens = length[inv]
+        # entry j of row i: flat[offset[route of i] + j], built without a per-row loop
+        first = np.repeat(np.cumsum(lens) - lens, lens)
+        pos = np.repeat(offset[inv], lens) + (np.arange(int(lens.sum())) - first)
+        links.append(flat[pos])
+        rows.append(np.repeat(idx, lens))
+    link = np.concatenate(links).astype(np.int64)
+    row = np.concatenate(rows).astype(np.int64)
+    order = np.lexsort((link, row))
+    return link[order], row[order]
+
+
 def utilization_timeline(problem: Problem, schedule: Schedule, bins: int = 200):
     """Fraction of links busy over time: ``(bin_edges_us, busy_fraction)``.
+
+    A transfer counts on every link it occupies (each link of a cut-through route, :func:`link_occupancy`);
+    the rows of one multicast or reduction group share their common links, which count once.
 
     Examples
     --------
@@ -39,8 +89,12 @@ def utilization_timeline(problem: Problem, schedule: Schedule, bins: int = 200):
     """
     T = max(schedule.makespan_us, 1e-12)
     edges = np.linspace(0.0, T, bins + 1)
-    lo = np.sort(np.clip(schedule.start_us, 0, T))
-    hi = np.sort(np.clip(schedule.end_us, 0, T))
+    link, row = link_occupancy(problem.topology, schedule)
+    occ = np.unique(np.column_stack([link.astype(np.float64), np.asarray(schedule.start_us)[row],
+                                     np.asarray(schedule.end_us)[row]]), axis=0) if len(link) else \
+        np.zeros((0, 3))
+    lo = np.sort(np.clip(occ[:, 1], 0, T))
+    hi = np.sort(np.clip(occ[:, 2], 0, T))
     # Busy link-time inside [0, x] summed over transfers = sum_{lo<=x}(x-lo) - sum_{hi<=x}(x-hi),
     # evaluated at every bin edge with prefix sums: O((T + bins) log T), no per-transfer loop.
     cum_lo = np.concatenate([[0.0], np.cumsum(lo)])
@@ -53,28 +107,43 @@ def utilization_timeline(problem: Problem, schedule: Schedule, bins: int = 200):
     return edges, np.clip(frac, 0.0, 1.0)
 
 
+def _node_name(topo, v: int) -> str:
+    return f"sw{v}" if v >= topo.num_npus else str(v)
+
+
+def gantt_bars(problem: Problem, schedule: Schedule, max_links: int = 64):
+    """The bars of :func:`plot_schedule`: ``(link, start_us, end_us, chunk, op)`` arrays, one bar per link a
+    transfer occupies (every link of a cut-through route), links ``>= max_links`` left out."""
+    link, row = link_occupancy(problem.topology, schedule)
+    keep = link < max_links
+    link, row = link[keep], row[keep]
+    return (link, np.asarray(schedule.start_us)[row], np.asarray(schedule.end_us)[row],
+            np.asarray(schedule.chunk)[row], np.asarray(schedule.op)[row])
+
+
 def plot_schedule(problem: Problem, schedule: Schedule, path, *, max_links: int = 64, title: str | None = None):
-    """Gantt chart (one row per directed link, one bar per transfer, coloured by chunk) above the
-    link-utilization timeline. Only the first ``max_links`` links are drawn on large topologies."""
+    """Gantt chart (one row per directed link, one bar per transfer on each link it occupies, coloured by
+    chunk) above the link-utilization timeline. Only the first ``max_links`` links are drawn on large
+    topologies. A transfer through cut-through switches is drawn on every link of its route."""
     plt = _plt()
     topo = problem.topology
-    link = topo.link_ids(schedule.src, schedule.dst)
-    shown = link < max_links
     n_rows = min(topo.num_links, max_links)
     fig, (ax, ax2) = plt.subplots(2, 1, figsize=(11, 3 + 0.12 * n_rows), sharex=True,
                                   gridspec_kw={"height_ratios": [max(3, n_rows * 0.12), 1.2]})
     cmap = plt.get_cmap("tab20")
     C = max(problem.num_chunks, 1)
-    for lid, s, e, c, op in zip(link[shown], schedule.start_us[shown], schedule.end_us[shown],
-                                schedule.chunk[shown], schedule.op[shown]):
-        ax.barh(int(lid), float(e - s), left=float(s), height=0.8, color=cmap(int(c) % 20),
-                edgecolor="black" if op else "none", linewidth=0.4)
-    ax.set_ylabel("directed link id")
+    link, s, e, c, op = gantt_bars(problem, schedule, max_links)
+    if len(link):
+        # one call for all bars: a per-bar barh is minutes on a schedule of 10^5 rows
+        ax.barh(link, e - s, left=s, height=0.8, color=[cmap(int(k) % 20) for k in c],
+                edgecolor=["black" if o else "none" for o in op], linewidth=0.4)
+    ax.set_ylabel("directed link")
     ax.set_ylim(-0.5, n_rows - 0.5)
     ax.invert_yaxis()
     if n_rows <= 32:
         ax.set_yticks(range(n_rows))
-        ax.set_yticklabels([f"{u}->{v}" for u, v in zip(topo.src[:n_rows], topo.dst[:n_rows])], fontsize=6)
+        ax.set_yticklabels([f"{_node_name(topo, int(u))}->{_node_name(topo, int(v))}"
+                            for u, v in zip(topo.src[:n_rows], topo.dst[:n_rows])], fontsize=6)
     extra = f" (first {n_rows} of {topo.num_links} links)" if topo.num_links > n_rows else ""
     ax.set_title(title or f"{problem.kind} on {topo.name}: {len(schedule)} transfers, {C} chunks{extra}")
     edges, frac = utilization_timeline(problem, schedule)
@@ -106,10 +175,10 @@ def plot_lines(df, x: str, y: str, group: str, path, *, logx=False, logy=False, 
     ax.set_ylabel(ylabel or y)
     ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)  # beside the data
     fig.tight_layout()
     path = Path(path)
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path
 
@@ -147,12 +216,116 @@ def plot_bars(df, category: str, value: str, group: str, path, *, title="", ylab
     elif zoom and lows:
         ax.set_ylim(bottom=0.98 * float(np.nanmin(lows)))
     ax.set_title(title)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)  # beside the bars
     ax.grid(True, axis="y", alpha=0.3)
     fig.tight_layout()
     path = Path(path)
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
+    return path
+
+
+def plot_heatmap(table, path, *, title: str = "", value_label: str = "", fmt: str = "{:.3f}", best: str = "min",
+                 floor: float | None = None, gamma: float = 0.5, row_breaks=(), spread=None) -> Path:
+    """A configuration x case table as a heatmap with its value written in every cell, written with the table
+    beside it (``.csv``).
+
+    One row per configuration (``table.index``), one column per case (``table.columns``): every configuration
+    has a cell of its own, so none shares a colour with another as bars of a 10-colour palette would. The
+    colour scale starts at ``floor`` (default the smallest value) and is stretched near it (power ``gamma``),
+    so 1.00 and 1.05 differ visibly; the best cell of each column (``best``: ``min`` or ``max``) is bold; a
+    missing value (a failed run) is hatched and reads ``n/a``. The colour bar sits beside the table.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        The values (rows: configurations, columns: cases).
+    path : str or Path
+        The image to write; the table goes beside it as ``.csv``.
+    title, value_label : str
+        Figure title; the colour bar's label (the quantity and its unit).
+    fmt : str
+        Format of a cell's value.
+    best : {"min", "max", "none"}
+        Which value of a column is the best one (bold).
+    floor : float, optional
+        The value the colour scale starts at (e.g. 1.0 for time / lower bound).
+    gamma : float
+        Power of the colour scale (< 1 stretches the values near ``floor``).
+    row_breaks : iterable of int
+        Draw a separating line above these row positions (groups of configurations).
+    spread : pandas.DataFrame, optional
+        Text written under each value (e.g. the min-max over seeds), same shape as ``table``.
+
+    Returns
+    -------
+    Path
+        The image written.
+
+    Examples
+    --------
+    >>> import pandas as pd, tempfile, os
+    >>> t = pd.DataFrame({"torus": [1.0, 1.06], "mesh": [1.2, float("nan")]}, index=["a", "b"])
+    >>> out = plot_heatmap(t, os.path.join(tempfile.mkdtemp(), "h.png"), value_label="time / bound", floor=1.0)
+    >>> out.exists(), out.with_suffix(".csv").exists()
+    (True, True)
+    """
+    from matplotlib.colors import PowerNorm
+
+    plt = _plt()
+    path = Path(path)
+    vals = table.to_numpy(dtype=float)
+    nr, nc = vals.shape
+    finite = vals[np.isfinite(vals)]
+    lo = float(finite.min()) if floor is None and finite.size else float(floor if floor is not None else 0.0)
+    hi = float(finite.max()) if finite.size else lo + 1.0
+    hi = hi if hi > lo else lo + 1e-9
+    fig, ax = plt.subplots(figsize=(1.5 + 1.25 * nc + 0.06 * max(len(str(r)) for r in table.index), 1.2 + 0.42 * nr))
+    cmap = plt.get_cmap("YlOrRd").with_extremes(bad="0.85")
+    im = ax.imshow(np.ma.masked_invalid(vals), cmap=cmap, norm=PowerNorm(gamma, vmin=lo, vmax=hi), aspect="auto")
+    best_of = {}
+    if best in ("min", "max") and finite.size:
+        for j in range(nc):
+            col = vals[:, j]
+            if np.isfinite(col).any():
+                target = np.nanmin(col) if best == "min" else np.nanmax(col)
+                best_of[j] = np.flatnonzero(np.isclose(col, target, rtol=1e-9, atol=0.0))
+    for i in range(nr):
+        for j in range(nc):
+            v = vals[i, j]
+            if not np.isfinite(v):
+                ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="//", edgecolor="0.5",
+                                           linewidth=0))
+                ax.text(j, i, "n/a", ha="center", va="center", fontsize=8, color="0.2")
+                continue
+            dark = (v - lo) / (hi - lo) > 0.6 if hi > lo else False
+            text = fmt.format(v)
+            if spread is not None:
+                extra = spread.iloc[i, j]
+                if isinstance(extra, str) and extra:
+                    text += "\n" + extra
+            ax.text(j, i, text, ha="center", va="center", fontsize=8 if spread is None else 7,
+                    color="white" if dark else "black",
+                    fontweight="bold" if i in best_of.get(j, ()) else "normal")
+    ax.set_xticks(range(nc))
+    ax.set_xticklabels([str(c) for c in table.columns], rotation=25, ha="right", fontsize=8)
+    ax.set_yticks(range(nr))
+    ax.set_yticklabels([str(r) for r in table.index], fontsize=8)
+    ax.tick_params(length=0)
+    for b in row_breaks:
+        ax.axhline(b - 0.5, color="black", linewidth=1.2)
+    cbar = fig.colorbar(im, ax=ax, fraction=0.04, pad=0.02)
+    cbar.set_label(value_label, fontsize=8)
+    cbar.ax.tick_params(labelsize=7)
+    if best in ("min", "max"):
+        title = (title + "\n" if title else "") + f"bold: the best ({'lowest' if best == 'min' else 'highest'}) " \
+            "of each column"
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    table.to_csv(path.with_suffix(".csv"))
     return path
 
 
@@ -345,9 +518,14 @@ def sweep_table(df, x: str, y: str, hue="solver", *, facet=None, split: str = "s
     ok = df["status"] != "error" if "status" in df else True
     if "valid" in df:
         ok = ok & df["valid"].astype("boolean").fillna(False)
+    ok = pd.Series(ok, index=df.index) if not isinstance(ok, pd.Series) else ok
     good = df[ok & df[y].notna() & df[x].notna()]
+    bad = df[~ok]
     if good.empty:
-        raise ConfigError(f"no verified run has both {x} and {y}")
+        why = ""
+        if len(bad):
+            why = f" ({len(bad)} run(s) failed: {_failure_summary(bad)})"
+        raise ConfigError(f"no verified run has both {x} and {y}{why}")
 
     added = sweep_split_columns(good, x, [*facet_cols, *hue_cols])
     if added and split == "refuse":
@@ -409,13 +587,109 @@ def sweep_table(df, x: str, y: str, hue="solver", *, facet=None, split: str = "s
     points[f"{y}_min"], points[f"{y}_max"] = agg["min"].to_numpy(float), agg["max"].to_numpy(float)
     points[f"{y}_std"] = agg["std"].to_numpy(float)
     points["error_bar"] = desc or "none"
-    points = points.reset_index(drop=True)
+    points = _with_failures(points.reset_index(drop=True), bad, [*facet_cols, *keys], x, y)
+    unplaced = int(bad[x].isna().sum()) if x in bad.columns else len(bad)
     context = [f"{c}={_fmt(good[c].iloc[0])}" for c in _CONTEXT
                if c in good.columns and c not in (x, *facet_cols, *keys) and good[c].nunique(dropna=False) == 1]
     meta = {"facet": facet_cols, "hue": hue_cols, "split": added, "keys": keys,
             "series": list(dict.fromkeys(points["series"])), "floor": floor, "bar_label": bar_label,
-            "context": context, "clipped": clipped, "bars": bars, "x": x, "y": y, "err": err}
+            "context": context, "clipped": clipped, "bars": bars, "x": x, "y": y, "err": err,
+            "failed": int(points["n_failed"].sum()), "failed_unplaced": unplaced}
     return points, meta
+
+
+def _failed_mask(df):
+    """Rows without a verified schedule (an error, no solution, a schedule the verifier rejected)."""
+    import pandas as pd
+
+    ok = df["status"] != "error" if "status" in df else pd.Series(True, index=df.index)
+    if "valid" in df:
+        ok = ok & df["valid"].astype("boolean").fillna(False)
+    return ~ok
+
+
+# the quantities a sweep is drawn against, as a reader names them (units in brackets)
+AXIS_LABELS = {
+    "num_npus": "NPUs", "num_links": "directed links", "num_chunks": "chunks", "chunks_per_npu": "chunks per NPU",
+    "buffer_mib": "buffer (MiB)", "buffer_bytes": "buffer (bytes)", "chunk_bytes": "chunk (bytes)",
+    "collective_time_us": "collective time (µs)", "lower_bound_us": "lower bound (µs)",
+    "synthesis_time_s": "synthesis time (s)", "search_time_s": "search time (s)", "time_limit_s": "time limit (s)",
+    "gap": "gap to the lower bound (time / bound − 1)", "ratio_to_bound": "time / lower bound",
+    "algbw_GBps": "algorithm bandwidth (GB/s)", "busbw_GBps": "bus bandwidth (GB/s)",
+    "topology": "topology", "collective": "collective", "solver": "solver", "seed": "seed",
+    "primal_integral": "primal integral (s)", "time_to_1pct_s": "time to within 1 % (s)",
+    "peak_memory_mib": "peak memory (MiB)", "fault_at_fraction": "fault time (fraction of the makespan)",
+}
+_UNITS = (("_us", "µs"), ("_s", "s"), ("_mib", "MiB"), ("_gib", "GiB"), ("_bytes", "bytes"), ("_GBps", "GB/s"),
+          ("_GiBps", "GiB/s"))
+
+
+def axis_label(column: str) -> str:
+    """A results column as an axis title: words, and the unit its suffix names.
+
+    Examples
+    --------
+    >>> axis_label("synthesis_time_s"), axis_label("num_npus"), axis_label("repair_bound_us")
+    ('synthesis time (s)', 'NPUs', 'repair bound (µs)')
+    >>> axis_label("p_solver_restarts")
+    'solver restarts'
+    """
+    if column in AXIS_LABELS:
+        return AXIS_LABELS[column]
+    name = column[2:] if column.startswith("p_") else column
+    for suffix, unit in _UNITS:
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return f"{name[:-len(suffix)].replace('_', ' ')} ({unit})"
+    return name.replace("_", " ")
+
+
+def _failure(row) -> str:
+    """What a run without a verified schedule ended in: its status, or the verifier's rejection."""
+    st = row.get("status")
+    if isinstance(st, str) and st not in ("optimal", "feasible"):
+        return st
+    return "rejected by the verifier"
+
+
+def _failure_summary(bad) -> str:
+    """``error x2, no_solution`` for the failed rows ``bad``."""
+    counts = bad.apply(_failure, axis=1).value_counts() if len(bad) else {}
+    return ", ".join(k if n == 1 else f"{k} x{n}" for k, n in counts.items())
+
+
+def _with_failures(points, bad, keys: list[str], x: str, y: str):
+    """``points`` with ``n_failed`` and ``failed`` (what they ended in) per point: the runs at that point's x
+    and series that have no verified schedule (an error, no solution, a rejected schedule). Failures where no
+    run succeeded become points of their own with no ``y`` (``n_runs`` 0), so a figure can mark them."""
+    import pandas as pd
+
+    points = points.copy()
+    points["n_failed"] = 0
+    points["failed"] = ""
+    bad = bad[bad[x].notna()] if x in bad.columns else bad.iloc[0:0]
+    if bad.empty:
+        return points
+    bad = bad.assign(**{c: None for c in [*keys, x] if c not in bad.columns})
+
+    def ident(vals):
+        return tuple(_fmt(v) for v in vals)
+
+    where = {ident(r): i for i, r in enumerate(points[[*keys, x]].itertuples(index=False))}
+    extra = []
+    for k, g in bad.groupby([*keys, x], dropna=False, sort=False):
+        k = k if isinstance(k, tuple) else (k,)
+        i = where.get(ident(k))
+        if i is not None:
+            points.loc[i, "n_failed"] = len(g)
+            points.loc[i, "failed"] = _failure_summary(g)
+            continue
+        row = dict(zip([*keys, x], k))
+        row.update(series=", ".join(_fmt(v) for v in k[:len(keys)]) if keys else y, n_runs=0,
+                   n_failed=len(g), failed=_failure_summary(g), error_bar="none")
+        extra.append(row)
+    if extra:
+        points = pd.concat([points, pd.DataFrame(extra)], ignore_index=True)
+    return points
 
 
 def _x_positions(points, x: str, logx: bool, dodge: float, meta):
@@ -534,40 +808,67 @@ def _draw_sweep(df, x, y, hue, *, logx, logy, title, facet, split, err, dodge, m
                  "markerfacecolor": cmap(i % 10) if i % 2 == 0 else "none"}
              for i, s in enumerate(meta["series"])}
     bars = meta["bars"]
+    numeric_x = pd.api.types.is_numeric_dtype(points[x]) and not pd.api.types.is_bool_dtype(points[x])
+    if not numeric_x:
+        # categories (topologies, collectives) have no order in between: no line joins them
+        for st in style.values():
+            st["linestyle"] = "none"
     for ax, (pkey, pts) in zip(axes.flat, panels):
         for s, g in pts.groupby("series", sort=False):
-            yv = g[y].to_numpy(float)
-            yerr = np.vstack([yv - g[f"{y}_lo"].to_numpy(float), g[f"{y}_hi"].to_numpy(float) - yv]) if bars \
-                else None
-            ax.errorbar(g["x_drawn"], yv, yerr=yerr, capsize=3, markersize=6, linewidth=1.4, alpha=0.75,
-                        elinewidth=1.0, **style[s])
+            fail = g[g["n_failed"] > 0]
+            g = g[g["n_runs"] > 0]
+            if len(g):
+                yv = g[y].to_numpy(float)
+                yerr = np.vstack([yv - g[f"{y}_lo"].to_numpy(float), g[f"{y}_hi"].to_numpy(float) - yv]) \
+                    if bars else None
+                ax.errorbar(g["x_drawn"], yv, yerr=yerr, capsize=3, markersize=6, linewidth=1.4, alpha=0.75,
+                            elinewidth=1.0, **style[s])
+            if len(fail):
+                # a failed run has no y: a cross at the panel's top edge, at its x, with the count
+                tr = ax.get_xaxis_transform()
+                ax.plot(fail["x_drawn"], np.full(len(fail), 0.97), ls="none", marker="x", ms=7, mew=1.6,
+                        color=style[s]["color"], transform=tr, clip_on=False)
+                for xd, n in zip(fail["x_drawn"], fail["n_failed"]):
+                    ax.annotate(str(int(n)), (xd, 0.97), xycoords=tr, xytext=(4, -3), textcoords="offset points",
+                                fontsize=7, color=style[s]["color"])
         if facets:
             pkey = pkey if isinstance(pkey, tuple) else (pkey,)
             ax.set_title(", ".join(f"{c}={_fmt(v)}" for c, v in zip(facets, pkey)), fontsize=9)
         ax.grid(True, which="both", alpha=0.3)
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)
-    numeric_x = pd.api.types.is_numeric_dtype(points[x]) and not pd.api.types.is_bool_dtype(points[x])
     if logx and numeric_x:
         axes[0, 0].set_xscale("log")
     if logy:
         axes[0, 0].set_yscale("log")
+    if (points["n_failed"] > 0).any():
+        # headroom for the crosses of failed runs, so they never sit on a point
+        lo, hi = axes[0, 0].get_ylim()
+        axes[0, 0].set_ylim(lo, hi * (hi / lo) ** 0.1 if logy and lo > 0 else hi + 0.1 * (hi - lo))
     for ax in axes[-1]:
-        ax.set_xlabel(x)
+        ax.set_xlabel(axis_label(x))
         if ticks is not None:
             ax.xaxis.set_minor_locator(NullLocator())  # a log axis's minor labels would sit beside the true x
             ax.set_xticks(ticks[0])
             wide = not numeric_x and len(ticks[0]) > 4
             ax.set_xticklabels(ticks[1], rotation=30 if wide else 0, ha="right" if wide else "center")
     for ax in axes[:, 0]:
-        ax.set_ylabel(y)
+        ax.set_ylabel(axis_label(y))
     handles = [Line2D([], [], alpha=0.75, **style[s]) for s in meta["series"]]
     labels = list(meta["series"])
     handles.append(Line2D([], [], color="0.3", marker="|" if bars else "", markersize=12, linestyle="none"))
     labels.append(meta["bar_label"])
+    if meta["failed"] or meta["failed_unplaced"]:
+        fails = points[points["n_failed"] > 0]
+        what = _failure_summary(df.loc[_failed_mask(df)]) if len(df) else ""
+        label = f"x at the top: runs without a verified schedule, with their count ({what})"
+        if meta["failed_unplaced"]:
+            label += f"; {meta['failed_unplaced']} without {x}, not drawn"
+        handles.append(Line2D([], [], color="0.3", marker="x", markersize=7, mew=1.6, linestyle="none"))
+        labels.append(label if len(fails) else label.replace("x at the top: ", ""))
     fig.legend(handles, labels, title=", ".join(meta["keys"]) or None, loc="upper left",
                bbox_to_anchor=(1.0, 0.95), fontsize=8, title_fontsize=8, frameon=False)
-    fig.suptitle(title or " — ".join([f"{y} vs {x}", *([", ".join(meta["context"])] if meta["context"] else [])]),
+    fig.suptitle(title or " — ".join([f"{axis_label(y)} vs {axis_label(x)}", *([", ".join(meta["context"])] if meta["context"] else [])]),
                  fontsize=10)
     fig.tight_layout()
     return fig, points
@@ -648,8 +949,10 @@ ANYTIME_CASE = ("topology", "collective", "chunks_per_npu", "buffer_mib", "root"
 
 
 def anytime_table(df, base: Path | None = None):
-    """Every run's anytime trace as one long table: the run's case and solver columns, then ``time_s``,
-    ``incumbent_us``, ``bound_us`` (:mod:`tacos_bench.anytime`); runs without a trace are left out.
+    """Every run's anytime trace as one long table: the run's case and solver columns, its ``status`` and
+    ``valid``, then ``time_s``, ``incumbent_us``, ``bound_us``, ``bound_scope`` (:mod:`tacos_bench.anytime`;
+    a trace written before ``bound_scope`` existed reads as ``continuous`` where it has a bound); runs without a
+    trace are left out.
 
     ``base``: where relative ``output_dir`` values are resolved (the sweep directory).
     """
@@ -667,19 +970,50 @@ def anytime_table(df, base: Path | None = None):
         if not path.is_file():
             continue
         tr = pd.read_csv(path)
-        for k in ("solver", "options_not_applied", "p_solver_warm_start", "p_solver_model", "seed",
-                  *ANYTIME_CASE):
+        if "bound_scope" not in tr.columns:
+            tr["bound_scope"] = None
+        tr["bound_scope"] = tr["bound_scope"].astype(object).where(tr["bound_scope"].notna(), None)
+        tr.loc[tr["bound_us"].notna() & tr["bound_scope"].isna(), "bound_scope"] = "continuous"
+        for k in ("solver", "options_not_applied", "p_solver_warm_start", "p_solver_model", "seed", "status",
+                  "valid", *ANYTIME_CASE):
             tr[k] = row.get(k)
         parts.append(tr)
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
+_SOUND = ("optimal", "feasible")
+
+
+def _failed(g) -> str | None:
+    """Why a run's trace is no result (its status, or a schedule the verifier rejected); None for a result."""
+    st = g["status"].iloc[0] if "status" in g.columns else None
+    if isinstance(st, str) and st not in _SOUND:
+        return st
+    if "valid" in g.columns and g["valid"].iloc[0] is False:
+        return "rejected by the verifier"
+    return None
+
+
 def plot_anytime(df, path, *, logx: bool = False) -> Path:
     """Incumbent (solid steps) and bound (dashed steps) against time, one panel per case, one colour per
     backend (and warm/cold, model where the runs differ in them); the drawn points are written beside the
-    figure as ``<name>.csv``."""
+    figure as ``<name>.csv``.
+
+    Only bounds on the problem (``bound_scope`` ``continuous``) are drawn as bounds: a ``ten`` bound holds for
+    the model's rounded time grid only, so it is drawn as grey crosses ("TEN bound, not the problem's"), and an
+    incumbent that meets it proves nothing. A run that ended without a result (an error, no solution, a
+    rejected schedule) is drawn hollow and dotted and says so in the legend. The legend sits outside the
+    panels.
+    """
+    import pandas as pd
+    from matplotlib.lines import Line2D
+
+    from .anytime import is_problem_trace
+
     plt = _plt()
     path = Path(path)
+    if "bound_scope" not in df.columns:
+        df = df.assign(bound_scope=np.where(df["bound_us"].notna(), "continuous", None))
     case_cols = [c for c in ANYTIME_CASE if c in df.columns and df[c].nunique(dropna=False) > 1] or ["topology"]
     series_cols = ["solver"] + [c for c in ("p_solver_warm_start", "p_solver_model", "seed")
                                 if c in df.columns and df[c].nunique(dropna=True) > 1]
@@ -687,39 +1021,61 @@ def plot_anytime(df, path, *, logx: bool = False) -> Path:
     ncol = min(3, len(cases))
     nrow = -(-len(cases) // ncol)
     fig, axes = plt.subplots(nrow, ncol, figsize=(5.2 * ncol, 3.6 * nrow), squeeze=False)
-    cmap = plt.get_cmap("tab10")
     keys = sorted({tuple(str(v) for v in k) for k, _ in df.groupby(series_cols, dropna=False)})
-    colour = {k: cmap(i % 10) for i, k in enumerate(keys)}
+    cmap = plt.get_cmap("tab10" if len(keys) <= 10 else "tab20")
+    colour = {k: cmap(i % cmap.N) for i, k in enumerate(keys)}
+    marker = {k: _MARKERS[i % len(_MARKERS)] for i, k in enumerate(keys)}
+    handles: dict[str, Line2D] = {}
+    drawn = []
     for ax, (case, g) in zip(axes.flat, cases):
         case = case if isinstance(case, tuple) else (case,)
         for key, s in g.groupby(series_cols, dropna=False):
             key = tuple(str(v) for v in (key if isinstance(key, tuple) else (key,)))
             label = ", ".join(f"{c.replace('p_solver_', '')}={v}" if c != "solver" else v
                               for c, v in zip(series_cols, key) if v not in ("nan", "None"))
-            s = s.sort_values("time_s")
+            s = s.sort_values("time_s", kind="stable")
+            why = _failed(s)
+            if not why and not is_problem_trace(s[["time_s", "incumbent_us", "bound_us", "bound_scope"]]
+                                                .astype(object).where(s.notna(), None).itertuples(index=False)):
+                # a trace written before traces held the problem's points only (a composed All-Reduce's phases)
+                why = "trace mixes phases: incumbents rise or sit below the bound"
+            col = colour[key]
             inc = s.dropna(subset=["incumbent_us"])
-            bnd = s.dropna(subset=["bound_us"])
+            sound = s[s["bound_us"].notna() & (s["bound_scope"] == "continuous")]
+            grid = s[s["bound_us"].notna() & (s["bound_scope"] != "continuous")]
+            name = f"{label} ({why})" if why else label
+            style = dict(color=col, marker=marker[key], ms=4, markerfacecolor="none" if why else col)
             if len(inc):
-                ax.step(inc["time_s"], inc["incumbent_us"], where="post", color=colour[key], marker="o", ms=3,
-                        label=f"{label}: incumbent")
-            if len(bnd):
-                ax.step(bnd["time_s"], bnd["bound_us"], where="post", color=colour[key], ls="--", alpha=0.8,
-                        label=f"{label}: bound")
+                ax.step(inc["time_s"], inc["incumbent_us"], where="post", ls=":" if why else "-", **style)
+                handles.setdefault(f"{name}: incumbent", Line2D([], [], ls=":" if why else "-", **style))
+            if len(sound):
+                # a marker too: a bound known at one instant only (a composed All-Reduce's end) is no step
+                ax.step(sound["time_s"], sound["bound_us"], where="post", color=col, ls="--", alpha=0.8,
+                        marker="_", ms=10)
+                handles.setdefault(f"{name}: bound", Line2D([], [], color=col, ls="--", alpha=0.8, marker="_",
+                                                            ms=10))
+            if len(grid):
+                ax.plot(grid["time_s"], grid["bound_us"], ls="none", marker="x", ms=4, color=col, alpha=0.5)
+                handles.setdefault(f"{name}: TEN bound (its time grid only, no proof)",
+                                   Line2D([], [], ls="none", marker="x", color=col, alpha=0.5))
+            drawn.append(s.assign(note=why or ""))
         ax.set_title(", ".join(f"{c}={v}" for c, v in zip(case_cols, case)), fontsize=9)
         ax.set_xlabel("time since solve() started (s)")
         ax.set_ylabel("collective time (µs)")
         if logx:
             ax.set_xscale("log")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
     for ax in list(axes.flat)[len(cases):]:
         ax.set_visible(False)
+    fig.legend(list(handles.values()), list(handles), loc="upper left", bbox_to_anchor=(1.0, 0.97), fontsize=7,
+               frameon=False)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
-    cols = case_cols + series_cols + ["time_s", "incumbent_us", "bound_us"]
-    df[[c for c in cols if c in df.columns]].to_csv(path.with_suffix(".csv"), index=False)
+    cols = case_cols + series_cols + ["status", "note", "time_s", "incumbent_us", "bound_us", "bound_scope"]
+    table = pd.concat(drawn, ignore_index=True) if drawn else df
+    table[[c for c in cols if c in table.columns]].to_csv(path.with_suffix(".csv"), index=False)
     return path
 
 

@@ -36,7 +36,7 @@ def test_run_job_writes_the_anytime_trace_and_its_summary(tmp_path):
     rec = run_job(_cfg("cpsat", warm_start=False, time_limit_s=30), tmp_path)
     assert rec["status"] == "optimal" and rec["anytime_file"] == "anytime.csv"
     rows = list(csv.DictReader((tmp_path / "anytime.csv").open()))
-    assert rows and list(rows[0]) == ["time_s", "incumbent_us", "bound_us"]
+    assert rows and list(rows[0]) == ["time_s", "incumbent_us", "bound_us", "bound_scope"]
     assert float(rows[-1]["incumbent_us"]) == pytest.approx(rec["collective_time_us"])
     assert rec["time_to_final_incumbent_s"] is not None and rec["primal_integral"] >= 0
     assert rec["optimality_scope"] == "continuous" and rec["search_time_s"] >= 0

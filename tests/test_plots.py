@@ -170,3 +170,78 @@ def test_facets_and_bad_columns(tmp_path, capsys):
         sweep_table(_table(), "num_npus", "no_such", "solver")
     _, rc = _sweep(tmp_path, _table(), "--y", "gap", "-o", str(tmp_path / "f.csv"))
     assert rc == 2 and len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+# ------------------------------------------------------------------ issue 34: a sweep figure a paper can use
+def _figure(df, x="num_npus", y="collective_time_us", **kw):
+    return _draw_sweep(df, x, y, "solver", logx=False, logy=False, title=None, facet=None, split="series",
+                       err="minmax", dodge=0.1, max_series=12, **kw)
+
+
+def _close(fig):
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+
+
+def test_axis_titles_are_words_with_units():
+    fig, _ = _figure(_table())
+    try:
+        ax = fig.axes[0]
+        assert ax.get_xlabel() == "NPUs" and ax.get_ylabel() == "collective time (µs)"
+        assert "collective time (µs) vs NPUs" in fig._suptitle.get_text()
+    finally:
+        _close(fig)
+
+
+def test_categories_on_x_are_not_joined_by_lines():
+    df = _table().assign(topology_kind=None)
+    fig, pts = _figure(df, x="topology")
+    try:
+        lines = [c.lines[0] for c in fig.axes[0].containers]
+        assert lines and all(ln.get_linestyle() == "None" for ln in lines)
+        assert all(ln.get_marker() not in (None, "None", "") for ln in lines)
+    finally:
+        _close(fig)
+    fig, _ = _figure(_table())  # a numeric x keeps its lines
+    try:
+        assert all(c.lines[0].get_linestyle() != "None" for c in fig.axes[0].containers)
+    finally:
+        _close(fig)
+
+
+def test_failed_runs_are_drawn_and_counted_not_dropped(tmp_path, capsys):
+    df = _table()
+    # cpsat failed everywhere it ran: two error rows and one schedule the verifier rejected
+    fails = df.iloc[:3].assign(solver="cpsat", status=["error", "error", "feasible"], valid=[None, None, False])
+    df = pd.concat([df, fails], ignore_index=True)
+    fig, pts = _figure(df)
+    try:
+        cp = pts[pts["solver"] == "cpsat"]
+        assert len(cp) == 2 and (cp["n_runs"] == 0).all() and cp["collective_time_us"].isna().all()
+        assert sorted(cp["n_failed"]) == [1, 2]
+        assert dict(zip(cp["topology"], cp["failed"])) == {"mesh4x4": "error x2",
+                                                            "torus4x4": "rejected by the verifier"}
+        # greedy's own error row (seed 2, mesh4x4) is counted at its point, which still averages two runs
+        g = pts[(pts["solver"] == "greedy") & (pts["topology"] == "mesh4x4")]
+        assert g["n_runs"].tolist() == [2] and g["n_failed"].tolist() == [1]
+        crosses = [ln for ln in fig.axes[0].lines if ln.get_marker() == "x"]
+        assert crosses and sum(len(ln.get_xdata()) for ln in crosses) == int((pts["n_failed"] > 0).sum())
+        texts = [t.get_text() for t in fig.legends[0].get_texts()]
+        assert any("without a verified schedule" in t for t in texts), texts
+    finally:
+        _close(fig)
+    _, rc = _sweep(tmp_path, df, "--y", "collective_time_us", "-o", str(tmp_path / "f.png"))
+    assert rc == 0, capsys.readouterr().err
+    assert pd.read_csv(tmp_path / "f.csv")["n_failed"].sum() == 4
+
+
+def test_the_legend_is_beside_the_panels_not_on_the_data():
+    fig, _ = _figure(_table())
+    try:
+        fig.canvas.draw()
+        leg = fig.legends[0].get_window_extent()
+        ax = fig.axes[0].get_window_extent()
+        assert leg.x0 >= ax.x1 and not fig.axes[0].get_legend()
+    finally:
+        _close(fig)

@@ -596,22 +596,40 @@ class ExactSolverBase(Solver):
         else:
             res = self._combine(problem, schedule, parts)
         res.stats["jit_warmup_s"] = jit_s
-        return self._with_search_facts(res, parts, t_start)
+        return self._with_search_facts(res, parts, t_start, problem)
 
     @staticmethod
-    def _with_search_facts(res: SolveResult, parts: list[AgResult], t_start: float) -> SolveResult:
-        """The result with what every exact record says: scope, resolution, search time and effort, trace."""
+    def _with_search_facts(res: SolveResult, parts: list[AgResult], t_start: float,
+                           problem: Problem | None = None) -> SolveResult:
+        """The result with what every exact record says: scope, resolution, search time and effort, trace.
+
+        The trace holds the asked problem's points only, each ``(time_s, incumbent_us, bound_us,
+        bound_scope)`` (:mod:`tacos_bench.anytime`): a copy collective or a mirrored Reduce-Scatter / Reduce is
+        its one phase (the same schedule times), so its points are kept, each bound marked ``ten`` where it
+        holds only for the model's time grid; an All-Reduce's phases are not the All-Reduce (an incumbent of
+        one phase is half a schedule), so it keeps its end point only. The end point's bound is the backend's
+        where it holds for the problem, else the problem's own lower bound.
+        """
         uniq = list({id(p): p for p in parts}.values())
         scopes = {p.scope or ("continuous" if p.ten_exact else "ten") for p in uniq}
         scope = "ten" if "ten" in scopes else ("continuous" if scopes else None)
         res_us = [p.resolution_us for p in uniq if p.resolution_us is not None]
         branches = [p.branches for p in uniq if p.branches is not None]
-        # a phase's incumbents are not the collective's: a composed All-Reduce keeps only its final point
+        composed = problem is not None and problem.kind == ALL_REDUCE
         trace = []
-        if len(uniq) == 1:
-            trace = [(max(0.0, t - t_start), inc, b) for t, inc, b in uniq[0].trace]
+        if len(uniq) == 1 and not composed:
+            p = uniq[0]
+            p_scope = p.scope or ("continuous" if p.ten_exact else "ten")
+            trace = [(max(0.0, t - t_start), inc, b, None if b is None else p_scope) for t, inc, b in p.trace]
         if res.schedule is not None:
-            trace.append((time.perf_counter() - t_start, res.schedule.makespan_us, res.best_bound_us))
+            t_end = time.perf_counter() - t_start
+            bound, b_scope = res.best_bound_us, scope
+            if problem is not None and (composed or bound is None):
+                # the phase bounds are the phases' (and a TEN's bound its grid's): the problem's own lower bound
+                # is the one a reader compares the end point with
+                bound, _ = continuous_lower_bound_us(problem)
+                b_scope = "continuous"
+            trace.append((t_end, res.schedule.makespan_us, bound, None if bound is None else b_scope))
         return replace(res, optimality_scope=scope, time_resolution_us=min(res_us) if res_us else None,
                        search_time_s=sum(p.solve_time_s for p in uniq), search_branches=sum(branches) if branches
                        else None, trace=tuple(trace))

@@ -281,7 +281,9 @@ class CpSatSolver(ExactSolverBase):
                      all_reduce_note="Reduce-Scatter and All-Gather each solved on its own, then the All-Gather "
                                      "re-timed after it per link and chunk on the fabric's routes; optimal only "
                                      "when it meets the better phase bound")
-        trace = tuple(res.trace) + ((res.trace[-1][0] if res.trace else 0.0, t, res.best_bound_us),)
+        # the barrier schedule's end point is replaced by the overlapped one's (the same problem bound)
+        end = res.trace[-1] if res.trace else (0.0, None, None, None)
+        trace = tuple(res.trace[:-1]) + ((end[0], t, end[2], end[3]),)
         return replace(res, schedule=sched, objective_us=t, status=status, stats=stats, trace=trace,
                        proof="lower_bound" if status == "optimal" else None)
 
