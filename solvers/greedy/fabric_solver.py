@@ -190,7 +190,10 @@ class InSwitchPipeline(Candidate):
 
 
 def deliveries(problem: Problem) -> int:
-    """The (NPU, chunk) pairs ``problem`` delivers per phase: NPUs x chunks, or chunks for a unicast collective."""
+    """The (NPU, chunk) pairs ``problem`` delivers per phase: NPUs x chunks, chunks for a unicast collective, the
+    required (destination, chunk) pairs of a chunk table."""
+    if problem.collective.general:
+        return int(problem.demand.required_pairs()[0].size)
     return problem.num_chunks * (1 if problem.collective.unicast else problem.num_npus)
 
 
@@ -198,7 +201,7 @@ class Baseline(Candidate):
     """A registered baseline that takes the collective on the fabric, run through the registry."""
 
     switch = "baseline_candidates"
-    budget = ("baseline_max_deliveries",)
+    budget = ("baseline_max_deliveries", "table_baseline_max_deliveries")
 
     def __init__(self, backend: str):
         self.backend = backend
@@ -210,18 +213,19 @@ class Baseline(Candidate):
         return get_solver(self.backend)
 
     def applies(self, problem, ctx):
-        from ..base import CAP_FABRIC
+        from ..base import CAP_FABRIC, capability_of
 
-        if deliveries(problem) > ctx.opts.baseline_max_deliveries:
-            return (f"{deliveries(problem)} (NPU, chunk) deliveries > baseline_max_deliveries "
-                    f"({ctx.opts.baseline_max_deliveries})")
+        budget = "table_baseline_max_deliveries" if problem.collective.general else "baseline_max_deliveries"
+        if deliveries(problem) > getattr(ctx.opts, budget):
+            return f"{deliveries(problem)} (NPU, chunk) deliveries > {budget} ({getattr(ctx.opts, budget)})"
         try:
             solver = self._solver()
         except SolverError as e:   # its optional dependency is missing
             return f"unavailable ({e})"
-        if CAP_FABRIC not in solver.capabilities:
+        if problem.topology.is_fabric and CAP_FABRIC not in solver.capabilities:
             return "it does not model switches"
-        return None if solver.supports(problem.kind) else f"it does not support {problem.kind}"
+        need = capability_of(problem)   # a chunk table needs its class (demand_copy, ...), not its kind
+        return None if solver.supports(need) else f"it does not support {problem.kind} ({need})"
 
     def run(self, problem, ctx):
         try:
@@ -243,6 +247,12 @@ def _baselines() -> tuple[Baseline, ...]:
     from ..base import _REGISTRY, solver_family
 
     return tuple(Baseline(n) for n in _REGISTRY if solver_family(n) == "baselines")
+
+
+def table_baselines() -> tuple[Baseline, ...]:
+    """The baselines as candidates of a chunk table on a point-to-point topology (the table's own, before the
+    greedy expands its multicast subsets to one chunk per destination)."""
+    return _baselines()
 
 
 def fabric_candidates() -> tuple[Candidate, ...]:

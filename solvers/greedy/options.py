@@ -79,6 +79,9 @@ TACOS_CANDIDATE_MAX_PAIRS = 1 << 18
 # on 0.04 s; dgx_h100x16 1.1 s on 0.27 s, dgx_h100x32 4.3 s on 1.6 s). At this cap the baselines add at most about
 # 1 s (leafspine4x8 All-Reduce, 4 chunks per NPU) and cover every 32-NPU case of the fabric study
 BASELINE_CANDIDATE_MAX_DELIVERIES = 1 << 12
+# a chunk table's baselines (FAST-like, DeepEP-like, direct) are built for tables: a 64-GPU MoE layer of 4,096
+# tokens per GPU is about 1.3 M (chunk, destination) deliveries
+TABLE_BASELINE_MAX_DELIVERIES = 1 << 21
 
 
 # ---------------------------------------------------------------------------- options
@@ -140,8 +143,9 @@ class GreedyOptions(SolverOptions):
                                               "pack spanning trees by link load and run a greedy that sends each "
                                               "chunk along its tree first, the faster kept (up to TREE_MAX_PAIRS "
                                               "NPUs x chunks)")
-    baseline_candidates: bool = option(False, doc="switched fabrics: also run every registered baseline (the "
-                                                  "baselines family) that takes the collective on this fabric, "
+    baseline_candidates: bool = option(False, doc="switched fabrics, and chunk tables anywhere: also run every "
+                                                  "registered baseline (the baselines family) that takes the "
+                                                  "collective (or the table) on this network, "
                                                   "and keep the fastest schedule (greedy's own on ties; not "
                                                   "beyond BASELINE_CANDIDATE_MAX_DELIVERIES (NPU, chunk) "
                                                   "deliveries)")
@@ -184,6 +188,9 @@ class GreedyOptions(SolverOptions):
     baseline_max_deliveries: int = option(BASELINE_CANDIDATE_MAX_DELIVERIES, minimum=0,
                                           doc="budget of the baseline candidates on a switched fabric: at most "
                                               "this many (NPU, chunk) deliveries")
+    table_baseline_max_deliveries: int = option(TABLE_BASELINE_MAX_DELIVERIES, minimum=0,
+                                                doc="budget of the baseline candidates on a chunk table: at most "
+                                                    "this many (chunk, destination) deliveries")
 
     routing: str = option("balanced", choices=ROUTINGS,
                           doc="unicast data (gather, scatter, all_to_all): balanced = one shortest path per chunk "
@@ -251,8 +258,8 @@ class GreedyPlusOptions(GreedyOptions):
     tacos_candidate: bool = option(True, doc="also run the TACOS rule once, the faster kept (see greedy)")
     # the fabric study: direct (dgx_h100x4 All-to-All), pairwise (leafspine4x8 All-to-All) and rhd (leafspine4x8
     # All-Gather, All-Reduce) were up to 8.3 % ahead of the rules on 12 of 150 cases (docs/studies/fabrics.md)
-    baseline_candidates: bool = option(True, doc="switched fabrics: also run the baselines, the fastest kept "
-                                                 "(see greedy)")
+    baseline_candidates: bool = option(True, doc="switched fabrics and chunk tables: also run the baselines, the "
+                                                 "fastest kept (see greedy)")
     # the AMD MI250 node of ForestColl (links of multiplicity 1, 2, 4): the tiered rules trail the plain rarest
     # order by 6-8 % at 4 and 16 chunks per NPU (docs/peer_topologies.md)
     rarest_candidate: bool = option(True, doc="also run TACOS with the rarest chunk first, the faster kept "

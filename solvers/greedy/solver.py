@@ -246,9 +246,12 @@ def _solve_phases(problem: Problem, opts: GreedyOptions, cands, deadline) -> tup
     output = "auto" if problem.kind == ALL_GATHER else "table"
     threads = opts.num_threads
 
-    def copy_solve(phase: Problem) -> Schedule:
+    def portfolio_solve(phase: Problem) -> PortfolioResult:
         if needs_expansion(phase):
-            return per_destination(phase, copy_solve)
+            inner = []
+            sched = per_destination(phase, lambda q: _keep(inner, portfolio_solve(q)).schedule)
+            inner[0].schedule = sched
+            return inner[0]
         reverse = _by_reversal(phase, opts)
         q = _reversed_scatter(phase) if reverse else phase
         ctx = RunContext(opts=opts, deadline=deadline, threads=threads, output="table" if reverse else output,
@@ -257,12 +260,46 @@ def _solve_phases(problem: Problem, opts: GreedyOptions, cands, deadline) -> tup
         if reverse:
             out.notes["by_reversal"] = True
             out.schedule = out.schedule.time_reversed()
+        return out
+
+    def copy_solve(phase: Problem) -> Schedule:
+        if phase.collective.general and opts.baseline_candidates:
+            # a chunk table: the greedy's portfolio (multicast subsets expanded) against the baselines that take
+            # the table as it is (DeepEP-like sends a chunk across a server pair once)
+            from .fabric_solver import table_baselines
+
+            ctx = RunContext(opts=opts, deadline=deadline, threads=threads, output="table",
+                             bound=stop_bound(phase))
+            out = run_portfolio((_GreedyTable(portfolio_solve),) + table_baselines(), phase, ctx, prefer=("greedy",))
+        else:
+            out = portfolio_solve(phase)
         results.append(out)
         return out.schedule
 
     sched = solve_collective(problem, copy_solve)
     names = ("rs", "ag") if len(results) == 2 else (None,)
     return sched, list(zip(names, results))
+
+
+def _keep(box: list, out):
+    """``out``, kept in ``box`` (the first one: the statistics of an expanded table's one portfolio run)."""
+    box.append(out)
+    return out
+
+
+class _GreedyTable(Candidate):
+    """The greedy's own portfolio on a chunk table (its multicast subsets expanded per destination), as one
+    candidate beside the table's baselines; its winner's statistics are the run's."""
+
+    name = "greedy"
+
+    def __init__(self, solve):
+        self._solve = solve
+
+    def run(self, problem, ctx):
+        out = self._solve(problem)
+        ctx.run_stats[self.name] = {**out.winner_stats, "greedy_candidate": out.winner}
+        return out.schedule
 
 
 def _result(sched, results: list[tuple[str | None, PortfolioResult]], jit_s: float, t0: float, deadline,

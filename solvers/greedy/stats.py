@@ -17,6 +17,8 @@ RUN = StatsSchema(
     Stat("restarts_run", int, "", "runs done (fewer when the time limit cut them)"),
     Stat("best_restart", int, "", "index of the fastest run"),
     Stat("best_seed", int, "", "kernel seed of the fastest run"),
+    Stat("greedy_candidate", str, "", "a chunk table: the candidate of the greedy's own portfolio that won it "
+                                      "(the table's portfolio is the greedy against the baselines)"),
     Stat("makespans_us", list, "µs", "every run's makespan"),
     Stat("events", int, "", "event times processed"),
     Stat("transfers_started", int, "", "transfers started (duplicates included)"),

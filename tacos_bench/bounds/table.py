@@ -6,7 +6,11 @@ reductions, several collectives at once; :mod:`tacos_bench.demand`), on either n
 * egress: every NPU sends at least once each chunk only it can start (a copy it sources that someone else needs;
   its contribution to a reduction it is not the only destination of);
 * distance (point-to-point): a copy cannot reach a destination sooner than the shortest link-time path from its
-  source, a contribution not sooner than from its contributor.
+  source, a contribution not sooner than from its contributor;
+* server cut: a chunk needed inside a group of nodes that no NPU of the group sources (or a reduction with a
+  contributor outside) crosses the links into the group at least once, and one needed outside leaves it at
+  least once; the groups are a fabric's switches with their NPUs, or a point-to-point topology's components
+  over its fastest links (the servers of a cluster), so the NICs of a node bound a mixture-of-experts layer.
 
 A switched fabric's in-links of an NPU are its ports: a chunk occupies a port at least its link time, so the counts
 hold there too (the distance does not: a cut-through route takes less than its links' sum).
@@ -56,9 +60,11 @@ def table_bounds(problem: Problem) -> dict:
             mine = copy[dc] & (src[dc] == o)
             if mine.any():
                 distance = max(distance, float(row[dv[mine]].max()))
-    parts = {"ingress": ingress, "egress": egress, "distance": distance}
+    cut = _server_cut(problem, t, dv, dc)
+    parts = {"ingress": ingress, "egress": egress, "distance": distance, "server_cut": cut}
     best = max(parts.values())
-    return {"ingress_us": ingress, "egress_us": egress, "distance_us": distance, "best_us": best,
+    return {"ingress_us": ingress, "egress_us": egress, "distance_us": distance, "server_cut_us": cut,
+            "best_us": best,
             "best_source": next(k for k, v in parts.items() if v >= best * (1 - 1e-12))}
 
 
@@ -68,3 +74,65 @@ def _count(topo, t: np.ndarray, need: np.ndarray, incoming: bool) -> float:
     ptr = np.asarray(ptr, np.int64)[:n + 1]
     lt = t[np.asarray(order, np.int64)[:int(ptr[-1])]]
     return float(count_time_us(lt, ptr, need[:n]).max()) if n else 0.0
+
+
+def cut_sets(topo) -> list[np.ndarray]:
+    """Node sets whose in- and out-links bound a table (module docstring): a fabric's switch groups, or the
+    components of a point-to-point topology over its fastest links (both directions), each a proper subset."""
+    n = topo.num_npus
+    if topo.is_fabric:
+        from .fabric import _groups
+
+        return _groups(topo)
+    bw = np.asarray(topo.bw_GiBps, np.float64)
+    if not bw.size or bw.min() >= bw.max() * (1 - 1e-9):
+        return []
+    fast = bw >= bw.max() * (1 - 1e-9)
+    parent = np.arange(n)
+
+    def find(x):
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for u, v in zip(np.asarray(topo.src)[fast].tolist(), np.asarray(topo.dst)[fast].tolist()):
+        ru, rv = find(u), find(v)
+        if ru != rv:
+            parent[max(ru, rv)] = min(ru, rv)
+    roots = np.array([find(v) for v in range(n)])
+    return [np.flatnonzero(roots == r) for r in np.unique(roots) if 1 < np.count_nonzero(roots == r) < n]
+
+
+def _server_cut(problem: Problem, t: np.ndarray, dv: np.ndarray, dc: np.ndarray) -> float:
+    d, topo = problem.demand, problem.topology
+    C = d.num_chunks
+    copy = d.op == 0
+    src = d.source
+    owner = np.repeat(np.arange(C), np.diff(d.src_ptr))
+    every_src = np.diff(d.src_ptr) == 0
+    lsrc, ldst = np.asarray(topo.src), np.asarray(topo.dst)
+    best = 0.0
+    for X in cut_sets(topo):
+        inside = np.zeros(topo.num_nodes, bool)
+        inside[X] = True
+        dest_in = np.zeros(C, bool)
+        dest_in[dc[inside[dv]]] = True
+        dest_out = np.zeros(C, bool)
+        dest_out[dc[~inside[dv]]] = True
+        contrib_out = every_src.copy()      # every NPU contributes: some are outside a proper subset
+        contrib_out[owner[~inside[d.src_ids]]] = True
+        contrib_in = every_src.copy()
+        contrib_in[owner[inside[d.src_ids]]] = True
+        src_in = np.zeros(C, bool)
+        one = src >= 0
+        src_in[one] = inside[src[one]]
+        enter = np.where(copy, dest_in & ~src_in & one, dest_in & contrib_out)
+        leave = np.where(copy, dest_out & src_in, dest_out & contrib_in)
+        for need, mask in ((int(enter.sum()), ~inside[lsrc] & inside[ldst]),
+                           (int(leave.sum()), inside[lsrc] & ~inside[ldst])):
+            if need and mask.any():
+                lt = t[mask]
+                best = max(best, float(count_time_us(lt, np.array([0, lt.size], np.int64),
+                                                     np.array([need], np.int64))[0]))
+    return best
