@@ -155,6 +155,21 @@ def load_run(result_dir: str | os.PathLike):
     return problem, schedule, record
 
 
+def _table_problem(d: Path, topo, record: dict, table: str) -> Problem:
+    """A chunk-table run's problem from its ``chunks.csv`` (a concurrent run comes back as its one union table,
+    ``custom``: the parts are not in the file, the demand is)."""
+    from .demand import read_chunks_csv
+
+    path = d / table
+    if not path.is_file():
+        raise ExportError(f"{d}: chunk table {table!r} named by the record is missing")
+    demand = read_chunks_csv(path, topo.num_npus, int(record["chunk_bytes"]))
+    kind = str(record["collective"])
+    coll = Collective(kind if kind in ("all_to_allv", "moe_dispatch", "moe_combine", "custom") else "custom",
+                      demand=demand)
+    return Problem(topo, coll)
+
+
 def load_run_problem(result_dir: str | os.PathLike) -> tuple[Problem, dict[str, Any]]:
     """The problem of a run directory, rebuilt from its record and topology file (see :func:`load_run`), and
     the record; whatever the run's outcome."""
@@ -176,13 +191,16 @@ def load_run_problem(result_dir: str | os.PathLike) -> tuple[Problem, dict[str, 
     topo_path = d / str(topo_name)
     if not topo_path.is_file():
         raise ExportError(f"{d}: topology file {topo_name!r} named by the record is missing")
-    for key in ("collective", "chunks_per_npu", "buffer_mib"):
+    table = record.get("chunks_file")   # a chunk-table collective: its table is the run's chunks.csv
+    for key in ("collective", "chunk_bytes") if table else ("collective", "chunks_per_npu", "buffer_mib"):
         if record.get(key) is None:
             raise ExportError(f"{rec_path}: field {key!r} is missing")
 
     topo = load_topology(topo_path)
     if record.get("topology"):
         topo = topo.with_name(str(record["topology"]))
+    if table:
+        return _table_problem(d, topo, record, str(table)), record
     extra = {} if record.get("overlap") is None else {"overlap": bool(record["overlap"])}
     if record.get("root") is not None:   # rooted collectives: without it the problem is rebuilt with root 0
         extra["root"] = int(record["root"])

@@ -110,8 +110,12 @@ def build_chakra_nodes(problem: Problem, schedule: Schedule, *, reduce_time_us: 
     nodes: list[list] = [[] for _ in range(n)]
     writer: dict[tuple[int, int], int] = {}       # (rank, chunk) -> node id holding the current value
     holds: set[tuple[int, int]] = set()       # (rank, chunk): a receive there reduces instead of overwriting
+    demand = problem.collective.demand
     for c, s0 in enumerate(sources):
-        holds.update([(s0, c)] if s0 >= 0 else ((v, c) for v in range(n)))
+        if s0 >= 0:
+            holds.add((s0, c))
+        else:   # every NPU, or a table's subset of contributors
+            holds.update((int(v), c) for v in (demand.sources_of(c) if demand is not None else range(n)))
     last_send_on_link: dict[tuple, int] = {}
 
     def new_node(rank: int, name: str, ntype: int):
@@ -170,7 +174,7 @@ def build_chakra_nodes(problem: Problem, schedule: Schedule, *, reduce_time_us: 
     coll = problem.collective
     meta = pb.GlobalMetadata(version=SCHEMA_TAG, attr=[
         pb.AttributeProto(name="schema", string_val=SCHEMA_TAG),
-        pb.AttributeProto(name="collective", string_val=COLL_NAMES[kind]),
+        pb.AttributeProto(name="collective", string_val=COLL_NAMES.get(kind, kind)),
         pb.AttributeProto(name="generator", string_val="tacos-bench"),
         pb.AttributeProto(name="num_npus", int64_val=n),
         pb.AttributeProto(name="chunk_bytes", int64_val=size),
@@ -183,6 +187,11 @@ def build_chakra_nodes(problem: Problem, schedule: Schedule, *, reduce_time_us: 
         pb.AttributeProto(name="chunk_sources", int64_list=pb.Int64List(values=sources)),
         pb.AttributeProto(name="chunk_destinations", int64_list=pb.Int64List(values=destinations)),
     ])
+    if demand is not None:   # a chunk table: each chunk's sets (CSR; an empty set is every NPU) and op
+        for name, arr in (("chunk_source_ptr", demand.src_ptr), ("chunk_source_ids", demand.src_ids),
+                          ("chunk_destination_ptr", demand.dst_ptr), ("chunk_destination_ids", demand.dst_ids),
+                          ("chunk_ops", demand.op)):
+            meta.attr.append(pb.AttributeProto(name=name, int64_list=pb.Int64List(values=np.asarray(arr).tolist())))
     meta.attr.extend(_NETWORK_ATTRS[network](pb, problem.topology, rows))
     return meta, nodes
 

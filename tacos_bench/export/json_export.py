@@ -31,6 +31,29 @@ _RECORD_KEYS = ("solver", "seed", "status", "valid", "collective_time_us", "lowe
                 "best_bound_us", "synthesis_time_s", "experiment", "run_id", "git_commit", "timestamp")
 
 
+def chunk_table(demand) -> list[dict]:
+    """A chunk table (:mod:`tacos_bench.demand`) as JSON rows: each chunk's ``sources`` and ``destinations``
+    (NPU id lists; ``null``: every NPU) and ``op`` (``copy`` or ``reduce``), in chunk order (the schedule's ids)."""
+    def sets(ptr, ids):
+        return [None if a == b else ids[a:b] for a, b in zip(ptr[:-1], ptr[1:])]
+
+    src = sets(demand.src_ptr.tolist(), demand.src_ids.tolist())
+    dst = sets(demand.dst_ptr.tolist(), demand.dst_ids.tolist())
+    ops = ("copy", "reduce")
+    return [{"sources": s, "destinations": d, "op": ops[o]} for s, d, o in zip(src, dst, demand.op.tolist())]
+
+
+def _table_of(c: Mapping, num_npus: int):
+    """The chunk table of a document's ``collective.chunks`` rows (:func:`chunk_table`)."""
+    from ..demand import table
+
+    rows = c["chunks"]
+    every = []
+    return table(num_npus, int(c["chunk_bytes"]), [r["sources"] or every for r in rows],
+                 [r["destinations"] or every for r in rows], [r["op"] for r in rows],
+                 padding_bytes=int(c.get("padding_bytes", 0)))
+
+
 def _clean(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
@@ -93,6 +116,9 @@ def schedule_to_dict(problem: Problem, schedule: Schedule, *, record: Mapping[st
         ],
         "summary": {"num_transfers": len(sched), "collective_time_us": ver.collective_time_us, "verified": True},
     }
+    if coll.demand is not None:
+        doc["collective"]["chunks"] = chunk_table(coll.demand)
+        doc["collective"]["padding_bytes"] = int(coll.demand.padding_bytes)
     _NETWORK_FIELDS[network_kind(topo, schedule)](doc, topo, sched)
     if record:
         doc["run"] = {k: _clean(record[k]) for k in _RECORD_KEYS if k in record}
@@ -168,7 +194,11 @@ def load_json(source: str | os.PathLike | Mapping) -> tuple[Problem, Schedule]:
             extra["root"] = int(c["root"])
         if "overlap" in c:
             extra["overlap"] = bool(c["overlap"])
-        problem = Problem(topo, Collective(c["kind"], int(c["chunks_per_npu"]), float(c["buffer_mib"]), **extra))
+        if "chunks" in c:   # a chunk table: its rows are the demand
+            problem = Problem(topo, Collective(c["kind"] if c["kind"] != "concurrent" else "custom",
+                                               demand=_table_of(c, n_npus)))
+        else:
+            problem = Problem(topo, Collective(c["kind"], int(c["chunks_per_npu"]), float(c["buffer_mib"]), **extra))
         rows = doc["transfers"]
         cols = {k: [r[k] for r in rows] for k in COLUMNS}
         route = [str(r.get("route") or "") for r in rows] if any("route" in r for r in rows) else None

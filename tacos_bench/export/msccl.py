@@ -181,6 +181,10 @@ class MscclProgram:
 
 def _coll_name(kind: str) -> str:
     if kind not in COLL_NAMES:
+        if kind in ("all_to_allv", "moe_dispatch", "moe_combine", "custom", "concurrent"):
+            raise ExportError(f"cannot export {kind} to MSCCL: a chunk table (unequal pairs, subsets of "
+                              f"destinations) is none of the runtime's collectives ({', '.join(COLL_NAMES.values())}), "
+                              "whose buffers are N equal chunks; export it as json or chakra instead")
         raise ExportError(f"cannot export {kind} to MSCCL: the runtime knows {', '.join(COLL_NAMES.values())}")
     return COLL_NAMES[kind]
 
