@@ -196,7 +196,6 @@ def main() -> None:
                                      args.seed))
         df = pd.DataFrame(rows)
         df.to_parquet(table, index=False)
-        df.to_parquet(out / "results.parquet", index=False)
     report(df, out, cmd)
     print(f"wrote {out / (NAME + '.md')}")
 
