@@ -10,7 +10,7 @@ from _study import Study, to_markdown
 
 NAME = "message_size"
 QUICK = ["topo.name=torus4x4", "solver=greedy,ring",
-         "collective.buffer_mib=0.0009765625,1,64"]
+         "collective.buffer_mib=0.0009765625,64"]
 
 
 def main():

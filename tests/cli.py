@@ -28,6 +28,16 @@ def run_py(*args, **kw) -> subprocess.CompletedProcess:
     return run_python(ROOT / "run.py", *args, **kw)
 
 
+_HELP: dict = {}
+
+
+def run_py_help() -> subprocess.CompletedProcess:
+    """``python run.py --help``, run once per test process (several tests read the same text)."""
+    if "help" not in _HELP:
+        _HELP["help"] = run_py("--help")
+    return _HELP["help"]
+
+
 def run_module(module: str, *args, **kw) -> subprocess.CompletedProcess:
     """``python -m MODULE ARGS...``, keywords as for :func:`run_python`."""
     return run_python("-m", module, *args, **kw)

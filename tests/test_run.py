@@ -5,7 +5,7 @@ import json
 import pandas as pd
 import pytest
 
-from cli import run_module, run_py
+from cli import run_py_help, run_module, run_py
 from tacos_bench import Collective, Problem, Schedule
 from tacos_bench.topology.named import build_topology
 from tacos_bench.verify import verify
@@ -115,7 +115,7 @@ def test_multirun_error_rows_and_aggregation(tmp_path):
 
 
 def test_help_lists_groups():
-    r = run_py("--help")
+    r = run_py_help()
     assert r.returncode == 0
     for group in ("solver:", "topo:", "collective:"):
         assert group in r.stdout

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from cli import run_module, run_py
+from cli import run_py_help, run_module, run_py
 from solvers.base import available_solvers, solver_class
 from solvers.describe import describe, summary_paragraph
 from tacos_bench import Collective, Problem
@@ -223,7 +223,7 @@ def test_help_lists_what_sets_greedy_plus_apart_from_greedy():
 
 
 def test_run_help_shows_every_backends_defaults(root):
-    r = run_py("--help")
+    r = run_py_help()
     assert r.returncode == 0, r.stderr
     assert "== Solver backends: their own defaults ==" in r.stdout
     for name in available_solvers():
