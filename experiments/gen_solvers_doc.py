@@ -180,8 +180,23 @@ def render() -> str:
         out += [f"### {', '.join(f'`{n}`' for n in members)}", ""]
         out += _table(["native outcome", "status"], [[f"`{native}`", f"`{shared}`"] for native, shared in items])
         out += [""]
+    out += _portfolios(names, classes)
     out += _statistics(names, classes)
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _portfolios(names, classes) -> list[str]:
+    """Each backend with a portfolio of candidates (``portfolio_markdown``): its candidates at its defaults."""
+    out = []
+    for name in names:
+        md = getattr(classes[name], "portfolio_markdown", None)
+        if md is not None and name == "greedy_plus":   # greedy's is the same list with fewer switches on
+            out += ["", f"## The portfolio of `{name}`", "",
+                    "Which candidates run is a matter of options (`solver.candidates=[...]`, each one's switch and "
+                    "budget; `greedy` has the same candidates with fewer switches on); the record names the winner "
+                    "(`candidate`), what ran (`candidates_tried`) and what did not and why "
+                    "(`candidates_skipped`). docs/greedy.md says how to add your own.", "", md().rstrip("\n")]
+    return out
 
 
 STATS_INTRO = """\

@@ -121,14 +121,28 @@ def describe(name: str) -> str:
     cls = solver_class(name)
     caps = ", ".join(sorted(cls.capabilities))
     status = "\n".join(f"| `{native}` | {shared} |" for native, shared in cls.STATUS_MAP.items())
+    portfolio = getattr(cls, "portfolio_markdown", None)
+    extra = f"\n{portfolio()}" if portfolio is not None else ""
     return (f"## `{name}`\n\n{summary_paragraph(name)}\n\n{time_limit_text(name)}\n\nCapabilities: {caps}.\n\n"
-            f"{options_table(name)}\n| native outcome | status |\n|---|---|\n{status}\n\n{stats_text(name)}")
+            f"{options_table(name)}\n| native outcome | status |\n|---|---|\n{status}\n\n{stats_text(name)}{extra}")
 
 
 def main(argv=None) -> int:
-    names = (argv if argv is not None else sys.argv[1:]) or available_solvers()
-    for n in names:
-        print(describe(n))
+    import argparse
+
+    from tacos_bench.errors import TacosError
+
+    ap = argparse.ArgumentParser(prog="python -m solvers.describe",
+                                 description="Each backend's options, capabilities, statuses, statistics and (for "
+                                             "the greedy family) its portfolio of candidates, as markdown.")
+    ap.add_argument("names", nargs="*", help="registered backends (default: every available one)")
+    args = ap.parse_args(argv)
+    try:
+        for n in args.names or available_solvers():
+            print(describe(n))
+    except TacosError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -172,6 +172,23 @@ class GreedySolver(Solver):
         kind = "point_to_point" if problem is None else _network(problem)
         return tuple(PORTFOLIOS[kind](opts))
 
+    @classmethod
+    def portfolio_markdown(cls) -> str:
+        """The portfolios of this backend (each network kind's, and the resume candidates of a repair) as
+        markdown tables with their switches and budgets at this backend's defaults."""
+        from ..portfolio import describe_candidates
+
+        out = []
+        for kind, title in (("point_to_point", "point-to-point"), ("fabric", "switched fabric")):
+            out.append(f"Portfolio on a {title} topology, in run (and tie) order:\n\n"
+                       + describe_candidates(PORTFOLIOS[kind](None), cls.Options))
+        out.append("Resuming from a state (repair after a fault):\n\n"
+                   + describe_candidates(RESUME_CANDIDATES, cls.Options))
+        out.append("A chunk table (tacos_bench/demand.py) runs the greedy's portfolio (multicast subsets expanded "
+                   "per destination) as the candidate `greedy` against `baseline:<name>` for every baseline "
+                   "that takes the table (`baseline_candidates`, `table_baseline_max_deliveries`).\n")
+        return "\n".join(out)
+
     def candidates(self, problem: Problem, opts: GreedyOptions) -> list[Candidate]:
         """The candidates of a run: the portfolio narrowed by ``opts.candidates``, plug-ins after."""
         return select(self.portfolio(problem, opts), opts.candidates, known=candidate_names())
