@@ -65,9 +65,31 @@ def config_error_line(exc: BaseException) -> str:
     if "Available options" in text and options:
         first += f" (options: {', '.join(options)})"
     cause = exc.__cause__
+    unknown = _unknown_key_line(first, cause)
+    if unknown is not None:
+        return unknown
     if cause is not None and str(cause).strip():
         first = first.rstrip(".") + f": {str(cause).strip().splitlines()[0]}"
     return first
+
+
+def _unknown_key_line(first: str, cause: BaseException | None) -> str | None:
+    """``Could not override 'solver.time_limit'`` caused by a key the schema does not have: the line of
+    :func:`~tacos_bench.runner.conf.unknown_keys_message` (nearest valid key, every valid key); else None."""
+    import dataclasses
+    import re
+
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError
+
+    m = re.match(r"Could not override '([^']+)'", first)
+    schema = getattr(cause, "object_type", None)
+    if m is None or not isinstance(cause, (ConfigAttributeError, ConfigKeyError)) or \
+            not dataclasses.is_dataclass(schema) or not str(cause).startswith("Key '"):
+        return None
+    from .conf import unknown_keys_message
+
+    section, _, key = m.group(1).lstrip("+~").rpartition(".")
+    return unknown_keys_message(section, [key], [f.name for f in dataclasses.fields(schema)])
 
 
 def is_config_error(exc: BaseException) -> bool:

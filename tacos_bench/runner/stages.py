@@ -62,7 +62,9 @@ def build_problem(topo_cfg: Mapping[str, Any], coll_cfg: Mapping[str, Any], seed
         dict.fromkeys(k for keys in SETTINGS.values() for k in keys))
     unknown = sorted(set(coll_cfg) - set(valid))
     if unknown:
-        raise ConfigError(f"unknown collective setting(s) {', '.join(unknown)}; valid: {', '.join(valid)}")
+        from .conf import unknown_keys_message
+
+        raise ConfigError(unknown_keys_message("collective", unknown, valid))
     kind = canonical_kind(coll_cfg.get("kind", "all_gather"))
     stray = unused_settings(coll_cfg, kind)
     if stray:
