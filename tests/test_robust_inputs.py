@@ -11,7 +11,7 @@ import time
 import pytest
 
 from tacos_bench import inputs
-from tacos_bench.errors import ConfigError, InputFileError, ScheduleError, TacosError, TopologyFileError
+from tacos_bench.errors import CollectiveError, ConfigError, InputFileError, ScheduleError, TacosError, TopologyFileError
 from tacos_bench.schedule import Schedule
 from tacos_bench.topology.io import load_topology
 
@@ -99,3 +99,58 @@ def test_an_unknown_collective_key_names_the_nearest():
     assert msg.startswith("unknown setting collective.chunk_per_npu (did you mean collective.chunks_per_npu?); "
                           "valid keys of collective: kind, chunks_per_npu,")
     assert msg.count("chunks_per_npu") == 2  # once suggested, once listed (not twice in the list)
+
+
+@pytest.mark.parametrize("links,needle", [
+    ("0 1 50 1e308\n1 0 50 0.5\n", "would take 1e+308 µs, more than the 1e+12 µs"),
+    ("0 1 50 1e308\n1 0 50 1e308\n", "would take 1e+308 µs"),
+    ("0 1 1e308 0\n1 0 50 0.5\n", "would take no time at all (the bandwidth overflows a float)"),
+    ("0 1 1e-300 0\n1 0 50 0.5\n", "more than the 1e+12 µs"),
+    ("0 1 50 9e11\n1 0 1e6 0\n", "link times 1.8e+12x apart: a 536870912-byte chunk crosses 1->0 in 0.5 µs"),
+])
+def test_link_times_that_overflow_are_refused(tmp_path, links, needle):
+    from tacos_bench import Collective, Problem
+    from tacos_bench.errors import TopologyError
+
+    p = tmp_path / "t.txt"
+    p.write_text("2\n" + links)
+    with pytest.raises(TopologyError, match=needle.replace("+", r"\+").replace("(", r"\(").replace(")", r"\)")):
+        Problem(load_topology(p), Collective("all_gather"))
+
+
+def test_a_numpy_warning_goes_to_the_log_not_stderr(tmp_path, monkeypatch, capfd):
+    import numpy as np
+
+    from tacos_bench.runner import pipeline
+
+    real = pipeline.problem_fields
+
+    def noisy(problem):
+        np.float64(1e308) * np.float64(10)   # RuntimeWarning: overflow
+        return real(problem)
+
+    monkeypatch.setattr(pipeline, "problem_fields", noisy)
+    rec = pipeline.run_job({"solver": {"name": "ring"}, "topo": {"kind": "ring", "dims": [4]},
+                            "collective": {"kind": "all_gather"}}, tmp_path / "run")
+    assert rec["valid"] and rec["status"] == "optimal"
+    assert "RuntimeWarning" not in capfd.readouterr().err
+
+
+def test_memory_is_estimated_before_anything_is_allocated(tmp_path):
+    from tacos_bench.runner.pipeline import run_job
+    from tacos_bench.runner.stages import check_memory, build_problem
+
+    t0 = time.perf_counter()
+    cfg = {"solver": {"name": "greedy"}, "topo": {"kind": "ring", "dims": [4]},
+           "collective": {"kind": "all_to_all", "chunks_per_npu": 62_500_000, "buffer_mib": 1e8}}
+    rec = run_job(cfg, tmp_path / "run")
+    assert time.perf_counter() - t0 < 5
+    assert rec["status"] == "error" and "internal error" not in rec["error"]
+    assert "(1,000,000,000 chunks) on 4 NPUs needs at least" in rec["error"]
+    assert "lower collective.chunks_per_npu" in rec["error"]
+    assert json.loads((tmp_path / "run" / "result.json").read_text())["error"] == rec["error"]
+    # the same estimate against a small machine: a modest problem is refused there, and fits here
+    p = build_problem({"kind": "ring", "dims": [4]}, {"kind": "all_to_all", "chunks_per_npu": 1000})
+    with pytest.raises(CollectiveError, match="GiB are available"):
+        check_memory(p, available=1000)
+    check_memory(p, available=1 << 30)

@@ -78,7 +78,75 @@ def build_problem(topo_cfg: Mapping[str, Any], coll_cfg: Mapping[str, Any], seed
     topo = build_topology(dict(topo_cfg))
     if coll.rooted:
         coll = replace(coll, root=_configured_root(topo, coll.root, topo_cfg))
-    return Problem(topo, coll)
+    problem = Problem(topo, coll)
+    check_memory(problem)
+    return problem
+
+
+# What one transfer of a schedule held as a table costs in memory while a run has it (the backend's arrays, the
+# saved copy, the verifier's replay): measured 190-240 B (all_to_all on uniring4, 0.5-2.4 M transfers). The
+# estimate takes less, so that it refuses only what cannot fit.
+BYTES_PER_TRANSFER = 150
+# A very large All-Gather may come back compact (tacos_bench.compact): about 2 B per delivery (docs/scale.md).
+BYTES_PER_COMPACT_DELIVERY = 2
+
+
+def deliveries(problem: Problem) -> int:
+    """(NPU, chunk) pairs a schedule must deliver, from the collective's kind and sizes alone (no arrays: the
+    count is what decides whether they fit). A chunk table's collective counts its table's rows."""
+    from ..collective import BROADCAST, GATHER, REDUCE, REDUCE_SCATTER, SCATTER, ALL_TO_ALL
+
+    n, c = problem.num_npus, problem.num_chunks
+    if problem.collective.general:
+        return c
+    kind = problem.kind
+    if kind in (ALL_GATHER, REDUCE_SCATTER, BROADCAST, REDUCE):
+        return c * (n - 1)
+    if kind == ALL_REDUCE:
+        return 2 * c * (n - 1)
+    if kind in (GATHER, SCATTER, ALL_TO_ALL):   # every chunk to (or from) one NPU; its own stay put
+        return c * (n - 1) // n
+    return c * n
+
+
+def memory_estimate_bytes(problem: Problem) -> int:
+    """A low estimate of the memory a run of ``problem`` needs: its schedule (one transfer per delivery at
+    least; compact for All-Gather) and the holding state of every (node, chunk)."""
+    d = deliveries(problem)
+    per = BYTES_PER_COMPACT_DELIVERY if problem.kind == ALL_GATHER else BYTES_PER_TRANSFER
+    return d * per + problem.topology.num_nodes * problem.num_chunks
+
+
+def available_memory_bytes() -> int | None:
+    """Memory the run may still take (``MemAvailable`` plus free swap), or None where the OS does not say."""
+    try:
+        with open("/proc/meminfo") as fh:
+            info = {ln.split(":")[0]: int(ln.split()[1]) * 1024 for ln in fh if ln.split()[1:2]}
+        return info["MemAvailable"] + info.get("SwapFree", 0)
+    except (OSError, KeyError, ValueError, IndexError):
+        return None
+
+
+def check_memory(problem: Problem, available: int | None = None) -> None:
+    """Refuse, before any array is allocated, a problem whose schedule cannot fit in memory.
+
+    Raises
+    ------
+    CollectiveError
+        Naming the chunks, the estimate and what is available, and what to lower.
+    """
+    need = memory_estimate_bytes(problem)
+    have = available_memory_bytes() if available is None else available
+    if have is None or need <= have:
+        return
+    gib = 2 ** 30
+    c = problem.collective
+    sizes = (f"{problem.num_chunks:,} chunks" if c.general else
+             f"collective.chunks_per_npu={c.chunks_per_npu:,} ({problem.num_chunks:,} chunks)")
+    raise CollectiveError(
+        f"{problem.kind} with {sizes} on {problem.num_npus} NPUs needs at least {need / gib:,.1f} GiB "
+        f"({deliveries(problem):,} deliveries), and {have / gib:,.1f} GiB are available: lower "
+        f"{'the chunk count' if c.general else 'collective.chunks_per_npu'} or use fewer NPUs")
 
 
 def _configured_root(topo, root: int, topo_cfg: Mapping[str, Any]) -> int:
