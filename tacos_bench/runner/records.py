@@ -148,7 +148,7 @@ FIELDS: tuple[Field, ...] = (
                                            "(makespan before verification; a phase key in composed collectives)"),
     Field("candidates_skipped", "", "solve", "every candidate that did not run: JSON list of {name, reason}"),
     Field("part_times_us", "µs", "solve", "collective=concurrent: each part's finish in the schedule (JSON list)"),
-    Field("solver_message", "", "solve", "the backend's note (e.g. why it stopped early)"),
+    Field("solver_message", "", "solve", "the backend's note (e.g. why it stopped early); null when it has none"),
     # saving
     Field("num_transfers", "", "save", "transfers in the schedule"),
     Field("schedule_file", "", "save", "schedule.csv when written (null: too large, see schedule_csv)"),

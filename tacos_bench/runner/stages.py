@@ -387,9 +387,9 @@ def solve_and_verify(problem: Problem, solver: str, options: Mapping[str, Any] |
     fields.update(time_limit_s=opts.time_limit_s, threads=opts.threads, uses_seed="randomized" in caps,
                   honours_time_limit="time_limit" in caps, uses_threads="threads" in caps)
     fields.update(flatten("p_solver_", opts.specific()))
-    if opts.time_limit_s is not None and "time_limit" not in caps:
-        log.warning("solver %s runs to completion: it does not honour time_limit_s", solver)
     backend.check_supported(problem)
+    if opts.time_limit_s is not None and "time_limit" not in caps:   # said only of a run that goes ahead
+        log.warning("solver %s runs to completion: it does not honour time_limit_s", solver)
 
     fields["jit_warmup_s"] = sum(backend.warmup(q, opts) for q in _warm_problems(problem))
     t0 = time.perf_counter()
@@ -407,8 +407,7 @@ def solve_and_verify(problem: Problem, solver: str, options: Mapping[str, Any] |
     stats = dict(result.stats)
     fields["jit_warmup_s"] += float(stats.pop("jit_warmup_s", 0.0) or 0.0)
     fields.update(_scalar_stats(stats))
-    if result.message:
-        fields["solver_message"] = result.message
+    fields["solver_message"] = result.message or None   # always in the record (null: no note)
     fields["error"] = None if result.status != "error" else (result.message or "solver reported an error")
     lb = fields.get("lower_bound_us")
     if result.best_bound_us is not None and (lb is None or result.best_bound_us > lb):
@@ -420,12 +419,22 @@ def solve_and_verify(problem: Problem, solver: str, options: Mapping[str, Any] |
         if fields["error"] is None and result.status not in ("infeasible", "no_solution"):
             fields["error"] = f"solver returned no schedule (status {result.status})"
         elif fields["error"] is None:
-            fields["error"] = f"no schedule: {result.status}" + (f" ({result.message})" if result.message else "")
+            note = f" ({result.message})" if result.message and result.message != result.status else ""
+            if result.stop_reason in ("time_limit", "gap_limit") and opts.time_limit_s is not None \
+                    and result.status == "no_solution":
+                cold = getattr(opts, "warm_start", True) is False
+                fields["error"] = (f"no schedule: the time limit (solver.time_limit_s={opts.time_limit_s:g}) ended "
+                                   f"the search before it found one{note}; raise it"
+                                   + (", or set solver.warm_start=true so the search starts from the greedy's "
+                                      "schedule" if cold else ""))
+            else:
+                fields["error"] = f"no schedule: {result.status}{note}"
         return fields, None
     sched, ver = save_and_verify(problem, sched, out_dir, fields, csv=csv, csv_max_rows=csv_max_rows,
                                  topology_max_links=topology_max_links)
     if not ver.valid:
-        fields["error"] = f"verification failed: {ver.message}"
+        # a rejected schedule is no solution: never "feasible" (nor "optimal") next to valid=false
+        fields.update(status="error", optimality_proof=None, error=f"verification failed: {ver.message}")
         log.error("schedule REJECTED by the verifier: %s", ver.message)
         return fields, sched
     T = ver.collective_time_us
