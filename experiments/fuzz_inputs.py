@@ -151,13 +151,12 @@ _TOKENS = ["nan", "inf", "-inf", "1e308", "1e-308", "-1", "0", "", "abc", "99999
 
 def mutate_edge_list(rng: random.Random, text: str) -> str:
     """One random edit of an edge list: a token, a line, the encoding or the line ends."""
-    lines = text.splitlines()
+    lines = text.splitlines() or [""]
     op = rng.randrange(8)
     i = rng.randrange(1, len(lines)) if len(lines) > 1 else 0
-    if op == 0 or op == 1:      # replace a token
-        toks = lines[i].split()
-        j = rng.randrange(len(toks))
-        toks[j] = rng.choice(_TOKENS)
+    if op == 0 or op == 1:      # replace a token (or give an empty line one)
+        toks = lines[i].split() or [""]
+        toks[rng.randrange(len(toks))] = rng.choice(_TOKENS)
         lines[i] = " ".join(toks)
     elif op == 2:
         del lines[i]

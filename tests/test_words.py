@@ -100,3 +100,14 @@ def test_a_gather_whose_root_fails_is_an_error_in_the_record(tmp_path):
                    "fault": {"at_fraction": 0.5, "npus": [0]}}, tmp_path)
     assert rec["status"] == "error" and rec["valid"] is False
     assert "NPU 0, the gather's root, fails" in rec["error"]
+
+
+def test_a_repair_bound_is_at_least_the_healthy_bound_on_a_fabric(tmp_path):
+    from tacos_bench.runner.pipeline import run_job
+
+    rec = run_job({"solver": {"name": "greedy"}, "topo": {"kind": "named", "name": "switched8"}, "seed": 0,
+                   "collective": {"kind": "all_gather", "chunks_per_npu": 1, "buffer_mib": 1},
+                   "fault": {"at_fraction": 0.5, "links": [[0, 8]]}}, tmp_path)
+    assert rec["valid"], rec.get("error")
+    assert rec["repair_bound_us"] >= rec["lower_bound_us"] * (1 - 1e-12)
+    assert rec["collective_time_us"] >= rec["repair_bound_us"] * (1 - 1e-9)
