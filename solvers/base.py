@@ -259,37 +259,64 @@ class Solver(abc.ABC):
         return [k for k in KINDS if k in cls.capabilities]
 
     def check_supported(self, problem: Problem) -> None:
-        _NETWORK_CHECKS[problem.topology.network_kind](self, problem.topology)
+        """Raise :class:`SolverError` when this backend refuses ``problem``: its network kind or its collective.
+
+        The message names the backends that accept this very problem (network and collective), never one that
+        would refuse it in turn.
+        """
+        why = self.refusal(problem)
+        if why is not None:
+            can = accepting_solvers(problem)
+            raise SolverError(why + (f" (solvers that take it: {', '.join(can)})" if can else ""))
+
+    def refusal(self, problem: Problem) -> str | None:
+        """Why this backend refuses ``problem`` (one line, no suggestions), or None when it takes it."""
+        why = _NETWORK_CHECKS[problem.topology.network_kind](self, problem.topology)
+        if why is not None:
+            return why
         if problem.kind == "concurrent":   # each part must be the backend's
             from tacos_bench.bounds import part_problem
 
             for part in problem.collective.demand.meta["parts"].parts:
-                self.check_supported(part_problem(problem, part))
-            return
+                why = self.refusal(part_problem(problem, part))
+                if why is not None:
+                    return why
+            return None
         need = capability_of(problem)
         if not self.supports(need):
-            can = [n for n in available_solvers() if get_solver(n).supports(need)]
             what = problem.kind if need == problem.kind else f"{problem.kind} ({need.replace('_', ' ')})"
-            raise SolverError(f"solver {self.name!r} does not support {what}"
-                              + (f" (solvers that do: {', '.join(can)})" if can else ""))
+            return f"solver {self.name!r} does not support {what}"
+        return None
 
     def __repr__(self) -> str:
         return f"<solver {self.name}>"
 
 
-def _refuse_if_fabric_only(solver: Solver, topology) -> None:
+def _refuse_if_fabric_only(solver: Solver, topology) -> str | None:
     """A point-to-point topology: refused by the solvers that run inside switches."""
     if CAP_FABRIC_ONLY in solver.capabilities:
-        raise SolverError(f"solver {solver.name!r} runs inside switches, and {topology.name!r} has none "
-                          "(try topo=switched8_nvls or topo=leafspine4x8_sharp)")
+        return (f"solver {solver.name!r} runs inside switches, and {topology.name!r} has none "
+                "(try topo=switched8_nvls or topo=leafspine4x8_sharp)")
+    return None
 
 
-def _refuse_unless_fabric(solver: Solver, topology) -> None:
+def _refuse_unless_fabric(solver: Solver, topology) -> str | None:
     """A switched fabric: refused by the solvers that do not model switches."""
     if CAP_FABRIC not in solver.capabilities:
-        can = [n for n in available_solvers() if CAP_FABRIC in solver_class(n).capabilities]
-        raise SolverError(f"solver {solver.name!r} does not model switches, and {topology.name!r} is a "
-                          f"switched fabric (solvers that do: {', '.join(can)})")
+        return f"solver {solver.name!r} does not model switches, and {topology.name!r} is a switched fabric"
+    return None
+
+
+def accepting_solvers(problem: Problem) -> list[str]:
+    """The registered backends that take ``problem`` (its network kind and its collective), in registry order."""
+    out = []
+    for name in available_solvers():
+        try:
+            if get_solver(name).refusal(problem) is None:
+                out.append(name)
+        except SolverError:   # a backend whose package is missing takes nothing
+            continue
+    return out
 
 
 # what a solver needs to run on each network kind (Solver.check_supported)

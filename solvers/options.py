@@ -97,8 +97,12 @@ class SolverOptions:
         known = cls.names()
         unknown = sorted(set(given) - set(known))
         if unknown:
+            import difflib
+
             who = f"solver {solver!r}" if solver else "this solver"
-            raise SolverError(f"{who} has no option(s) {', '.join(unknown)}; known: {', '.join(known)}")
+            near = [f"{k} (did you mean {m[0]}?)" if (m := difflib.get_close_matches(k, known, n=1, cutoff=0.6))
+                    else k for k in unknown]
+            raise SolverError(f"{who} has no option(s) {', '.join(near)}; known: {', '.join(known)}")
         hints = _type_hints(cls)
         out = {}
         for f in dataclasses.fields(cls):

@@ -30,6 +30,16 @@ class TopologyFileError(TopologyError):
         self.field = field
 
 
+class InputFileError(TacosError):
+    """An input file cannot be read as one (missing, not a regular file, too large, not UTF-8); the message
+    names the path. ``reason`` is the message without the path, for readers that re-raise their own type."""
+
+    def __init__(self, path, reason: str):
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
 class CollectiveError(TacosError):
     """Unknown collective or impossible collective parameters."""
 

@@ -359,6 +359,14 @@ def check_repairable(problem: Problem, state: FaultState, fault: Fault) -> None:
     alive = state.alive
     dest = np.asarray(problem.destinations, np.int64)
     needed = (dest < 0) | alive[np.maximum(dest, 0)]
+    if C and not needed.any():
+        # a Gather whose root fails: every chunk is bound for it and what it gathered is lost with it; a
+        # collective with no surviving destination has no result to repair (a Broadcast or Scatter from a
+        # failed root goes on from the copies that survive)
+        who = (f"NPU {problem.collective.root}, the {problem.kind}'s root," if problem.collective.rooted
+               else "every destination")
+        raise TopologyError(f"{fault.describe()}: {who} fails, so no surviving NPU is to receive anything and "
+                            "what was delivered is lost with it: nothing to repair")
     held = np.zeros(C, bool)
     held[state.hold_chunk] = True
     lost = np.flatnonzero(needed & ~held)

@@ -13,6 +13,15 @@ from .errors import CollectiveError, TopologyError
 from .topology import Topology
 
 
+# The slowest chunk time a link may have: 10^12 µs (11.6 days). A makespan sums thousands of them and the
+# verifier compares times to a relative 1e-9, both of which float64 holds far below 1e300; a latency of 1e308
+# would overflow the first sum into inf.
+MAX_LINK_TIME_US = 1e12
+# The widest ratio of the slowest to the fastest link time: a makespan of many slow links must still resolve a
+# fast link's time (float64 keeps 16 digits; the verifier's tolerance is a fraction of the fastest link).
+MAX_LINK_TIME_SPREAD = 1e9
+
+
 @dataclass(frozen=True, eq=False)
 class Problem:
     """A topology plus a collective: everything a solver needs, in one object.
@@ -47,13 +56,26 @@ class Problem:
                 f"collective.buffer_mib={self.collective.buffer_mib:g} is too small for "
                 f"{self.num_chunks} chunks (chunk size would be 0 bytes)"
             )
-        bad = np.flatnonzero(~np.isfinite(self.link_time_us))
+        lt = self.link_time_us
+        bad = np.flatnonzero(~np.isfinite(lt) | (lt > MAX_LINK_TIME_US) | (lt <= 0))
         if bad.size:
             i = int(bad[0])
             t = self.topology
+            what = ("would take forever" if not np.isfinite(lt[i]) else
+                    f"would take {lt[i]:.3g} µs, more than the {MAX_LINK_TIME_US:.0e} µs that schedule times keep "
+                    "exact (sums of such times overflow)" if lt[i] > 0 else
+                    "would take no time at all (the bandwidth overflows a float)")
             raise TopologyError(
-                f"link {int(t.src[i])}->{int(t.dst[i])}: a {self.chunk_bytes}-byte chunk would take forever "
+                f"link {int(t.src[i])}->{int(t.dst[i])}: a {self.chunk_bytes}-byte chunk {what} "
                 f"(bw {t.bw_GiBps[i]:g} GiB/s, lat {t.lat_us[i]:g} µs)")
+        if lt.size and lt.max() > MAX_LINK_TIME_SPREAD * lt.min():
+            t = self.topology
+            lo, hi = int(np.argmin(lt)), int(np.argmax(lt))
+            raise TopologyError(
+                f"link times {lt.max() / lt.min():.2g}x apart: a {self.chunk_bytes}-byte chunk crosses "
+                f"{int(t.src[lo])}->{int(t.dst[lo])} in {lt[lo]:.3g} µs and {int(t.src[hi])}->{int(t.dst[hi])} in "
+                f"{lt[hi]:.3g} µs; more than {MAX_LINK_TIME_SPREAD:.0e}x apart, one float time cannot hold both "
+                "(check the bandwidth and latency units: GiB/s, µs)")
 
     @property
     def num_npus(self) -> int:

@@ -312,13 +312,15 @@ class Schedule:
 
         import pandas as pd
 
+        from .errors import InputFileError
+        from .inputs import read_input_bytes
+
         path = Path(path)
         try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            raise ScheduleError(f"{path}: no such schedule file")
-        except OSError as e:
-            raise ScheduleError(f"{path}: cannot read schedule CSV: {e}")
+            data = read_input_bytes(path, "schedule CSV")
+        except InputFileError as e:
+            raise ScheduleError(f"{path}: {'no such schedule file' if e.reason == 'no such file' else e.reason}") \
+                from None
         try:
             df = pd.read_csv(io.BytesIO(data), dtype={ROUTE: str}, keep_default_na=False,
                              na_values={c: [""] for c in COLUMNS})

@@ -294,14 +294,20 @@ def test_data_only_a_failed_npu_held_is_a_topology_error(kind, root, dead):
         check_repairable(p, st, fault)
 
 
-def test_gather_whose_root_fails_needs_nothing_more():
+def test_gather_whose_root_fails_is_an_error_like_a_broadcast_whose_data_is_lost():
+    """Every chunk of a Gather is bound for its root, and what the root gathered dies with it: no surviving
+    NPU is to receive anything, so there is no result to repair (issue 34: it used to pass as valid with
+    nothing left to do, where a Broadcast losing its data is an error)."""
     p = Problem(mesh2d(3, 3), Collective("gather", 2, 16, root=4))
     healthy = get_solver("greedy").solve(p, seed=0).schedule
     fault = Fault(healthy.makespan_us / 2, npus=(4,))
-    r = repair(p, healthy, fault)
-    assert r.fields()["repair_new_transfers"] == 0
-    verify(p, r.schedule, fault)
-    assert not check(p, r.schedule).valid   # the healthy postcondition is not met, and need not be
+    with pytest.raises(TopologyError, match="NPU 4, the gather's root, fails, so no surviving NPU is to receive"):
+        repair(p, healthy, fault)
+    # a Broadcast from a root that fails once its data has left goes on from the surviving copies
+    b = Problem(mesh2d(3, 3), Collective("broadcast", 1, 16, root=4))
+    hb = get_solver("greedy").solve(b, seed=0).schedule
+    fb = Fault(hb.makespan_us * 0.9, npus=(4,))
+    assert verify(b, repair(b, hb, fb).schedule, fb).valid
 
 
 @pytest.mark.parametrize("case", ["npus_isolate", "links_isolate", "links_split"])

@@ -185,7 +185,8 @@ def test_record_after_a_rejected_schedule(tmp_path, fake_solver):
 
     fake_solver(bad)
     rec = run_job(small_cfg(solver={"name": "fake"}), tmp_path)
-    assert rec["status"] == "optimal" and rec["valid"] is False      # the solver's word, the verifier's verdict
+    # the verifier's verdict decides: a rejected schedule is no solution, whatever the solver said (issue 34)
+    assert rec["status"] == "error" and rec["valid"] is False and rec["optimality_proof"] is None
     assert rec["error"].startswith("verification failed: postcondition unmet")
     assert rec["collective_time_us"] is None and rec["num_transfers"] == 1
     assert (tmp_path / "schedule.csv").exists()                      # kept for debugging

@@ -67,7 +67,9 @@ def test_bad_input_one_line_error(tmp_path, args, needle):
     (["topo=nosuch"], "Could not find 'topo/nosuch'"),
     (["solver=nosuch"], "Could not find 'solver/nosuch'"),
     (["collective=nosuch"], "Could not find 'collective/nosuch'"),
-    (["solver.nosuchkey=1"], "Key 'nosuchkey' not in"),
+    (["solver.nosuchkey=1"], "unknown setting solver.nosuchkey; valid keys of solver: name, time_limit_s"),
+    (["solver.time_limit=5"], "solver.time_limit (did you mean solver.time_limit_s?)"),
+    (["collective.sizes=3"], "unknown setting collective.sizes; valid keys of collective: kind,"),
     (["seed=abc"], "seed"),
 ])
 def test_bad_config_clear_message(tmp_path, args, needle):

@@ -686,6 +686,16 @@ class ExactSolverBase(Solver):
             status = "feasible"
         stats["all_reduce_note"] = ("Reduce-Scatter and All-Gather each solved on its own, then composed "
                                     "(collective.overlap); optimal only when it meets the better phase bound")
+        # what stopped the phases is not what a user asked about: a phase proved (or met its own bound) proves
+        # nothing of the composed All-Reduce, so "proved" never stands for it and "bound_met" only when the
+        # composition itself meets the bound with no search run
+        limit = next((p.stop_reason for p in uniq if p.stop_reason in ("time_limit", "gap_limit", "error")), None)
+        if limit is not None:
+            stop = limit
+        elif status == "optimal" and all(p.stop_reason == "bound_met" for p in uniq):
+            stop = "bound_met"
+        else:
+            stop = "finished"
         return SolveResult(status, schedule, obj, bound, build, solve_t, stats, msgs, stop_reason=stop,
                            solution_source=source, proof="lower_bound" if status == "optimal" else None)
 

@@ -252,11 +252,8 @@ class CpSatSolver(ExactSolverBase):
     Stats = CPSAT_STATS
 
     # ------------------------------------------------------------------ the model of each network kind (_NETWORK_MODELS)
-    def check_supported(self, problem) -> None:
-        super().check_supported(problem)
-        why = _NETWORK_MODELS[problem.topology.network_kind].refusal(problem)
-        if why:
-            raise SolverError(why)
+    def refusal(self, problem) -> str | None:
+        return super().refusal(problem) or _NETWORK_MODELS[problem.topology.network_kind].refusal(problem) or None
 
     def _solve(self, problem, opts: CpSatOptions):
         return _NETWORK_MODELS[problem.topology.network_kind].solve(self, problem, opts)

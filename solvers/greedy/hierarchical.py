@@ -123,6 +123,17 @@ class HierarchicalSolver(Solver):
     def warmup(self, problem: Problem | None = None, opts: HierOptions | None = None) -> float:
         return greedy_warmup(("counted", "listed", "scale")) + decomposition_warmup()
 
+    def refusal(self, problem: Problem) -> str | None:
+        """Also a topology without groups of faster links of equal size (no hierarchy to run on): said before
+        the run, so another backend's refusal never suggests hier for it."""
+        why = super().refusal(problem)
+        if why is None and problem.num_npus > 1:
+            try:
+                detect_hierarchy(problem)
+            except SolverError as e:
+                return str(e)
+        return why
+
     def _solve(self, problem: Problem, opts: HierOptions) -> SolveResult:
         import time
 

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..collective import Collective
+from ..errors import InputFileError
+from ..inputs import read_input_text
 from ..problem import Problem
 from ..schedule import COLUMNS, OPS, Schedule
 from ..topology import Switch, Topology
@@ -163,15 +165,20 @@ def load_json(source: str | os.PathLike | Mapping) -> tuple[Problem, Schedule]:
         text = str(source)
         if isinstance(source, os.PathLike) or not text.lstrip().startswith("{"):
             path = Path(source)
-            if not path.is_file():
-                raise ExportError(f"{path}: no such file")
-            text, where = path.read_text(), str(path)
+            try:
+                text, where = read_input_text(path, "JSON export"), str(path)
+            except InputFileError as e:
+                raise ExportError(str(e)) from None
         else:
             where = "document"
         try:
             doc = json.loads(text)
         except ValueError as e:
             raise ExportError(f"{where}: not valid JSON: {e}") from None
+        except RecursionError:
+            raise ExportError(f"{where}: not valid JSON: nested too deeply") from None
+        if not isinstance(doc, Mapping):
+            raise ExportError(f"{where}: not a JSON export: the top level is a {type(doc).__name__}, not an object")
     if doc.get("schema") != SCHEMA:
         raise ExportError(f"{where}: schema is {doc.get('schema')!r}, expected {SCHEMA!r}")
     if doc.get("schema_version") != SCHEMA_VERSION:

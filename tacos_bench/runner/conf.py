@@ -114,6 +114,25 @@ class RunSettings:
     save_topology_max_links: int = 2_000_000
 
 
+def unknown_keys_message(section: str, unknown, valid) -> str:
+    """One line for settings a schema does not have: each with the nearest valid name (a typo is the usual
+    cause), then every valid name.
+
+    >>> print(unknown_keys_message("solver", ["time_limit"], ["name", "time_limit_s", "threads"]))  # doctest: +ELLIPSIS
+    unknown setting solver.time_limit (did you mean solver.time_limit_s?); valid keys of solver: name, ...
+    """
+    import difflib
+
+    valid = list(dict.fromkeys(valid))
+    pre = f"{section}." if section else ""
+    named = []
+    for k in unknown:
+        near = difflib.get_close_matches(str(k), valid, n=1, cutoff=0.6)
+        named.append(f"{pre}{k}" + (f" (did you mean {pre}{near[0]}?)" if near else ""))
+    return (f"unknown setting{'s' if len(named) > 1 else ''} {', '.join(named)}; valid "
+            f"{f'keys of {section}' if section else 'top-level keys'}: {', '.join(valid)}")
+
+
 def _hydra_type(annotation):
     """OmegaConf takes ``Optional[X]``, not the ``X | None`` spelling of the options dataclasses."""
     typ, optional = base_type(annotation)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import traceback
+import warnings
+from pathlib import Path
 from typing import Any, Mapping
 
 from .. import rundir
@@ -43,6 +45,25 @@ def run_job(cfg: Mapping[str, Any], out_dir, *, choices: Mapping[str, Any] | Non
         More fields to record (job number, sweep id, ...).
     """
     out_dir = rundir.prepare(out_dir)
+    # A numpy RuntimeWarning (an overflow deep in a bound, say) is no message for a user: the record says what
+    # went wrong, and the warning goes to the run's log file, not to stderr.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        rec = _run_job(cfg, out_dir, choices, extra)
+    for w in caught:
+        _to_log_files(logging.WARNING, f"{w.category.__name__} at {Path(w.filename).name}:{w.lineno}: {w.message}")
+    return rec
+
+
+def _to_log_files(level: int, msg: str) -> None:
+    """``msg`` to the log files only (Hydra's job log; the console does not get it)."""
+    record = log.makeRecord(log.name, level, __file__, 0, msg, None, None)
+    for h in logging.getLogger().handlers:
+        if isinstance(h, logging.FileHandler):
+            h.handle(record)
+
+
+def _run_job(cfg: Mapping[str, Any], out_dir, choices, extra) -> dict[str, Any]:
     defaults = RunSettings()
     config_error = None
     try:
@@ -95,6 +116,12 @@ def run_job(cfg: Mapping[str, Any], out_dir, *, choices: Mapping[str, Any] | Non
     except TacosError as e:
         rec["status"] = "error"
         rec["error"] = f"{stage}: {e}" if stage != "building the problem" else str(e)
+    except MemoryError:
+        # not a bug: the input asks for more than the machine has (check_memory refuses what it can foresee)
+        rec["status"] = "error"
+        rec["error"] = (f"out of memory while {stage}: the problem ({rec.get('num_chunks') or '?'} chunks on "
+                        f"{rec.get('num_npus') or '?'} NPUs) does not fit; lower collective.chunks_per_npu or "
+                        "use fewer NPUs")
     except Exception as e:  # a bug, not bad input: keep the traceback, the sweep goes on
         rec["status"] = "error"
         rec["error"] = f"internal error while {stage}: {type(e).__name__}: {e}"

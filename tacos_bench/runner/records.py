@@ -115,11 +115,14 @@ FIELDS: tuple[Field, ...] = (
                                  "verified time meets lower_bound_us"),
     Field("optimality_proof", "", "solve", "why status is optimal: solver (its search proved it) or lower_bound "
                                            "(the verified time meets lower_bound_us)"),
-    Field("stop_reason", "", "solve", "finished (heuristic ran to completion), proved (the search proved it), "
-                                      "bound_met (no search ran: the warm start met the lower bound), time_limit, "
-                                      "gap_limit, error"),
-    Field("solution_source", "", "solve", "who found the schedule: heuristic, model (the exact search), warm_start "
-                                          "(the greedy / list schedule an exact backend started from), trivial"),
+    Field("stop_reason", "", "solve", "finished (heuristic ran to completion; an exact All-Reduce composed of its "
+                                      "phases: their searches ended, which proves nothing of the whole), proved "
+                                      "(the search proved the collective asked for), bound_met (no search ran: the "
+                                      "warm start met the collective's lower bound), time_limit, gap_limit, error"),
+    Field("solution_source", "", "solve", "who found the schedule: heuristic, model (the exact search), "
+                                          "list_schedule (an exact backend's own constructive start, with "
+                                          "warm_start=false), warm_start (the greedy's schedule an exact backend "
+                                          "started from), trivial"),
     Field("optimality_scope", "", "solve", "what an exact backend's optimum and bound hold for: continuous (the "
                                            "problem the verifier checks) or ten (link times rounded up to TEN "
                                            "steps); null for heuristics"),
@@ -148,7 +151,7 @@ FIELDS: tuple[Field, ...] = (
                                            "(makespan before verification; a phase key in composed collectives)"),
     Field("candidates_skipped", "", "solve", "every candidate that did not run: JSON list of {name, reason}"),
     Field("part_times_us", "µs", "solve", "collective=concurrent: each part's finish in the schedule (JSON list)"),
-    Field("solver_message", "", "solve", "the backend's note (e.g. why it stopped early)"),
+    Field("solver_message", "", "solve", "the backend's note (e.g. why it stopped early); null when it has none"),
     # saving
     Field("num_transfers", "", "save", "transfers in the schedule"),
     Field("schedule_file", "", "save", "schedule.csv when written (null: too large, see schedule_csv)"),

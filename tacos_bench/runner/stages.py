@@ -62,7 +62,9 @@ def build_problem(topo_cfg: Mapping[str, Any], coll_cfg: Mapping[str, Any], seed
         dict.fromkeys(k for keys in SETTINGS.values() for k in keys))
     unknown = sorted(set(coll_cfg) - set(valid))
     if unknown:
-        raise ConfigError(f"unknown collective setting(s) {', '.join(unknown)}; valid: {', '.join(valid)}")
+        from .conf import unknown_keys_message
+
+        raise ConfigError(unknown_keys_message("collective", unknown, valid))
     kind = canonical_kind(coll_cfg.get("kind", "all_gather"))
     stray = unused_settings(coll_cfg, kind)
     if stray:
@@ -76,7 +78,75 @@ def build_problem(topo_cfg: Mapping[str, Any], coll_cfg: Mapping[str, Any], seed
     topo = build_topology(dict(topo_cfg))
     if coll.rooted:
         coll = replace(coll, root=_configured_root(topo, coll.root, topo_cfg))
-    return Problem(topo, coll)
+    problem = Problem(topo, coll)
+    check_memory(problem)
+    return problem
+
+
+# What one transfer of a schedule held as a table costs in memory while a run has it (the backend's arrays, the
+# saved copy, the verifier's replay): measured 190-240 B (all_to_all on uniring4, 0.5-2.4 M transfers). The
+# estimate takes less, so that it refuses only what cannot fit.
+BYTES_PER_TRANSFER = 150
+# A very large All-Gather may come back compact (tacos_bench.compact): about 2 B per delivery (docs/scale.md).
+BYTES_PER_COMPACT_DELIVERY = 2
+
+
+def deliveries(problem: Problem) -> int:
+    """(NPU, chunk) pairs a schedule must deliver, from the collective's kind and sizes alone (no arrays: the
+    count is what decides whether they fit). A chunk table's collective counts its table's rows."""
+    from ..collective import BROADCAST, GATHER, REDUCE, REDUCE_SCATTER, SCATTER, ALL_TO_ALL
+
+    n, c = problem.num_npus, problem.num_chunks
+    if problem.collective.general:
+        return c
+    kind = problem.kind
+    if kind in (ALL_GATHER, REDUCE_SCATTER, BROADCAST, REDUCE):
+        return c * (n - 1)
+    if kind == ALL_REDUCE:
+        return 2 * c * (n - 1)
+    if kind in (GATHER, SCATTER, ALL_TO_ALL):   # every chunk to (or from) one NPU; its own stay put
+        return c * (n - 1) // n
+    return c * n
+
+
+def memory_estimate_bytes(problem: Problem) -> int:
+    """A low estimate of the memory a run of ``problem`` needs: its schedule (one transfer per delivery at
+    least; compact for All-Gather) and the holding state of every (node, chunk)."""
+    d = deliveries(problem)
+    per = BYTES_PER_COMPACT_DELIVERY if problem.kind == ALL_GATHER else BYTES_PER_TRANSFER
+    return d * per + problem.topology.num_nodes * problem.num_chunks
+
+
+def available_memory_bytes() -> int | None:
+    """Memory the run may still take (``MemAvailable`` plus free swap), or None where the OS does not say."""
+    try:
+        with open("/proc/meminfo") as fh:
+            info = {ln.split(":")[0]: int(ln.split()[1]) * 1024 for ln in fh if ln.split()[1:2]}
+        return info["MemAvailable"] + info.get("SwapFree", 0)
+    except (OSError, KeyError, ValueError, IndexError):
+        return None
+
+
+def check_memory(problem: Problem, available: int | None = None) -> None:
+    """Refuse, before any array is allocated, a problem whose schedule cannot fit in memory.
+
+    Raises
+    ------
+    CollectiveError
+        Naming the chunks, the estimate and what is available, and what to lower.
+    """
+    need = memory_estimate_bytes(problem)
+    have = available_memory_bytes() if available is None else available
+    if have is None or need <= have:
+        return
+    gib = 2 ** 30
+    c = problem.collective
+    sizes = (f"{problem.num_chunks:,} chunks" if c.general else
+             f"collective.chunks_per_npu={c.chunks_per_npu:,} ({problem.num_chunks:,} chunks)")
+    raise CollectiveError(
+        f"{problem.kind} with {sizes} on {problem.num_npus} NPUs needs at least {need / gib:,.1f} GiB "
+        f"({deliveries(problem):,} deliveries), and {have / gib:,.1f} GiB are available: lower "
+        f"{'the chunk count' if c.general else 'collective.chunks_per_npu'} or use fewer NPUs")
 
 
 def _configured_root(topo, root: int, topo_cfg: Mapping[str, Any]) -> int:
@@ -317,9 +387,9 @@ def solve_and_verify(problem: Problem, solver: str, options: Mapping[str, Any] |
     fields.update(time_limit_s=opts.time_limit_s, threads=opts.threads, uses_seed="randomized" in caps,
                   honours_time_limit="time_limit" in caps, uses_threads="threads" in caps)
     fields.update(flatten("p_solver_", opts.specific()))
-    if opts.time_limit_s is not None and "time_limit" not in caps:
-        log.warning("solver %s runs to completion: it does not honour time_limit_s", solver)
     backend.check_supported(problem)
+    if opts.time_limit_s is not None and "time_limit" not in caps:   # said only of a run that goes ahead
+        log.warning("solver %s runs to completion: it does not honour time_limit_s", solver)
 
     fields["jit_warmup_s"] = sum(backend.warmup(q, opts) for q in _warm_problems(problem))
     t0 = time.perf_counter()
@@ -337,8 +407,7 @@ def solve_and_verify(problem: Problem, solver: str, options: Mapping[str, Any] |
     stats = dict(result.stats)
     fields["jit_warmup_s"] += float(stats.pop("jit_warmup_s", 0.0) or 0.0)
     fields.update(_scalar_stats(stats))
-    if result.message:
-        fields["solver_message"] = result.message
+    fields["solver_message"] = result.message or None   # always in the record (null: no note)
     fields["error"] = None if result.status != "error" else (result.message or "solver reported an error")
     lb = fields.get("lower_bound_us")
     if result.best_bound_us is not None and (lb is None or result.best_bound_us > lb):
@@ -350,12 +419,22 @@ def solve_and_verify(problem: Problem, solver: str, options: Mapping[str, Any] |
         if fields["error"] is None and result.status not in ("infeasible", "no_solution"):
             fields["error"] = f"solver returned no schedule (status {result.status})"
         elif fields["error"] is None:
-            fields["error"] = f"no schedule: {result.status}" + (f" ({result.message})" if result.message else "")
+            note = f" ({result.message})" if result.message and result.message != result.status else ""
+            if result.stop_reason in ("time_limit", "gap_limit") and opts.time_limit_s is not None \
+                    and result.status == "no_solution":
+                cold = getattr(opts, "warm_start", True) is False
+                fields["error"] = (f"no schedule: the time limit (solver.time_limit_s={opts.time_limit_s:g}) ended "
+                                   f"the search before it found one{note}; raise it"
+                                   + (", or set solver.warm_start=true so the search starts from the greedy's "
+                                      "schedule" if cold else ""))
+            else:
+                fields["error"] = f"no schedule: {result.status}{note}"
         return fields, None
     sched, ver = save_and_verify(problem, sched, out_dir, fields, csv=csv, csv_max_rows=csv_max_rows,
                                  topology_max_links=topology_max_links)
     if not ver.valid:
-        fields["error"] = f"verification failed: {ver.message}"
+        # a rejected schedule is no solution: never "feasible" (nor "optimal") next to valid=false
+        fields.update(status="error", optimality_proof=None, error=f"verification failed: {ver.message}")
         log.error("schedule REJECTED by the verifier: %s", ver.message)
         return fields, sched
     T = ver.collective_time_us

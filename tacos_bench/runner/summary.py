@@ -48,13 +48,17 @@ def _why(rec: Mapping[str, Any]) -> list[str]:
         if rec.get("optimality_scope") == "ten":  # never happens by construction; said if it ever did
             why.append("on the TEN's rounded link times only")
     source, stop = rec.get("solution_source"), rec.get("stop_reason")
+    # an All-Reduce composed of its phases: a phase whose start met its own bound ran no search either
+    no_search = stop == "bound_met" or rec.get("search_time_s") == 0
+    phases = " (each phase's met its phase bound)" if no_search and stop != "bound_met" else ""
     if source == "warm_start":
         why.append("the schedule is the warm start's (the heuristic)"
-                   + (": no search ran" if stop == "bound_met" else ": the search found nothing better"))
+                   + (f"{phases}: no search ran" if no_search else ": the search found nothing better"))
     elif source == "model":
         why.append("found by the search")
     elif source == "list_schedule":
         why.append("the exact model's own list schedule" + (" met the bound: no search ran" if stop == "bound_met"
+                                                            else f"{phases}: no search ran" if no_search
                                                             else ", which the search did not improve"))
     effort = ""
     if rec.get("search_time_s") and stop != "bound_met":

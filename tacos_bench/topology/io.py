@@ -46,7 +46,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import TopologyError, TopologyFileError
+from ..errors import InputFileError, TopologyError, TopologyFileError
+from ..inputs import read_input_text
 from .model import CUT_THROUGH, SWITCH_MODES, Switch, Topology
 
 __all__ = ["EDGE_LIST", "JSON", "GRAPHML", "FORMATS", "MAX_NPUS", "load_topology", "save_topology"]
@@ -77,17 +78,12 @@ def _format_of(path: Path, fmt: str | None) -> str:
 
 
 def _read_text(path: Path) -> str:
-    if not path.exists():
-        raise TopologyFileError(path, "no such file")
-    if path.is_dir():
-        raise TopologyFileError(path, "is a directory, expected a topology file")
+    """The file's text: a regular file only (never ``/dev/zero`` or a FIFO, which would hang), capped in size,
+    UTF-8 with an optional byte-order mark."""
     try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise TopologyFileError(path, f"not a UTF-8 text file ({e.reason} at byte {e.start})") from None
-    except OSError as e:
-        raise TopologyFileError(path, f"cannot read: {e.strerror or e}") from None
-
+        return read_input_text(path, "topology file")
+    except InputFileError as e:
+        raise TopologyFileError(path, e.reason) from None
 
 # ---------------------------------------------------------------------------------------------- validation
 def _range_msg(v: int, n: int, s: int) -> str:
@@ -326,12 +322,33 @@ def _save_edge_list(topo: Topology, path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- JSON
+class _DuplicateKey(Exception):
+    """A JSON object names one key twice (json.loads would keep the last silently)."""
+
+
+def _unique_keys(pairs: list) -> dict:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise _DuplicateKey(k)
+            seen.add(k)
+    return out
+
+
 def _load_json(path: Path, require_connected: bool) -> Topology:
     text = _read_text(path)
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as e:
         raise TopologyFileError(path, f"invalid JSON: {e.msg} (column {e.colno})", line=e.lineno) from None
+    except _DuplicateKey as e:
+        raise TopologyFileError(path, f"duplicate key {e.args[0]!r} in one JSON object (which one is meant?)",
+                                field=e.args[0]) from None
+    except RecursionError:
+        # the decoder recurses once per bracket; a topology never nests more than four deep
+        raise TopologyFileError(path, "invalid JSON: brackets nested too deeply (thousands of levels)") from None
     if not isinstance(doc, dict):
         raise TopologyFileError(path, f"top level must be an object, got {type(doc).__name__}")
     keys = ("name", "num_npus", "num_switches", "switches", "links", "meta")
