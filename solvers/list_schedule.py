@@ -42,7 +42,7 @@ from tacos_bench.schedule import Schedule
 
 from .fabric_routes import Hops, build_hops
 
-__all__ = ["list_copy", "list_work", "applies"]
+__all__ = ["list_copy", "list_work", "applies", "warmup"]
 
 _REL = 1e-9   # completions within this fraction are tied (float noise is no difference)
 
@@ -112,6 +112,14 @@ def list_copy(problem: Problem, *, hops: Hops | None = None, link_free: np.ndarr
         raise SolverError(f"{topo.name}: the list schedule is stuck with {stuck} (NPU, chunk) receipts unreachable "
                           "over hops")
     return _rows(hops, ch, hop, start)
+
+
+def warmup() -> None:
+    """Compile (or load from numba's cache) the kernel on a tiny problem."""
+    from tacos_bench import Collective
+    from tacos_bench.topology.fabrics import switched
+
+    list_copy(Problem(switched(3), Collective("all_gather", 1, 1)))
 
 
 def _link_hops(hops: Hops, L: int) -> tuple[np.ndarray, np.ndarray]:

@@ -75,6 +75,12 @@ def _collective(problem: Problem, seed: int, order: str, local_first: bool) -> S
         return fabric_copy(p, seed=seed, chunk_order=order, hops=build_hops(p.topology, p.chunk_bytes),
                            local_first=local_first, **start)
 
+    return _composed(problem, copy)
+
+
+def _composed(problem: Problem, copy) -> Schedule:
+    """``problem``'s collective from ``copy`` (a copy problem, ``link_free`` and ``chunk_ready`` keywords for
+    All-Reduce's All-Gather phase): the copy itself, its mirror, or the two phases of an All-Reduce."""
     if problem.collective.copies:
         return copy(problem)
     if problem.kind != ALL_REDUCE:
@@ -144,6 +150,49 @@ class FabricTacos(_Seeded):
 
     def _rule(self, opts):
         return "random", False
+
+
+class ListCandidate(Candidate):
+    """The list schedule over hops (:mod:`solvers.list_schedule`: the transfer that completes first, the rarest
+    chunk on ties), up to ``list_max_work`` receipts x hops; copies to every NPU, their mirrors and All-Reduce."""
+
+    name = "list"
+    switch = "list_candidate"
+    budget = ("list_max_work",)
+
+    def applies(self, problem, ctx):
+        from ..list_schedule import applies
+
+        why = applies(problem)
+        if why is not None:
+            return why
+        work = _list_work(problem)
+        if work > ctx.opts.list_max_work:
+            return f"{work} receipts x hops > list_max_work ({ctx.opts.list_max_work})"
+        return None
+
+    def run(self, problem, ctx):
+        from ..list_schedule import list_copy
+
+        def copy(p, **start):
+            return list_copy(p, hops=build_hops(p.topology, p.chunk_bytes), **start)
+
+        s = _composed(problem, copy)
+        ctx.run_stats[self.name] = {"engine": "list_schedule", "transfers": len(s)}
+        return s
+
+    def warmup(self, problem, opts):
+        from ..list_schedule import warmup
+
+        return _once("list", warmup)
+
+
+def _list_work(problem: Problem) -> int:
+    """The list schedule's work on ``problem``: receipts x hops per phase, both phases of an All-Reduce."""
+    from ..list_schedule import list_work
+
+    hops = build_hops(problem.topology, problem.chunk_bytes)
+    return list_work(problem, hops) * (2 if problem.kind == ALL_REDUCE else 1)
 
 
 class InSwitchInterleaved(Candidate):
@@ -247,7 +296,7 @@ def _baselines() -> tuple[Baseline, ...]:
 
 def fabric_candidates() -> tuple[Candidate, ...]:
     """The fabric portfolio, in run (and tie) order."""
-    return (FabricRules(), InSwitchInterleaved(), InSwitchPipeline(), FabricTacos()) + _baselines()
+    return (FabricRules(), ListCandidate(), InSwitchInterleaved(), InSwitchPipeline(), FabricTacos()) + _baselines()
 
 
 _LOADED: dict[str, float] = {}
