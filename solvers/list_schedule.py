@@ -8,8 +8,8 @@ links themselves on a point-to-point topology), compiled, and shared so that any
 
 The rule: among every (chunk, hop) whose sender holds (or will hold) the chunk and whose receiver still needs it,
 the one that completes first when appended to its links (its links' last reservation and the chunk's arrival at
-the sender), ties (within 1e-9 relative) broken by the chunk fewest NPUs hold or will hold, then the lowest chunk,
-then the lowest hop; committed, and again until every NPU has every chunk it needs. Unlike the event-driven
+the sender), ties (within 1e-9 relative) broken by the chunk fewest NPUs hold or will hold, then by the rule's
+tie order (:func:`list_copy`); committed, and again until every NPU has every chunk it needs. Unlike the event-driven
 greedy, which at each moment fills the links that are free *now*, a transfer here may be placed behind another on
 a link that is busy now, so a slow link (a NIC) is never handed a chunk that a fast one (the NVSwitch) brings
 sooner: on a rail-optimized cluster the NICs carry each node's imports back to back and the NVSwitch spreads each
@@ -25,10 +25,9 @@ Examples
 >>> from tacos_bench.topology.fabrics import rail_cluster
 >>> from tacos_bench.bounds import lower_bound_us
 >>> from tacos_bench.verify import verify
->>> p = Problem(rail_cluster(2, 4, nvlink_GiBps=400.0, nic_GiBps=50.0), Collective("all_gather", 1, 64))
->>> s = list_copy(p)
->>> round(verify(p, s).collective_time_us / lower_bound_us(p), 6)
-1.0
+>>> p = Problem(rail_cluster(3, 4, nvlink_GiBps=400.0, nic_GiBps=50.0), Collective("all_gather", 1, 64))
+>>> [round(verify(p, list_copy(p, rule=r)).collective_time_us / lower_bound_us(p), 3) for r in RULES]
+[1.42, 1.0, 1.42, 1.0]
 """
 
 from __future__ import annotations
@@ -42,9 +41,12 @@ from tacos_bench.schedule import Schedule
 
 from .fabric_routes import Hops, build_hops
 
-__all__ = ["list_copy", "list_work", "applies", "warmup"]
+__all__ = ["RULES", "applies", "list_copy", "list_work", "warmup"]
 
 _REL = 1e-9   # completions within this fraction are tied (float noise is no difference)
+# the tie rules, in the order greedy_plus tries them (docs/rails.md: id meets the bound on 2, 4 and 8 DGX nodes,
+# ring+near on 3, 5 and 6 nodes; without +near where the NIC is nearly as fast as the NVSwitch)
+RULES = ("id+near", "ring+near", "id", "ring")
 
 
 def applies(problem: Problem) -> str | None:
@@ -63,7 +65,7 @@ def list_work(problem: Problem, hops: Hops) -> int:
 
 
 def list_copy(problem: Problem, *, hops: Hops | None = None, link_free: np.ndarray | None = None,
-              chunk_ready: np.ndarray | None = None) -> Schedule:
+              chunk_ready: np.ndarray | None = None, rule: str = RULES[0]) -> Schedule:
     """The list schedule (see the module docstring) of a copy collective to every NPU (All-Gather, Broadcast).
 
     Parameters
@@ -75,12 +77,22 @@ def list_copy(problem: Problem, *, hops: Hops | None = None, link_free: np.ndarr
     link_free, chunk_ready : array, optional
         A start state: link ``l`` is free from ``link_free[l]``; chunk ``c`` is at its source from
         ``chunk_ready[c]`` (All-Reduce's All-Gather phase after its Reduce-Scatter).
+    rule : str
+        One of :data:`RULES`: ``<ties>`` or ``<ties>+near``. The ties after the rarest chunk: ``id`` the lowest
+        chunk, then the lowest hop; ``ring`` the hop whose receiver follows its sender most closely in id order
+        (``(dst - src) mod N``: on a rail of K nodes the NICs then send round a K-cycle instead of pairing off and
+        leaving a node idle), then the lowest chunk. ``+near``: a hop ``u -> v`` carries no chunk that an NPU with a
+        shorter hop to ``v`` holds or will hold (the NIC brings only what the node lacks, the NVSwitch spreads it;
+        the fabric greedy's ``local_first``).
 
     Raises
     ------
     SolverError
-        On a collective it does not take, or when some receipt is unreachable over the hops.
+        On a collective it does not take, an unknown rule, or when some receipt is unreachable over the hops.
     """
+    if rule not in RULES:
+        raise SolverError(f"list schedule rule {rule!r}: expected one of {', '.join(RULES)}")
+    ties, _, near = rule.partition("+")
     why = applies(problem)
     if why is not None or not problem.collective.copies:
         raise SolverError(f"the list schedule takes {why or 'copy collectives'}")
@@ -107,7 +119,7 @@ def list_copy(problem: Problem, *, hops: Hops | None = None, link_free: np.ndarr
     out_idx = np.concatenate(hops.out_of).astype(np.int64)
     ch, hop, start, stuck = _list_kernel(n, C, R0, pend, left, hops.src, hops.dst, hops.dur, hops.link_pad,
                                          hops.off_pad, hops.end_pad, lh_ptr, lh_idx, out_ptr, out_idx, free0, L,
-                                         _REL)
+                                         _REL, _hop_keys(hops, n, ties), *_near(hops, n, bool(near)))
     if stuck:
         raise SolverError(f"{topo.name}: the list schedule is stuck with {stuck} (NPU, chunk) receipts unreachable "
                           "over hops")
@@ -120,6 +132,31 @@ def warmup() -> None:
     from tacos_bench.topology.fabrics import switched
 
     list_copy(Problem(switched(3), Collective("all_gather", 1, 1)))
+
+
+def _near(hops: Hops, n: int, local: bool) -> tuple[np.ndarray, np.ndarray]:
+    """CSR per hop ``u -> v`` of the NPUs other than ``u`` with a hop to ``v`` shorter than it (``local``; else
+    none): a chunk one of them holds or will hold reaches ``v`` sooner from there."""
+    ptr = np.zeros(len(hops) + 1, dtype=np.int64)
+    if not local:
+        return ptr, np.zeros(0, dtype=np.int64)
+    best = np.full((n, n), np.inf)
+    np.minimum.at(best, (hops.src, hops.dst), hops.dur)
+    idx = []
+    for h in range(len(hops)):
+        u, v, d = int(hops.src[h]), int(hops.dst[h]), float(hops.dur[h])
+        w = np.flatnonzero(best[:, v] < d * (1 - 1e-9))
+        w = w[w != u]
+        idx.extend(w.tolist())
+        ptr[h + 1] = len(idx)
+    return ptr, np.array(idx, dtype=np.int64)
+
+
+def _hop_keys(hops: Hops, n: int, ties: str) -> np.ndarray:
+    """Each hop's tie key after the rarest chunk (``ring``: how far the receiver follows the sender)."""
+    if ties == "ring":
+        return ((hops.dst - hops.src) % n).astype(np.float64)
+    return np.zeros(len(hops))
 
 
 def _link_hops(hops: Hops, L: int) -> tuple[np.ndarray, np.ndarray]:
@@ -162,7 +199,7 @@ def _rows(hops: Hops, ch: np.ndarray, hop: np.ndarray, start: np.ndarray) -> Sch
 
 
 @njit(cache=True)
-def _offer(h, C, R, pend, holders, hsrc, hdst, hdur, link_pad, off_pad, free, L, rel):
+def _offer(h, C, R, pend, holders, hsrc, hdst, hdur, link_pad, off_pad, free, L, rel, near_ptr, near_idx):
     """Hop ``h``'s best transfer: (completion, chunk) of the chunk its sender holds and its receiver needs that
     completes first behind the hop's links, the fewest holders then the lowest id on ties ((inf, -1): none)."""
     u = hsrc[h]
@@ -181,6 +218,13 @@ def _offer(h, C, R, pend, holders, hsrc, hdst, hdur, link_pad, off_pad, free, L,
         if pend[v, c]:
             r = R[c, u]
             if r < np.inf:
+                near = False
+                for i in range(near_ptr[h], near_ptr[h + 1]):
+                    if R[c, near_idx[i]] < np.inf:
+                        near = True
+                        break
+                if near:
+                    continue
                 t = (r if r > sf else sf) + d
                 if bc < 0 or t < best - rel * max(1.0, abs(best)):
                     best = t
@@ -193,7 +237,7 @@ def _offer(h, C, R, pend, holders, hsrc, hdst, hdur, link_pad, off_pad, free, L,
 
 @njit(cache=True)
 def _list_kernel(n, C, R0, pend, left, hsrc, hdst, hdur, link_pad, off_pad, end_pad, lh_ptr, lh_idx, out_ptr,
-                 out_idx, free0, L, rel):
+                 out_idx, free0, L, rel, hkey, near_ptr, near_idx):
     """The list schedule's loop: per hop a cached offer, rebuilt only where a commit changed it (the hops over
     the committed links, out of the receiver, and those offering the committed chunk, whose holder count
     grew). Returns (chunk, hop, start) per transfer and the receipts left unreachable (0: none)."""
@@ -208,7 +252,8 @@ def _list_kernel(n, C, R0, pend, left, hsrc, hdst, hdur, link_pad, off_pad, end_
     bt = np.full(H, np.inf)
     bc = np.full(H, -1, dtype=np.int64)
     for h in range(H):
-        bt[h], bc[h] = _offer(h, C, R, pend, holders, hsrc, hdst, hdur, link_pad, off_pad, free, L, rel)
+        bt[h], bc[h] = _offer(h, C, R, pend, holders, hsrc, hdst, hdur, link_pad, off_pad, free, L, rel, near_ptr,
+                                   near_idx)
     out_c = np.empty(left, dtype=np.int64)
     out_h = np.empty(left, dtype=np.int64)
     out_s = np.empty(left)
@@ -228,7 +273,8 @@ def _list_kernel(n, C, R0, pend, left, hsrc, hdst, hdur, link_pad, off_pad, end_
                 gt = t
             elif t <= gt + rel * max(1.0, abs(gt)):
                 gc = bc[g]
-                if holders[c] < holders[gc] or (holders[c] == holders[gc] and c < gc):
+                if holders[c] < holders[gc] or (holders[c] == holders[gc] and (
+                        hkey[h] < hkey[g] or (hkey[h] == hkey[g] and c < gc))):
                     g = h
                     gt = t if t < gt else gt
         if g < 0:
@@ -262,6 +308,7 @@ def _list_kernel(n, C, R0, pend, left, hsrc, hdst, hdur, link_pad, off_pad, end_
             dirty[out_idx[i]] = True
         for h in range(H):
             if bc[h] == c or dirty[h]:
-                bt[h], bc[h] = _offer(h, C, R, pend, holders, hsrc, hdst, hdur, link_pad, off_pad, free, L, rel)
+                bt[h], bc[h] = _offer(h, C, R, pend, holders, hsrc, hdst, hdur, link_pad, off_pad, free, L, rel, near_ptr,
+                                   near_idx)
                 dirty[h] = False
     return out_c, out_h, out_s, 0

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
 from tacos_bench.collective import ALL_GATHER, ALL_REDUCE
 from tacos_bench.errors import SolverError
 from tacos_bench.problem import Problem
@@ -36,7 +38,7 @@ from tacos_bench.schedule import Schedule
 
 from ..compose import chunk_done_at_owner, link_last_use, mirrored, needs_expansion, per_destination
 from ..fabric_routes import build_hops, shared_hops
-from ..portfolio import Candidate, RunContext, Skip, run_portfolio
+from ..portfolio import BOUND_REL, Candidate, RunContext, Skip, run_portfolio
 from .fabric import fabric_copy
 from .options import GreedyOptions, restart_count, restart_seeds
 
@@ -154,7 +156,8 @@ class FabricTacos(_Seeded):
 
 class ListCandidate(Candidate):
     """The list schedule over hops (:mod:`solvers.list_schedule`: the transfer that completes first, the rarest
-    chunk on ties), up to ``list_max_work`` receipts x hops; copies to every NPU, their mirrors and All-Reduce."""
+    chunk on ties), its tie rules in turn while a phase is above its bound, within ``list_max_work`` receipts x
+    hops in all (one run at least); copies to every NPU, their mirrors and All-Reduce."""
 
     name = "list"
     switch = "list_candidate"
@@ -172,13 +175,41 @@ class ListCandidate(Candidate):
         return None
 
     def run(self, problem, ctx):
-        from ..list_schedule import list_copy
+        from tacos_bench.bounds import cheap_bound_us
+
+        from ..list_schedule import RULES, list_copy
+
+        runs, used = [], []
+        phase_work = _list_work(problem) // (2 if problem.kind == ALL_REDUCE else 1)
+        # the phases share the budget: each gets its part of it
+        budget = ctx.opts.list_max_work // (2 if problem.kind == ALL_REDUCE else 1)
 
         def copy(p, **start):
-            return list_copy(p, hops=build_hops(p.topology, p.chunk_bytes), **start)
+            hops = build_hops(p.topology, p.chunk_bytes)
+            bound = cheap_bound_us(p)
+            rules = RULES
+            if start:
+                # All-Reduce's All-Gather after its Reduce-Scatter: the rule that won that phase first, and no
+                # more once it ends a bound's length after the last Reduce-Scatter transfer (the phase-bound sum,
+                # a target here, not a bound)
+                bound += float(np.max(start["link_free"], initial=0.0))
+                rules = tuple(dict.fromkeys(used + list(RULES)))
+            best, best_rule = None, None
+            for i, rule in enumerate(rules):
+                if i and ((i + 1) * phase_work > budget or ctx.past_deadline()):
+                    break
+                if best is not None and bound is not None and best.makespan_us <= bound * (1 + BOUND_REL):
+                    break
+                s = list_copy(p, hops=hops, rule=rule, **start)
+                runs.append(s.makespan_us)
+                if best is None or s.makespan_us < best.makespan_us * (1 - 1e-12):
+                    best, best_rule = s, rule
+            used.append(best_rule)
+            return best
 
         s = _composed(problem, copy)
-        ctx.run_stats[self.name] = {"engine": "list_schedule", "transfers": len(s)}
+        ctx.run_stats[self.name] = {"engine": "list_schedule", "transfers": len(s), "restarts_run": len(runs),
+                                    "makespans_us": runs, "list_rules": " ".join(used)}
         return s
 
     def warmup(self, problem, opts):
