@@ -161,10 +161,11 @@ class GreedyOptions(SolverOptions):
                                                   "reduce: also build the in-network pipeline (one switch: owner "
                                                   "changes interleaved; a tree of switches: SHARP-like), the "
                                                   "faster kept")
-    list_candidate: bool = option(False, doc="switched fabrics, copies to every NPU (All-Gather, Broadcast, their "
-                                             "mirrors, All-Reduce): also run the list schedule over hops (the "
-                                             "transfer that completes first, the rarest chunk on ties), the "
-                                             "faster kept (up to list_max_work)")
+    list_candidate: bool = option(False, doc="copies to every NPU (All-Gather, Broadcast, their mirrors, "
+                                             "All-Reduce): also run the list schedule over hops (links on "
+                                             "point-to-point topologies; the transfer that completes first, the "
+                                             "rarest chunk on ties, its tie rules in turn), the faster kept (up "
+                                             "to list_max_work)")
     flow_candidate: bool = option(False, doc="Gather, Scatter, All-to-All on point-to-point links: also route "
                                              "each pair's chunks along the multicommodity-flow LP's paths and "
                                              "list-schedule them (candidate flow), the faster kept")
@@ -190,7 +191,8 @@ class GreedyOptions(SolverOptions):
                                   doc="budget of candidate tacos on a switched fabric: at most this many NPUs x "
                                       "chunks")
     list_max_work: int = option(LIST_MAX_WORK, minimum=0, doc="budget of candidate list: at most this many "
-                                                              "(NPU, chunk) receipts x hops (both phases of an "
+                                                              "(NPU, chunk) receipts x hops in all its runs (one "
+                                                              "run at least; on a fabric both phases of an "
                                                               "All-Reduce)")
     baseline_max_deliveries: int = option(BASELINE_CANDIDATE_MAX_DELIVERIES, minimum=0,
                                           doc="budget of the baseline candidates on a switched fabric: at most "
@@ -265,9 +267,9 @@ class GreedyPlusOptions(GreedyOptions):
     baseline_candidates: bool = option(True, doc="switched fabrics: also run the baselines, the fastest kept "
                                                  "(see greedy)")
     # rail-optimized clusters (dgx_h100x4 ... dgx_h100x8, 1-4 chunks per NPU): the list schedule meets the lower
-    # bound where the rules end 1.03-1.19x above it (docs/rails.md)
-    list_candidate: bool = option(True, doc="switched fabrics: also run the list schedule, the faster kept (see "
-                                            "greedy)")
+    # bound where the rules end 1.03-1.19x above it; the MI250X node All-Gather 1.002x where the rest end 1.168x
+    # (docs/rails.md)
+    list_candidate: bool = option(True, doc="also run the list schedule, the faster kept (see greedy)")
     # the AMD MI250 node of ForestColl (links of multiplicity 1, 2, 4): the tiered rules trail the plain rarest
     # order by 6-8 % at 4 and 16 chunks per NPU (docs/peer_topologies.md)
     rarest_candidate: bool = option(True, doc="also run TACOS with the rarest chunk first, the faster kept "
