@@ -258,25 +258,25 @@ def _list_kernel(n, C, R0, pend, left, hsrc, hdst, hdur, link_pad, off_pad, end_
     out_h = np.empty(left, dtype=np.int64)
     out_s = np.empty(left)
     dirty = np.zeros(H, dtype=np.bool_)
+    # the holders of each hop's chunk when its offer was made: offers only get worse (links fill, holders grow,
+    # receivers and near NPUs receive) except by a new chunk at the sender, which rebuilds the hops out of it
+    # eagerly; so a cached offer is a lower bound, and the earliest one is rebuilt, and taken only if unchanged
+    bh = np.zeros(H, dtype=np.int64)
+    for h in range(H):
+        if bc[h] >= 0:
+            bh[h] = holders[bc[h]]
     m = 0
     while m < left:
-        # the earliest completion; ties: fewest holders, lowest chunk, lowest hop
-        g = -1
-        gt = np.inf
-        for h in range(H):
-            c = bc[h]
-            if c < 0:
-                continue
-            t = bt[h]
-            if g < 0 or t < gt - rel * max(1.0, abs(gt)):
-                g = h
-                gt = t
-            elif t <= gt + rel * max(1.0, abs(gt)):
-                gc = bc[g]
-                if holders[c] < holders[gc] or (holders[c] == holders[gc] and (
-                        hkey[h] < hkey[g] or (hkey[h] == hkey[g] and c < gc))):
-                    g = h
-                    gt = t if t < gt else gt
+        g = _earliest(H, bt, bc, bh, hkey, rel)
+        while g >= 0:
+            t, c = _offer(g, C, R, pend, holders, hsrc, hdst, hdur, link_pad, off_pad, free, L, rel, near_ptr,
+                          near_idx)
+            if c == bc[g] and t == bt[g] and (c < 0 or holders[c] == bh[g]):
+                break
+            bt[g], bc[g] = t, c
+            if c >= 0:
+                bh[g] = holders[c]
+            g = _earliest(H, bt, bc, bh, hkey, rel)
         if g < 0:
             return out_c[:m], out_h[:m], out_s[:m], left - m
         c = bc[g]
@@ -307,8 +307,32 @@ def _list_kernel(n, C, R0, pend, left, hsrc, hdst, hdur, link_pad, off_pad, end_
         for i in range(out_ptr[v], out_ptr[v + 1]):
             dirty[out_idx[i]] = True
         for h in range(H):
-            if bc[h] == c or dirty[h]:
-                bt[h], bc[h] = _offer(h, C, R, pend, holders, hsrc, hdst, hdur, link_pad, off_pad, free, L, rel, near_ptr,
-                                   near_idx)
+            if dirty[h]:
+                bt[h], bc[h] = _offer(h, C, R, pend, holders, hsrc, hdst, hdur, link_pad, off_pad, free, L, rel,
+                                      near_ptr, near_idx)
+                if bc[h] >= 0:
+                    bh[h] = holders[bc[h]]
                 dirty[h] = False
     return out_c, out_h, out_s, 0
+
+
+@njit(cache=True)
+def _earliest(H, bt, bc, bh, hkey, rel):
+    """The hop of the earliest cached offer; ties: fewest holders, then the hop's key, the lowest chunk, the
+    lowest hop (-1: no offer)."""
+    g = -1
+    gt = np.inf
+    for h in range(H):
+        c = bc[h]
+        if c < 0:
+            continue
+        t = bt[h]
+        if g < 0 or t < gt - rel * max(1.0, abs(gt)):
+            g = h
+            gt = t
+        elif t <= gt + rel * max(1.0, abs(gt)):
+            gc = bc[g]
+            if bh[h] < bh[g] or (bh[h] == bh[g] and (hkey[h] < hkey[g] or (hkey[h] == hkey[g] and c < gc))):
+                g = h
+                gt = t if t < gt else gt
+    return g
