@@ -169,6 +169,12 @@ class ListCandidate(Candidate):
         why = applies(problem)
         if why is not None:
             return why
+        # every NPU has a hop out at least: past the budget with one hop per NPU, no hops are built to count them
+        # (building them costs seconds on dgx_h100x128, where this candidate never runs)
+        phases = 2 if problem.kind == ALL_REDUCE else 1
+        least = phases * int(problem.num_chunks) * max(problem.num_npus - 1, 1) * problem.num_npus
+        if least > ctx.opts.list_max_work:
+            return f"at least {least} receipts x hops > list_max_work ({ctx.opts.list_max_work})"
         work = _list_work(problem)
         if work > ctx.opts.list_max_work:
             return f"{work} receipts x hops > list_max_work ({ctx.opts.list_max_work})"
