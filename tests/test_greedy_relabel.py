@@ -37,7 +37,8 @@ def test_every_torus4x4_root_at_the_pipeline_bound(kind):
     for root in range(16):
         p = Problem(t, Collective(kind, 8, 64.0, root=root))
         bound = lower_bounds(p)["best_us"]
-        off, on = _solve(p, relabel_tries=0, broadcast_reserve_tries=0), _solve(p)
+        # the list schedule (docs/rails.md) off too: it meets the bound on a second root by itself
+        off, on = _solve(p, relabel_tries=0, broadcast_reserve_tries=0, list_candidate=False), _solve(p)
         assert on <= off * (1 + REL)
         before += off <= bound * (1 + REL)
         after += on <= bound * (1 + REL)

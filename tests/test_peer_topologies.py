@@ -122,7 +122,8 @@ def test_greedy_plus_is_not_behind_the_rarest_order_on_mi250(cpn):
     p = Problem(_load("mi250_forestcoll"), Collective("all_gather", cpn, 1024))
     plus = get_solver("greedy_plus").solve(p)
     rarest = get_solver("greedy").solve(p, chunk_order="rarest")
-    off = get_solver("greedy_plus").solve(p, rarest_candidate=False, tree_candidate=False)
+    # the list schedule (docs/rails.md) is off too: it alone is ahead at 4 chunks (3,523 µs)
+    off = get_solver("greedy_plus").solve(p, rarest_candidate=False, tree_candidate=False, list_candidate=False)
     assert verify(p, plus.schedule).valid
     assert plus.schedule.makespan_us <= rarest.schedule.makespan_us * (1 + 1e-9)
     assert plus.schedule.makespan_us < off.schedule.makespan_us * 0.97
@@ -140,7 +141,7 @@ def test_greedy_plus_within_2_percent_of_forestcoll_at_64_chunks():
     p = Problem(_load("mi250_forestcoll"), Collective("all_gather", 64, 1024))
     pub = _converter().TOPOLOGIES["mi250_forestcoll"]["published"][0]["us_1gib"]
     plus = get_solver("greedy_plus").solve(p)
-    off = get_solver("greedy_plus").solve(p, tree_candidate=False)
+    off = get_solver("greedy_plus").solve(p, tree_candidate=False, list_candidate=False)   # list: 1.016x
     assert verify(p, plus.schedule).collective_time_us <= 1.02 * pub
     assert plus.candidate == "trees" and off.schedule.makespan_us > 1.02 * pub
     for seed in (0, 3, 7):      # not a lucky labelling (over 10: 1.011-1.018x)

@@ -25,6 +25,10 @@ in this order:
 ``reserve_broadcast``
     Broadcast (so Reduce): (chunk, NPU) requests routed by reservation in squeaky-wheel rounds
     (:func:`solvers.greedy.reserve.reserve_broadcast`).
+``flow``
+    Gather, Scatter, All-to-All: routes from the multicommodity-flow LP, list-scheduled.
+``list``
+    All-Gather and Broadcast: the list schedule over the links (:mod:`solvers.list_schedule`).
 
 The stop bound is :func:`tacos_bench.bounds.cheap_bound_us` for an All-Gather and
 :func:`tacos_bench.bounds.root_pipeline_bound_us` for a Broadcast or Scatter. On equal makespans the order
@@ -418,5 +422,52 @@ class FlowRouted(Candidate):
         return Rules().warmup(problem, opts)
 
 
-COPY_CANDIDATES = COPY_CANDIDATES + (FlowRouted(),)
-PREFER = PREFER + ("flow",)
+class ListSchedule(Candidate):
+    """All-Gather and Broadcast (and the copy phases of their mirrors): the list schedule over the links
+    (:mod:`solvers.list_schedule`: the transfer that completes first, the rarest chunk on ties), its tie rules
+    in turn while above the stop bound, within ``list_max_work`` receipts x links in all (one run at least)."""
+
+    name = "list"
+    switch = "list_candidate"
+    budget = ("list_max_work",)
+
+    def applies(self, problem, ctx):
+        from ..list_schedule import applies
+
+        why = applies(problem) or (None if problem.collective.copies else f"copy collectives ({problem.kind})")
+        if why is None and _list_work(problem) > ctx.opts.list_max_work:
+            why = f"{_list_work(problem)} receipts x links > list_max_work ({ctx.opts.list_max_work})"
+        return why
+
+    def run(self, problem, ctx):
+        from ..fabric_routes import build_hops
+        from ..list_schedule import RULES, list_copy
+
+        hops = build_hops(problem.topology, problem.chunk_bytes)
+        work = _list_work(problem)
+        best, spans, kept = None, [], None
+        for i, rule in enumerate(RULES):
+            if i and ((i + 1) * work > ctx.opts.list_max_work or ctx.past_deadline()
+                      or ctx.at_bound(best.makespan_us)):
+                break
+            s = list_copy(problem, hops=hops, rule=rule)
+            spans.append(s.makespan_us)
+            if best is None or s.makespan_us < best.makespan_us * (1 - 1e-12):
+                best, kept = s, rule
+        ctx.run_stats[self.name] = {"engine": "list_schedule", "restarts_run": len(spans), "makespans_us": spans,
+                                    "transfers": len(best), "list_rules": kept}
+        return best
+
+    def warmup(self, problem, opts):
+        from ..list_schedule import warmup
+
+        return _once("list", warmup)
+
+
+def _list_work(problem: Problem) -> int:
+    """Receipts x links: on point-to-point links the hops are the links (no hops built to count them)."""
+    return int(problem.num_chunks) * max(problem.num_npus - 1, 1) * max(problem.num_links, 1)
+
+
+COPY_CANDIDATES = COPY_CANDIDATES + (FlowRouted(), ListSchedule())
+PREFER = PREFER + ("flow", "list")

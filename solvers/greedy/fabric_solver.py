@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
 from tacos_bench.collective import ALL_GATHER, ALL_REDUCE
 from tacos_bench.errors import SolverError
 from tacos_bench.problem import Problem
@@ -36,7 +38,7 @@ from tacos_bench.schedule import Schedule
 
 from ..compose import chunk_done_at_owner, link_last_use, mirrored, needs_expansion, per_destination
 from ..fabric_routes import build_hops, shared_hops
-from ..portfolio import Candidate, RunContext, Skip, run_portfolio
+from ..portfolio import BOUND_REL, Candidate, RunContext, Skip, run_portfolio
 from .fabric import fabric_copy
 from .options import GreedyOptions, restart_count, restart_seeds
 
@@ -75,6 +77,12 @@ def _collective(problem: Problem, seed: int, order: str, local_first: bool) -> S
         return fabric_copy(p, seed=seed, chunk_order=order, hops=build_hops(p.topology, p.chunk_bytes),
                            local_first=local_first, **start)
 
+    return _composed(problem, copy)
+
+
+def _composed(problem: Problem, copy) -> Schedule:
+    """``problem``'s collective from ``copy`` (a copy problem, ``link_free`` and ``chunk_ready`` keywords for
+    All-Reduce's All-Gather phase): the copy itself, its mirror, or the two phases of an All-Reduce."""
     if problem.collective.copies:
         return copy(problem)
     if problem.kind != ALL_REDUCE:
@@ -144,6 +152,84 @@ class FabricTacos(_Seeded):
 
     def _rule(self, opts):
         return "random", False
+
+
+class ListCandidate(Candidate):
+    """The list schedule over hops (:mod:`solvers.list_schedule`: the transfer that completes first, the rarest
+    chunk on ties), its tie rules in turn while a phase is above its bound, within ``list_max_work`` receipts x
+    hops in all (one run at least); copies to every NPU, their mirrors and All-Reduce."""
+
+    name = "list"
+    switch = "list_candidate"
+    budget = ("list_max_work",)
+
+    def applies(self, problem, ctx):
+        from ..list_schedule import applies
+
+        why = applies(problem)
+        if why is not None:
+            return why
+        # every NPU has a hop out at least: past the budget with one hop per NPU, no hops are built to count them
+        # (building them costs seconds on dgx_h100x128, where this candidate never runs)
+        phases = 2 if problem.kind == ALL_REDUCE else 1
+        least = phases * int(problem.num_chunks) * max(problem.num_npus - 1, 1) * problem.num_npus
+        if least > ctx.opts.list_max_work:
+            return f"at least {least} receipts x hops > list_max_work ({ctx.opts.list_max_work})"
+        work = _list_work(problem)
+        if work > ctx.opts.list_max_work:
+            return f"{work} receipts x hops > list_max_work ({ctx.opts.list_max_work})"
+        return None
+
+    def run(self, problem, ctx):
+        from tacos_bench.bounds import cheap_bound_us
+
+        from ..list_schedule import RULES, list_copy
+
+        runs, used = [], []
+        phase_work = _list_work(problem) // (2 if problem.kind == ALL_REDUCE else 1)
+        # the phases share the budget: each gets its part of it
+        budget = ctx.opts.list_max_work // (2 if problem.kind == ALL_REDUCE else 1)
+
+        def copy(p, **start):
+            hops = build_hops(p.topology, p.chunk_bytes)
+            bound = cheap_bound_us(p)
+            rules = RULES
+            if start:
+                # All-Reduce's All-Gather after its Reduce-Scatter: the rule that won that phase first, and no
+                # more once it ends a bound's length after the last Reduce-Scatter transfer (the phase-bound sum,
+                # a target here, not a bound)
+                bound += float(np.max(start["link_free"], initial=0.0))
+                rules = tuple(dict.fromkeys(used + list(RULES)))
+            best, best_rule = None, None
+            for i, rule in enumerate(rules):
+                if i and ((i + 1) * phase_work > budget or ctx.past_deadline()):
+                    break
+                if best is not None and bound is not None and best.makespan_us <= bound * (1 + BOUND_REL):
+                    break
+                s = list_copy(p, hops=hops, rule=rule, **start)
+                runs.append(s.makespan_us)
+                if best is None or s.makespan_us < best.makespan_us * (1 - 1e-12):
+                    best, best_rule = s, rule
+            used.append(best_rule)
+            return best
+
+        s = _composed(problem, copy)
+        ctx.run_stats[self.name] = {"engine": "list_schedule", "transfers": len(s), "restarts_run": len(runs),
+                                    "makespans_us": runs, "list_rules": " ".join(used)}
+        return s
+
+    def warmup(self, problem, opts):
+        from ..list_schedule import warmup
+
+        return _once("list", warmup)
+
+
+def _list_work(problem: Problem) -> int:
+    """The list schedule's work on ``problem``: receipts x hops per phase, both phases of an All-Reduce."""
+    from ..list_schedule import list_work
+
+    hops = build_hops(problem.topology, problem.chunk_bytes)
+    return list_work(problem, hops) * (2 if problem.kind == ALL_REDUCE else 1)
 
 
 class InSwitchInterleaved(Candidate):
@@ -257,7 +343,7 @@ def table_baselines() -> tuple[Baseline, ...]:
 
 def fabric_candidates() -> tuple[Candidate, ...]:
     """The fabric portfolio, in run (and tie) order."""
-    return (FabricRules(), InSwitchInterleaved(), InSwitchPipeline(), FabricTacos()) + _baselines()
+    return (FabricRules(), ListCandidate(), InSwitchInterleaved(), InSwitchPipeline(), FabricTacos()) + _baselines()
 
 
 _LOADED: dict[str, float] = {}

@@ -82,6 +82,10 @@ BASELINE_CANDIDATE_MAX_DELIVERIES = 1 << 12
 # a chunk table's baselines (FAST-like, DeepEP-like, direct) are built for tables: a 64-GPU MoE layer of 4,096
 # tokens per GPU is about 1.3 M (chunk, destination) deliveries
 TABLE_BASELINE_MAX_DELIVERIES = 1 << 21
+# the list schedule (solvers/list_schedule.py) runs while (NPU, chunk) receipts x hops stays within this: measured
+# (docs/rails.md) dgx_h100x8 4 chunks per NPU 1.4e7, 0.38 s; dgx_h100x16 1 chunk 4.6e7, 0.9 s; dgx_h100x16 4 chunks
+# 1.8e8 took 8.8 s (every hop offering the rarest chunk is rebuilt on each commit), so it stops below that
+LIST_MAX_WORK = 1 << 26
 
 
 # ---------------------------------------------------------------------------- options
@@ -161,6 +165,11 @@ class GreedyOptions(SolverOptions):
                                                   "reduce: also build the in-network pipeline (one switch: owner "
                                                   "changes interleaved; a tree of switches: SHARP-like), the "
                                                   "faster kept")
+    list_candidate: bool = option(False, doc="copies to every NPU (All-Gather, Broadcast, their mirrors, "
+                                             "All-Reduce): also run the list schedule over hops (links on "
+                                             "point-to-point topologies; the transfer that completes first, the "
+                                             "rarest chunk on ties, its tie rules in turn), the faster kept (up "
+                                             "to list_max_work)")
     flow_candidate: bool = option(False, doc="Gather, Scatter, All-to-All on point-to-point links: also route "
                                              "each pair's chunks along the multicommodity-flow LP's paths and "
                                              "list-schedule them (candidate flow), the faster kept")
@@ -185,6 +194,10 @@ class GreedyOptions(SolverOptions):
     tacos_max_pairs: int = option(TACOS_CANDIDATE_MAX_PAIRS, minimum=0,
                                   doc="budget of candidate tacos on a switched fabric: at most this many NPUs x "
                                       "chunks")
+    list_max_work: int = option(LIST_MAX_WORK, minimum=0, doc="budget of candidate list: at most this many "
+                                                              "(NPU, chunk) receipts x hops in all its runs (one "
+                                                              "run at least; on a fabric both phases of an "
+                                                              "All-Reduce)")
     baseline_max_deliveries: int = option(BASELINE_CANDIDATE_MAX_DELIVERIES, minimum=0,
                                           doc="budget of the baseline candidates on a switched fabric: at most "
                                               "this many (NPU, chunk) deliveries")
@@ -260,6 +273,10 @@ class GreedyPlusOptions(GreedyOptions):
     # All-Gather, All-Reduce) were up to 8.3 % ahead of the rules on 12 of 150 cases (docs/studies/fabrics.md)
     baseline_candidates: bool = option(True, doc="switched fabrics and chunk tables: also run the baselines, the "
                                                  "fastest kept (see greedy)")
+    # rail-optimized clusters (dgx_h100x4 ... dgx_h100x8, 1-4 chunks per NPU): the list schedule meets the lower
+    # bound where the rules end 1.03-1.19x above it; the MI250X node All-Gather 1.002x where the rest end 1.168x
+    # (docs/rails.md)
+    list_candidate: bool = option(True, doc="also run the list schedule, the faster kept (see greedy)")
     # the AMD MI250 node of ForestColl (links of multiplicity 1, 2, 4): the tiered rules trail the plain rarest
     # order by 6-8 % at 4 and 16 chunks per NPU (docs/peer_topologies.md)
     rarest_candidate: bool = option(True, doc="also run TACOS with the rarest chunk first, the faster kept "

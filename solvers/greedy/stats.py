@@ -56,6 +56,7 @@ RUN = StatsSchema(
     Stat("detours_skipped", bool, "", "routed engine: the shortest routes met the flow LP's link-load floor, so "
                                       "no detour routing ran"),
     Stat("chunk_order_used", str, "", "fabric: the chunk order of the kernel (random or rarest)"),
+    Stat("list_rules", str, "", "candidate list: the tie rule kept in each phase (solvers.list_schedule.RULES)"),
 )
 
 # what the candidates add (solvers.greedy.candidates, solvers.greedy.fabric_solver)
