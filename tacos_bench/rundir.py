@@ -155,6 +155,9 @@ def load_run(result_dir: str | os.PathLike):
     return problem, schedule, record
 
 
+TABLE_KINDS = ("all_to_allv", "moe_dispatch", "moe_combine", "custom", "concurrent")
+
+
 def _table_problem(d: Path, topo, record: dict, table: str) -> Problem:
     """A chunk-table run's problem from its ``chunks.csv`` (a concurrent run comes back as its one union table,
     ``custom``: the parts are not in the file, the demand is)."""
@@ -191,7 +194,8 @@ def load_run_problem(result_dir: str | os.PathLike) -> tuple[Problem, dict[str, 
     topo_path = d / str(topo_name)
     if not topo_path.is_file():
         raise ExportError(f"{d}: topology file {topo_name!r} named by the record is missing")
-    table = record.get("chunks_file")   # a chunk-table collective: its table is the run's chunks.csv
+    # a chunk-table collective: its table is the run's chunks.csv (a named collective's chunks.csv is its own table)
+    table = record.get("chunks_file") if record.get("collective") in TABLE_KINDS else None
     for key in ("collective", "chunk_bytes") if table else ("collective", "chunks_per_npu", "buffer_mib"):
         if record.get(key) is None:
             raise ExportError(f"{rec_path}: field {key!r} is missing")

@@ -77,8 +77,9 @@ def test_greedy_plus_on_a_skewed_matrix_is_near_the_flow_bound_and_never_behind_
 @pytest.mark.parametrize("topo", ["dgx_h100x2", "hetero2x2x4"])
 def test_moe_dispatch_and_combine_verified_against_their_tables(topo):
     t = named_topology(topo)
-    r = moe_routing(t.num_npus, tokens_per_npu=32, hidden=256, experts=t.num_npus, top_k=4, gini=0.3, seed=2)
-    assert abs(r.gini - 0.3) < 0.02
+    # the fabric greedy on a table is a Python loop: 8 tokens per NPU keep this case about a second
+    r = moe_routing(t.num_npus, tokens_per_npu=8, hidden=256, experts=t.num_npus, top_k=4, gini=0.3, seed=2)
+    assert abs(r.gini - 0.3) < 0.05
     for d in (dispatch_demand(r), combine_demand(r)):
         p = Problem(t, Collective(d.name, demand=d))
         for solver in ("greedy", "greedy_plus"):

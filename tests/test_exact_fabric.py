@@ -142,9 +142,10 @@ def _relay_switch() -> Topology:
 
 
 @pytest.mark.parametrize("build,kind,cpn,opt,gp", [
-    # greedy_plus sends chunk 2 from NPU 2 to NPU 1 through the slow port (626.5 µs on 2>4>1, which also holds
-    # 2 -> 4); the optimum never uses that port: everything for NPU 1 comes from NPU 0 over the direct link
-    (_slow_port_switch, "all_gather", 1, 473.25, 784.25),
+    # greedy_plus's rules send chunk 2 from NPU 2 to NPU 1 through the slow port (626.5 µs on 2>4>1, which also
+    # holds 2 -> 4): 784.25 µs; its list-schedule candidate (solvers/list_schedule.py, issue 36) gets 630.5 µs, still
+    # 1.33x; the optimum never uses that port: everything for NPU 1 comes from NPU 0 over the direct link
+    (_slow_port_switch, "all_gather", 1, 473.25, 630.5),
     # gather to NPU 0: greedy_plus's rules send each chunk straight over the 25 GiB/s ports (1572.5 µs), and its
     # best candidate, the binomial baseline, barely does better (1571.5 µs); the optimum relays them through NPU 3
     # (its 50 GiB/s port), pipelined, and meets the bound

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 from .common import (AgModel, ExactOptions, ExactSolverBase, ModelOutcome, hold_values, shared_status,
                             solver_time_limit)
-from ..base import (CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_ALL_TO_ALL, CAP_BROADCAST, CAP_EXACT, CAP_GATHER, CAP_OVERLAP,
+from ..base import (CAP_DEMAND_UNICAST, CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_ALL_TO_ALL, CAP_BROADCAST, CAP_EXACT, CAP_GATHER, CAP_OVERLAP,
                    CAP_RANDOMIZED, CAP_REDUCE, CAP_REDUCE_SCATTER, CAP_SCATTER, CAP_THREADS, CAP_TIME_LIMIT,
                    CAP_WARM_START)
 from ..options import option
@@ -390,9 +390,12 @@ class MilpSolver(ExactSolverBase):
     reversal) as a time-indexed MILP on the TEN. Options: :class:`MilpOptions`."""
 
     name = "milp"
+    # chunk tables of unicast chunks: the models read each chunk's source and destination as for All-to-All
+    # (copies to subsets and reductions from subsets are not modelled: they would be scheduled as every NPU's)
     capabilities = frozenset({CAP_ALL_GATHER, CAP_REDUCE_SCATTER, CAP_ALL_REDUCE, CAP_BROADCAST, CAP_REDUCE,
                               CAP_GATHER, CAP_SCATTER, CAP_ALL_TO_ALL, CAP_EXACT, CAP_TIME_LIMIT, CAP_WARM_START,
-                              CAP_THREADS, CAP_RANDOMIZED, CAP_OVERLAP})
+                              CAP_THREADS, CAP_RANDOMIZED, CAP_OVERLAP,
+                              CAP_DEMAND_UNICAST})
     Options = MilpOptions
     STATUS_MAP = {**{f"highs:{k}": v for k, v in HIGHS_STATUS.items()},
                   **{f"cbc:{k}": v for k, v in CBC_STATUS.items()}}
