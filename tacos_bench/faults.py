@@ -137,6 +137,37 @@ class Fault:
         return f"{' and '.join(what)} fail at {when}"
 
 
+def slowed_topology(cfg: Mapping[str, Any] | None, topo: Topology) -> Topology:
+    """``topo`` with the ``fault.slow_links`` (``[[u, v, factor], ...]``, ``[u, v, factor, "both"]``) and
+    ``fault.slow_npus`` (``[[npu, factor], ...]``: every link of the NPU) slowed from the start: bandwidth times
+    ``factor`` (:func:`tacos_bench.topology.transforms.slow_links`). The whole run (bounds, synthesis, verifier)
+    then sees the degraded network. A slow-down that starts mid-collective is not modelled: with
+    ``fault.at_us`` / ``fault.at_fraction`` and nothing failing at that time, the run is refused in words.
+
+    Examples
+    --------
+    >>> from tacos_bench.topology.generators import mesh2d
+    >>> t = slowed_topology({"slow_npus": [[0, 0.5]]}, mesh2d(2, 2, bw=50.0))
+    >>> sorted(set(t.bw_GiBps.tolist()))
+    [25.0, 50.0]
+    """
+    from .topology.transforms import slow_links
+
+    cfg = dict(cfg or {})
+    slow, npus = cfg.get("slow_links") or [], cfg.get("slow_npus") or []
+    if not slow and not npus:
+        return topo
+    timed = cfg.get("at_us") is not None or cfg.get("at_fraction") is not None
+    if timed and not (cfg.get("links") or cfg.get("npus") or cfg.get("random_links")):
+        raise ConfigError("fault.slow_links / fault.slow_npus slow links from the start; a slow-down at "
+                          "fault.at_us / fault.at_fraction (mid-collective) is not modelled: drop the fault time, "
+                          "or fail the link there with fault.links")
+    if topo.meta.get("original_ids") is not None:
+        raise ConfigError("fault.slow_links / fault.slow_npus with renumbered NPUs (topo.failed_npus or "
+                          "topo.subset) are not supported: give them on the topology before NPUs are removed")
+    return slow_links(topo, slow, npus=npus)
+
+
 def fault_from_config(cfg: Mapping[str, Any] | None, topo: Topology, seed: int = 0) -> Fault | None:
     """The :class:`Fault` of a ``fault`` config mapping, or ``None``.
 
@@ -155,7 +186,8 @@ def fault_from_config(cfg: Mapping[str, Any] | None, topo: Topology, seed: int =
     True
     """
     cfg = dict(cfg or {})
-    valid = ("at_us", "at_fraction", "links", "npus", "random_links")
+    cfg.pop("slow_links", None), cfg.pop("slow_npus", None)   # from the start: slowed_topology
+    valid = ("at_us", "at_fraction", "links", "npus", "random_links", "slow_links", "slow_npus")
     unknown = sorted(set(cfg) - set(valid))
     if unknown:
         raise ConfigError(f"unknown fault setting(s) {', '.join(unknown)}; valid: {', '.join(valid)}")

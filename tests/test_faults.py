@@ -3,6 +3,7 @@ the verifier with a fault (tacos_bench.faults, solvers.repair, solvers.compose.r
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 import numpy as np
@@ -605,3 +606,40 @@ def test_verifier_accepts_a_failed_npu_missing_data(kind):
     # the failed NPU's own sends must have ended by the fault
     with pytest.raises(VerificationError, match="fails at"):
         verify(p, s, Fault(s.makespan_us / 2, npus=(2,)))
+
+
+def test_slow_links_from_the_start_degrade_the_problem(tmp_path):
+    """fault.slow_links / fault.slow_npus (issue 35, from the start): the run's topology has those links at the
+    factor of their bandwidth, the bound and the verified time see it, and bad factors are refused in words."""
+    from cli import run_in_process
+    from tacos_bench.faults import slowed_topology
+    from tacos_bench.errors import TacosError
+    from tacos_bench.topology.named import named_topology
+
+    t = named_topology("hetero_mesh4x4")
+    slow = slowed_topology({"slow_links": [[0, 1, 0.5, "both"]], "slow_npus": [[5, 0.25]]}, t)
+    lid = t.link_ids([0, 1], [1, 0])
+    assert np.allclose(slow.bw_GiBps[lid], t.bw_GiBps[lid] * 0.5)
+    five = (t.src == 5) | (t.dst == 5)
+    assert np.allclose(slow.bw_GiBps[five], t.bw_GiBps[five] * 0.25)
+    untouched = ~five
+    untouched[lid] = False
+    assert np.array_equal(slow.bw_GiBps[untouched], t.bw_GiBps[untouched])
+    for bad, needle in (({"slow_links": [[0, 1, 0]]}, "(0, 1]"), ({"slow_links": [[0, 1, 2.0]]}, "(0, 1]"),
+                        ({"slow_npus": [[99, 0.5]]}, "99"),
+                        ({"slow_links": [[0, 1, 0.5]], "at_us": 5.0}, "not modelled")):
+        with pytest.raises(TacosError, match=re.escape(needle)):
+            slowed_topology(bad, t)
+
+
+def test_a_run_on_slowed_links_is_verified_against_them(tmp_path):
+    from tacos_bench.runner.pipeline import run_job
+    from cli import conf
+
+    cfg = {"solver": {"name": "greedy_plus"}, "topo": conf("topo", "hetero_mesh4x4"),
+           "collective": conf("collective", "all_gather"), "fault": {"slow_npus": [[0, 0.5]]}, "seed": 0}
+    rec = run_job(cfg, tmp_path / "slow")
+    healthy = run_job({**cfg, "fault": {}}, tmp_path / "healthy")
+    assert rec["valid"] and rec["fault_slow_links"] and healthy["valid"]
+    assert rec["lower_bound_us"] > healthy["lower_bound_us"]
+    assert rec["collective_time_us"] >= rec["lower_bound_us"] * (1 - 1e-9)

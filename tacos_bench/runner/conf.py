@@ -93,6 +93,10 @@ class FaultConf:
     npus: List[int] = field(default_factory=list)
     # also this many random links (both directions where both exist), drawn from `seed`, never disconnecting
     random_links: int = 0
+    # links slower from the start: [[u, v, factor], ...] ([u, v, factor, both]), bandwidth times factor in (0, 1];
+    # slow_npus: [[npu, factor], ...], every link of that NPU (tacos_bench.faults.slowed_topology)
+    slow_links: List[Any] = field(default_factory=list)
+    slow_npus: List[Any] = field(default_factory=list)
 
 
 @dataclass

@@ -15,7 +15,8 @@ from typing import Any, Mapping
 
 from .. import rundir
 from ..errors import ConfigError, TacosError
-from ..faults import fault_from_config
+from ..faults import fault_from_config, slowed_topology
+from ..problem import Problem
 from .conf import EXPORT_FORMATS, SCHEDULE_CSV_MODES, RunSettings
 from .faulted import run_with_fault
 from .records import environment, flatten, new_record
@@ -100,6 +101,10 @@ def _run_job(cfg: Mapping[str, Any], out_dir, choices, extra) -> dict[str, Any]:
             raise config_error
         csv, csv_rows, topo_links = _output_settings(cfg, defaults, export)
         problem = build_problem(topo_cfg, coll_cfg, seed)
+        slowed = slowed_topology(_section(cfg, "fault"), problem.topology)
+        if slowed is not problem.topology:
+            problem = Problem(slowed, problem.collective)
+            rec.update(fault_slow_links=slowed.meta["slow_links"])
         rec.update(problem_fields(problem))
         log.info("problem: %s", problem.describe())
         fault = fault_from_config(_section(cfg, "fault"), problem.topology, seed)

@@ -161,6 +161,59 @@ def remove_links(topo: Topology, links, what: str = "failed_links") -> Topology:
                     name=topo.name, meta=meta, switches=topo.switches)
 
 
+def slow_links(topo: Topology, slow, what: str = "fault.slow_links", npus=(), npus_what: str = "fault.slow_npus"
+               ) -> Topology:
+    """Links that run slower (bandwidth times ``factor``, ``0 < factor <= 1``; the latency is unchanged).
+
+    ``slow`` lists ``[u, v, factor]`` (directed) or ``[u, v, factor, "both"]``; on a switched fabric an end may be a
+    switch (a port). ``npus`` lists ``[npu, factor]``: every link into and out of that NPU (its ports or NICs) at
+    ``factor``. Factors on one link multiply. A missing link, an unknown NPU or a factor outside ``(0, 1]`` is
+    an error naming it.
+
+    Examples
+    --------
+    >>> from tacos_bench.topology.generators import ring
+    >>> t = slow_links(ring(4, bw=50.0), [[0, 1, 0.5, "both"]])
+    >>> float(t.bw_GiBps[t.link_ids([0], [1])[0]]), float(t.bw_GiBps[t.link_ids([1], [0])[0]]), t.meta["slow_links"]
+    (25.0, 25.0, [[0, 1, 0.5], [1, 0, 0.5]])
+    """
+    factor = np.ones(topo.num_links)
+    listed = []
+
+    def check(f, where):
+        if isinstance(f, bool) or not isinstance(f, (int, float, np.integer, np.floating)) or not (0 < float(f) <= 1):
+            raise TopologyError(f"{where}: factor {f!r} must be a number in (0, 1] (the share of the bandwidth left)")
+        return float(f)
+
+    for item in slow or []:
+        vals = list(item) if isinstance(item, (list, tuple)) else [item]
+        if len(vals) not in (3, 4) or (len(vals) == 4 and vals[3] != "both"):
+            raise TopologyError(f"{what}: {item!r} is not a slow link; write [u, v, factor] or [u, v, factor, \"both\"]")
+        f = check(vals[2], f"{what}: {item!r}")
+        pairs = [(vals[0], vals[1])] + ([(vals[1], vals[0])] if len(vals) == 4 else [])
+        for u, v in pairs:
+            if isinstance(u, bool) or isinstance(v, bool) or not all(isinstance(x, (int, np.integer)) for x in (u, v)):
+                raise TopologyError(f"{what}: {item!r}: link ends must be integer ids")
+            lid = int(link_ids_of(topo, np.array([[u, v]]), what)[0])
+            factor[lid] *= f
+            listed.append([int(u), int(v), f])
+    for item in npus or []:
+        vals = list(item) if isinstance(item, (list, tuple)) else [item]
+        if len(vals) != 2:
+            raise TopologyError(f"{npus_what}: {item!r} is not a slow NPU; write [npu, factor]")
+        v = int(_as_ids(topo, [vals[0]], npus_what)[0])
+        f = check(vals[1], f"{npus_what}: {item!r}")
+        mine = (topo.src == v) | (topo.dst == v)
+        factor[mine] *= f
+        listed += [[int(a), int(b), f] for a, b in zip(topo.src[mine].tolist(), topo.dst[mine].tolist())]
+    if not listed:
+        return topo
+    meta = dict(topo.meta)
+    meta["slow_links"] = listed
+    return Topology(topo.num_npus, topo.src, topo.dst, topo.bw_GiBps * factor, topo.lat_us, name=topo.name,
+                    meta=meta, switches=topo.switches)
+
+
 def remove_npus(topo: Topology, failed: Iterable[int]) -> Topology:
     """Drop failed NPUs and every link touching them; renumber the survivors densely.
 
