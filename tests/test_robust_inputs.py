@@ -29,7 +29,7 @@ def test_a_device_is_refused_at_once():
         load_topology("/dev/zero")
     with pytest.raises(ScheduleError, match="not a regular file"):
         Schedule.from_csv("/dev/zero")
-    assert time.perf_counter() - t0 < 1.0
+    assert time.perf_counter() - t0 < 5.0   # at once, not after reading an endless file (loaded machine: slack)
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
@@ -39,7 +39,7 @@ def test_a_fifo_is_refused_without_blocking(tmp_path):
     t0 = time.perf_counter()
     with pytest.raises(TopologyFileError, match="not a regular file \\(a FIFO\\)"):
         load_topology(fifo)
-    assert time.perf_counter() - t0 < 1.0
+    assert time.perf_counter() - t0 < 5.0
 
 
 def test_a_directory_is_refused(tmp_path):
@@ -154,3 +154,18 @@ def test_memory_is_estimated_before_anything_is_allocated(tmp_path):
     with pytest.raises(CollectiveError, match="GiB are available"):
         check_memory(p, available=1000)
     check_memory(p, available=1 << 30)
+
+
+def test_the_memory_estimate_stays_below_what_large_runs_measured():
+    from tacos_bench import Collective, Problem
+    from tacos_bench.runner.stages import memory_estimate_bytes
+    from tacos_bench.topology.generators import mesh2d
+
+    # docs/scale.md: greedy All-Gather on mesh200x200 peaks at 3.27 GiB; all_to_all on uniring4 with 1.2 M
+    # deliveries (2.4 M transfers) took 855 MB
+    big = Problem(mesh2d(200, 200), Collective("all_gather", 1, 1024.0))
+    assert memory_estimate_bytes(big) < 3.27 * 2 ** 30
+    from tacos_bench.topology.generators import ring
+
+    a2a = Problem(ring(4, bidirectional=False), Collective("all_to_all", 100_000, 1e5))
+    assert memory_estimate_bytes(a2a) < 855e6

@@ -127,7 +127,8 @@ def error_exit(exc: BaseException) -> int:
             where = "; " + salvage_sweep(sweep, line)
         except Exception as e:  # noqa: BLE001 - the original error is what the user must see
             where = f"; the records could not be aggregated ({type(e).__name__}: {e})"
-    print(f"tacos-bench: error: the sweep stopped: {line}{where}", file=sys.stderr)
+    what = "sweep" if sweep is not None or _is_multirun(sys.argv[1:]) else "run"
+    print(f"tacos-bench: error: the {what} stopped: {line}{where}", file=sys.stderr)
     return 2
 
 

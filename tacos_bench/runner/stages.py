@@ -87,8 +87,9 @@ def build_problem(topo_cfg: Mapping[str, Any], coll_cfg: Mapping[str, Any], seed
 # saved copy, the verifier's replay): measured 190-240 B (all_to_all on uniring4, 0.5-2.4 M transfers). The
 # estimate takes less, so that it refuses only what cannot fit.
 BYTES_PER_TRANSFER = 150
-# A very large All-Gather may come back compact (tacos_bench.compact): about 2 B per delivery (docs/scale.md).
-BYTES_PER_COMPACT_DELIVERY = 2
+# A very large All-Gather may come back compact (tacos_bench.compact): 3.27 GiB peak for the 1.6 G deliveries of
+# mesh200x200, about 2.2 B per delivery in all (docs/scale.md); the estimate takes 1 B.
+BYTES_PER_COMPACT_DELIVERY = 1
 
 
 def deliveries(problem: Problem) -> int:
@@ -113,8 +114,9 @@ def memory_estimate_bytes(problem: Problem) -> int:
     """A low estimate of the memory a run of ``problem`` needs: its schedule (one transfer per delivery at
     least; compact for All-Gather) and the holding state of every (node, chunk)."""
     d = deliveries(problem)
-    per = BYTES_PER_COMPACT_DELIVERY if problem.kind == ALL_GATHER else BYTES_PER_TRANSFER
-    return d * per + problem.topology.num_nodes * problem.num_chunks
+    if problem.kind == ALL_GATHER:   # the compact path's state is in its per-delivery figure
+        return d * BYTES_PER_COMPACT_DELIVERY
+    return d * BYTES_PER_TRANSFER + problem.topology.num_nodes * problem.num_chunks
 
 
 def available_memory_bytes() -> int | None:
