@@ -179,6 +179,8 @@ def fabric_copy(problem: Problem, *, seed: int = 0, max_switches: int = 0, chunk
             out.append(((lead, float(hops.dur[h]), float(key[c])), h, c))
         return out
 
+    at_index = (np.zeros(0, np.int64), np.zeros(0, np.int64))   # set per event (unicast)
+
     def _best_chunk(h: int, v: int, taken: set, picked: dict):
         """The chunk hop ``h`` would bring ``v`` and its score (lower is better), or None; ``taken``: chunks
         already picked at this event (for ``v``, or moving unicast chunks)."""
@@ -186,7 +188,10 @@ def fabric_copy(problem: Problem, *, seed: int = 0, max_switches: int = 0, chunk
         if multicast_kind:
             cand = np.flatnonzero(has[u] & ~has[v] & ~coming[v])
         else:
-            cand = np.flatnonzero((at == u) & has[u] & ~has[v] & ~coming[v])
+            # the chunks at u, from this event's index of ``at`` (ascending ids, as a scan would give them)
+            by_at, at_sorted = at_index
+            here = by_at[np.searchsorted(at_sorted, u, "left"):np.searchsorted(at_sorted, u, "right")]
+            cand = here[has[u, here] & ~has[v, here] & ~coming[v, here]]
             if cand.size and route_next is not None:
                 cand = cand[[route_next.get((int(c), u)) == v for c in cand]]
             elif cand.size:
@@ -242,6 +247,9 @@ def fabric_copy(problem: Problem, *, seed: int = 0, max_switches: int = 0, chunk
                     v = route_next.get((c, int(at[c])))
                     if v is not None:
                         senders[at[c], v] = True
+        if not multicast_kind:   # at does not change while the picks are chosen: index it once per event
+            by_at = np.argsort(at, kind="stable")
+            at_index = (by_at, at[by_at])
         picks = _match(order, hops, t, busy, _best_chunk, _offers if multicast_kind else None,
                        unicast=not multicast_kind, senders=senders)
         pending = np.zeros(topo.num_links, dtype=np.int64)   # links of the picks still to commit
