@@ -335,3 +335,39 @@ def strong_components(n, out_ptr, dst, keep):
     for v in range(n):
         comp[v] = rank[comp[v]]
     return comp
+
+
+def undirected_components(num_nodes: int, src, dst) -> np.ndarray:
+    """Component labels (0, 1, ... in order of each component's smallest node) of the graph on ``num_nodes``
+    nodes with the edges ``src[i] - dst[i]`` taken both ways (union-find).
+
+    >>> undirected_components(5, [0, 3], [1, 4]).tolist()
+    [0, 0, 1, 2, 2]
+    """
+    parent = np.arange(int(num_nodes))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for u, v in zip(np.asarray(src, np.int64).tolist(), np.asarray(dst, np.int64).tolist()):
+        ru, rv = find(u), find(v)
+        if ru != rv:
+            parent[max(ru, rv)] = min(ru, rv)
+    roots = np.array([find(x) for x in range(int(num_nodes))], dtype=np.int64)
+    return np.unique(roots, return_inverse=True)[1].astype(np.int64).reshape(-1)
+
+
+def fastest_link_groups(topology, rel: float = 1e-9) -> np.ndarray:
+    """Per NPU, its group over the topology's fastest NPU-to-NPU links (within ``rel`` of the top bandwidth;
+    both directions count): the servers of a cluster whose NVLink is its fastest tier. One link speed makes
+    one group of every NPU."""
+    n = topology.num_npus
+    bw = np.asarray(topology.bw_GiBps, np.float64)
+    src, dst = np.asarray(topology.src), np.asarray(topology.dst)
+    if not bw.size:
+        return np.arange(n, dtype=np.int64)
+    fast = (bw >= bw.max() * (1 - rel)) & (src < n) & (dst < n)
+    return undirected_components(n, src[fast], dst[fast])

@@ -97,3 +97,21 @@ class BaselineSolver(Solver):
 
     def _build(self, problem: Problem, opts, clock: Clock):  # pragma: no cover - abstract
         raise NotImplementedError
+
+
+class PlanBaseline(BaselineSolver):
+    """A baseline whose copy algorithm is one plan builder ``build_plan(problem) -> (Plan, stats)``
+    (:attr:`plan_builder`); reducing tables and collectives are its time-reversed mirrors
+    (:func:`compose_plans`), and the statistics are the last phase's."""
+
+    plan_builder = None   # a staticmethod: Problem -> (Plan, dict)
+
+    def _build(self, problem, opts, clock):
+        stats: dict = {}
+
+        def build(p, mirror):
+            plan, st = type(self).plan_builder(p)
+            stats.update(st)
+            return plan
+
+        return compose_plans(problem, build, clock), stats

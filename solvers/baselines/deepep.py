@@ -17,7 +17,7 @@ from tacos_bench.problem import Problem
 
 from ..base import CAP_ALL_TO_ALL, CAP_DEMAND_COPY, CAP_DEMAND_REDUCE, CAP_DEMAND_UNICAST
 from ..plan import COPY, NO_PRED, Plan, send_path
-from .common import BaselineSolver, compose_plans
+from .common import PlanBaseline
 from .direct import plan_start
 from .fast import _pairs
 from .stats import DEEPEP_STATS
@@ -52,7 +52,7 @@ def deepep_plan(problem: Problem) -> tuple[Plan, dict]:
     return plan, {"deepep_servers": sv.count, "deepep_rdma_messages": rdma, "deepep_nvlink_forwards": forwards}
 
 
-class DeepEpSolver(BaselineSolver):
+class DeepEpSolver(PlanBaseline):
     """DeepEP-like hierarchical dispatch / combine (:func:`deepep_plan`): once across each server pair over
     the rail, then inside the server; combine as the mirror. Runs on All-to-All and on chunk tables.
 
@@ -67,12 +67,4 @@ class DeepEpSolver(BaselineSolver):
     capabilities = frozenset({CAP_ALL_TO_ALL, CAP_DEMAND_UNICAST, CAP_DEMAND_COPY, CAP_DEMAND_REDUCE})
     Stats = DEEPEP_STATS
 
-    def _build(self, problem, opts, clock):
-        stats: dict = {}
-
-        def build(p, mirror):
-            plan, st = deepep_plan(p)
-            stats.update(st)
-            return plan
-
-        return compose_plans(problem, build, clock), stats
+    plan_builder = staticmethod(deepep_plan)

@@ -24,7 +24,7 @@ from tacos_bench.problem import Problem
 
 from ..base import CAP_ALL_TO_ALL, CAP_DEMAND_COPY, CAP_DEMAND_REDUCE, CAP_DEMAND_UNICAST
 from ..plan import COPY, NO_PRED, Plan, send_path
-from .common import BaselineSolver, compose_plans
+from .common import PlanBaseline
 from .direct import plan_start
 from .stats import FAST_STATS
 from .servers import Servers, servers
@@ -166,7 +166,7 @@ def fast_plan(problem: Problem) -> tuple[Plan, dict]:
                   "fast_balanced_deliveries": int(balanced), "fast_inside_deliveries": int(inside.sum())}
 
 
-class FastSolver(BaselineSolver):
+class FastSolver(PlanBaseline):
     """FAST-like All-to-All(v): intra-server balancing, then Birkhoff–von Neumann steps between servers
     (:func:`fast_plan`). Runs on All-to-All and on chunk tables (a multicast chunk once per destination; a
     reducing table as the mirror).
@@ -182,12 +182,4 @@ class FastSolver(BaselineSolver):
     capabilities = frozenset({CAP_ALL_TO_ALL, CAP_DEMAND_UNICAST, CAP_DEMAND_COPY, CAP_DEMAND_REDUCE})
     Stats = FAST_STATS
 
-    def _build(self, problem, opts, clock):
-        stats: dict = {}
-
-        def build(p, mirror):
-            plan, st = fast_plan(p)
-            stats.update(st)
-            return plan
-
-        return compose_plans(problem, build, clock), stats
+    plan_builder = staticmethod(fast_plan)

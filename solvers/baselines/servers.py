@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tacos_bench.graph import fastest_link_groups
 from tacos_bench.topology import Topology
 
 # links within this relative distance of the fastest bandwidth count as the fast tier
@@ -41,26 +42,9 @@ def servers(topology: Topology) -> Servers:
     >>> s.server.tolist(), s.lane.tolist(), s.count
     ([0, 0, 1, 1], [0, 1, 0, 1], 2)
     """
-    n = topology.num_npus
-    bw = np.asarray(topology.bw_GiBps, dtype=np.float64)
-    src, dst = np.asarray(topology.src), np.asarray(topology.dst)
-    fast = (bw >= bw.max() * (1 - FAST_TIER_REL)) & (src < n) & (dst < n)
-    parent = np.arange(n)
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for u, v in zip(src[fast].tolist(), dst[fast].tolist()):
-        ru, rv = find(u), find(v)
-        if ru != rv:
-            parent[max(ru, rv)] = min(ru, rv)
-    roots = np.array([find(v) for v in range(n)])
-    _, server = np.unique(roots, return_inverse=True)
+    server = fastest_link_groups(topology, FAST_TIER_REL)
     members = [np.flatnonzero(server == s) for s in range(int(server.max()) + 1)]
-    lane = np.empty(n, np.int64)
+    lane = np.empty(topology.num_npus, np.int64)
     for m in members:
         lane[m] = np.arange(m.size)
-    return Servers(server.astype(np.int64), lane, members)
+    return Servers(server, lane, members)

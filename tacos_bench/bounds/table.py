@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..graph import fastest_link_groups
 from ..problem import Problem
 from ._graph import _Graph, _distance_row
 from .load import count_time_us
@@ -87,20 +88,7 @@ def cut_sets(topo) -> list[np.ndarray]:
     bw = np.asarray(topo.bw_GiBps, np.float64)
     if not bw.size or bw.min() >= bw.max() * (1 - 1e-9):
         return []
-    fast = bw >= bw.max() * (1 - 1e-9)
-    parent = np.arange(n)
-
-    def find(x):
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for u, v in zip(np.asarray(topo.src)[fast].tolist(), np.asarray(topo.dst)[fast].tolist()):
-        ru, rv = find(u), find(v)
-        if ru != rv:
-            parent[max(ru, rv)] = min(ru, rv)
-    roots = np.array([find(v) for v in range(n)])
+    roots = fastest_link_groups(topo)
     return [np.flatnonzero(roots == r) for r in np.unique(roots) if 1 < np.count_nonzero(roots == r) < n]
 
 
