@@ -79,9 +79,9 @@ TACOS_CANDIDATE_MAX_PAIRS = 1 << 18
 # on 0.04 s; dgx_h100x16 1.1 s on 0.27 s, dgx_h100x32 4.3 s on 1.6 s). At this cap the baselines add at most about
 # 1 s (leafspine4x8 All-Reduce, 4 chunks per NPU) and cover every 32-NPU case of the fabric study
 BASELINE_CANDIDATE_MAX_DELIVERIES = 1 << 12
-# the list schedule (solvers/list_schedule.py) runs while (NPU, chunk) receipts x hops stays within this: measured
-# (docs/rails.md) dgx_h100x8 4 chunks per NPU 1.4e7, 0.38 s; dgx_h100x16 1 chunk 4.6e7, 0.9 s; dgx_h100x16 4 chunks
-# 1.8e8 took 8.8 s (every hop offering the rarest chunk is rebuilt on each commit), so it stops below that
+# the list schedule (solvers/list_schedule.py) runs while (NPU, chunk) receipts x hops over its runs stays within
+# this: one run of dgx_h100x8 at 4 chunks per NPU is 1.4e7 (0.3-0.4 s), dgx_h100x16 at 1 chunk 4.6e7 (about 0.5 s);
+# dgx_h100x16 at 4 chunks, 1.8e8, took 8.8 s before the lazy offers (about half now), so it stops below that
 LIST_MAX_WORK = 1 << 26
 
 
