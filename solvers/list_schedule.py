@@ -26,8 +26,9 @@ Examples
 >>> from tacos_bench.bounds import lower_bound_us
 >>> from tacos_bench.verify import verify
 >>> p = Problem(rail_cluster(3, 4, nvlink_GiBps=400.0, nic_GiBps=50.0), Collective("all_gather", 1, 64))
->>> [round(verify(p, list_copy(p, rule=r)).collective_time_us / lower_bound_us(p), 3) for r in RULES]
-[1.42, 1.0, 1.42, 1.0]
+>>> [round(verify(p, list_copy(p, rule=r)).collective_time_us / lower_bound_us(p), 3) for r in
+...  ("id", "ring", "group+near")]
+[1.42, 1.0, 1.0]
 """
 
 from __future__ import annotations
@@ -44,9 +45,11 @@ from .fabric_routes import Hops, build_hops
 __all__ = ["RULES", "applies", "list_copy", "list_work", "warmup"]
 
 _REL = 1e-9   # completions within this fraction are tied (float noise is no difference)
-# the tie rules, in the order greedy_plus tries them (docs/rails.md: id meets the bound on 2, 4 and 8 DGX nodes,
-# ring+near on 3, 5 and 6 nodes; without +near where the NIC is nearly as fast as the NVSwitch)
-RULES = ("id+near", "ring+near", "id", "ring")
+# the tie rules, in the order greedy_plus tries them (docs/rails.md: group+near meets the bound on 2-8 DGX nodes
+# of every speed at 1-4 chunks per NPU but 2 nodes at 2 and 4 chunks, where id does; without +near where the NIC
+# is nearly as fast as the NVSwitch, and on the MI250X node; id+near and ring+near never did better than these)
+RULES = ("group+near", "id", "ring")
+TIES = ("id", "ring", "group")
 
 
 def applies(problem: Problem) -> str | None:
@@ -78,21 +81,24 @@ def list_copy(problem: Problem, *, hops: Hops | None = None, link_free: np.ndarr
         A start state: link ``l`` is free from ``link_free[l]``; chunk ``c`` is at its source from
         ``chunk_ready[c]`` (All-Reduce's All-Gather phase after its Reduce-Scatter).
     rule : str
-        One of :data:`RULES`: ``<ties>`` or ``<ties>+near``. The ties after the rarest chunk: ``id`` the lowest
-        chunk, then the lowest hop; ``ring`` the hop whose receiver follows its sender most closely in id order
-        (``(dst - src) mod N``: on a rail of K nodes the NICs then send round a K-cycle instead of pairing off and
-        leaving a node idle), then the lowest chunk. ``+near``: a hop ``u -> v`` carries no chunk that an NPU with a
-        shorter hop to ``v`` holds or will hold (the NIC brings only what the node lacks, the NVSwitch spreads it;
-        the fabric greedy's ``local_first``).
+        ``<ties>`` or ``<ties>+near``, ``ties`` one of ``id``, ``ring``, ``group`` (:data:`RULES` are those
+        greedy_plus tries). The ties after the rarest chunk: ``id`` the lowest chunk, then the lowest hop; ``ring``
+        the hop whose receiver follows its sender most closely in id order (``(dst - src) mod N``: on a rail of K
+        nodes the NICs then send round a K-cycle instead of pairing off and leaving a node idle), then the lowest
+        chunk; ``group`` the same within the groups of NPUs joined by the fastest hops (a node's NVSwitch) and,
+        between groups, by group (the NICs of a rail round the nodes, the NVSwitch ports round the node).
+        ``+near``: a hop ``u -> v`` carries no chunk that an NPU with a shorter hop to ``v`` holds or will hold (the
+        NIC brings only what the node lacks, the NVSwitch spreads it; the fabric greedy's ``local_first``).
 
     Raises
     ------
     SolverError
         On a collective it does not take, an unknown rule, or when some receipt is unreachable over the hops.
     """
-    if rule not in RULES:
-        raise SolverError(f"list schedule rule {rule!r}: expected one of {', '.join(RULES)}")
     ties, _, near = rule.partition("+")
+    if ties not in TIES or near not in ("", "near"):
+        raise SolverError(f"list schedule rule {rule!r}: expected <ties> or <ties>+near, ties one of "
+                          f"{', '.join(TIES)}")
     why = applies(problem)
     if why is not None or not problem.collective.copies:
         raise SolverError(f"the list schedule takes {why or 'copy collectives'}")
@@ -153,10 +159,44 @@ def _near(hops: Hops, n: int, local: bool) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _hop_keys(hops: Hops, n: int, ties: str) -> np.ndarray:
-    """Each hop's tie key after the rarest chunk (``ring``: how far the receiver follows the sender)."""
+    """Each hop's tie key after the rarest chunk (``ring``: how far the receiver follows the sender; ``group``:
+    the same within a group and between groups, :func:`_groups`)."""
     if ties == "ring":
         return ((hops.dst - hops.src) % n).astype(np.float64)
+    if ties == "group":
+        gid, pos, size = _groups(hops, n)
+        u, v = hops.src, hops.dst
+        inside = gid[u] == gid[v]
+        return np.where(inside, (pos[v] - pos[u]) % size[gid[u]],
+                        n + (gid[v] - gid[u]) % len(size)).astype(np.float64)
     return np.zeros(len(hops))
+
+
+def _groups(hops: Hops, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The NPUs joined by the fastest hops (a node's NVSwitch on a rail cluster; the whole topology when every
+    hop is as fast): per NPU its group (numbered by lowest member) and rank in it, and each group's size."""
+    parent = list(range(n))
+
+    def find(x):
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    fast = hops.dur <= float(hops.dur.min()) * (1 + 1e-9)
+    for u, v in zip(hops.src[fast].tolist(), hops.dst[fast].tolist()):
+        a, b = find(u), find(v)
+        if a != b:
+            parent[max(a, b)] = min(a, b)
+    root = np.array([find(x) for x in range(n)])
+    _, gid = np.unique(root, return_inverse=True)
+    size = np.bincount(gid)
+    pos = np.zeros(n, dtype=np.int64)
+    seen = np.zeros(len(size), dtype=np.int64)
+    for x in range(n):
+        pos[x] = seen[gid[x]]
+        seen[gid[x]] += 1
+    return gid, pos, size
 
 
 def _link_hops(hops: Hops, L: int) -> tuple[np.ndarray, np.ndarray]:

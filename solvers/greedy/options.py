@@ -82,9 +82,9 @@ BASELINE_CANDIDATE_MAX_DELIVERIES = 1 << 12
 # a chunk table's baselines (FAST-like, DeepEP-like, direct) are built for tables: a 64-GPU MoE layer of 4,096
 # tokens per GPU is about 1.3 M (chunk, destination) deliveries
 TABLE_BASELINE_MAX_DELIVERIES = 1 << 21
-# the list schedule (solvers/list_schedule.py) runs while (NPU, chunk) receipts x hops stays within this: measured
-# (docs/rails.md) dgx_h100x8 4 chunks per NPU 1.4e7, 0.38 s; dgx_h100x16 1 chunk 4.6e7, 0.9 s; dgx_h100x16 4 chunks
-# 1.8e8 took 8.8 s (every hop offering the rarest chunk is rebuilt on each commit), so it stops below that
+# the list schedule (solvers/list_schedule.py) runs while (NPU, chunk) receipts x hops over its runs stays within
+# this: one run of dgx_h100x8 at 4 chunks per NPU is 1.4e7 (0.3-0.4 s), dgx_h100x16 at 1 chunk 4.6e7 (about 0.5 s);
+# dgx_h100x16 at 4 chunks, 1.8e8, took 8.8 s before the lazy offers (about half now), so it stops below that
 LIST_MAX_WORK = 1 << 26
 
 
