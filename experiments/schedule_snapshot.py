@@ -3,6 +3,9 @@
     python experiments/schedule_snapshot.py -o /tmp/before.json          # before the change
     python experiments/schedule_snapshot.py --check /tmp/before.json     # after it: exit 1 on any difference
 
+Each entry is ``<hash>|<makespan µs>`` (or the refusal / status text), so ``--check`` also says which changed
+schedules got faster or slower, and by how much (a snapshot written before makespans were kept compares by hash).
+
 Every deterministic backend (the greedy family with its options, the baselines, the composed collectives,
 the repair after a fault) solves a fixed grid of small problems; each schedule is written as ``schedule.csv``
 bytes (the public format) and hashed. Exact backends are left out: their search is timed and multi-threaded,
@@ -41,7 +44,38 @@ def _digest(schedule, problem) -> str:
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "schedule.csv"
         schedule.to_csv(path)
-        return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+        return f"{hashlib.sha256(path.read_bytes()).hexdigest()[:16]}|{float(schedule.makespan_us):.6f}"
+
+
+def _split(entry):
+    """``(hash, makespan or None)`` of a snapshot entry."""
+    if entry is None or "|" not in entry:
+        return entry, None
+    h, ms = entry.split("|", 1)
+    try:
+        return h, float(ms)
+    except ValueError:
+        return entry, None
+
+
+def compare(ref: dict, snap: dict) -> dict:
+    """The keys of ``snap`` against ``ref``: ``same``, ``faster`` / ``slower`` (with their ratios), ``other``
+    (a refusal, a status, or a snapshot without makespans), ``missing`` (in one only)."""
+    out = {"same": [], "faster": [], "slower": [], "other": [], "missing": []}
+    for k in sorted(set(ref) | set(snap)):
+        if k not in ref or k not in snap:
+            out["missing"].append(k)
+            continue
+        (ha, ma), (hb, mb) = _split(ref[k]), _split(snap[k])
+        if ha == hb:
+            out["same"].append(k)
+        elif ma is not None and mb is not None and mb < ma * (1 - 1e-9):
+            out["faster"].append((k, mb / ma))
+        elif ma is not None and mb is not None and mb > ma * (1 + 1e-9):
+            out["slower"].append((k, mb / ma))
+        else:
+            out["other"].append(k)
+    return out
 
 
 def cases():
@@ -215,17 +249,29 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("-o", "--out", help="write the snapshot (JSON) here")
     ap.add_argument("--check", help="compare with this snapshot; exit 1 on any difference")
+    ap.add_argument("--against", help="with --check: compare this stored snapshot instead of taking one")
     a = ap.parse_args(argv)
-    snap = snapshot()
-    print(f"{len(snap)} schedules hashed")
+    if a.against and not a.check:
+        ap.error("--against needs --check")
+    snap = {} if a.against else snapshot()
+    if not a.against:
+        print(f"{len(snap)} schedules hashed")
     if a.out:
         Path(a.out).write_text(json.dumps(snap, indent=0, sort_keys=True))
     if a.check:
         ref = json.loads(Path(a.check).read_text())
-        diff = sorted(k for k in set(ref) | set(snap) if ref.get(k) != snap.get(k))
-        for k in diff[:30]:
+        if a.against:
+            snap = json.loads(Path(a.against).read_text())
+        c = compare(ref, snap)
+        for k, r in c["slower"][:30]:
+            print(f"slower: {k}: x{r:.4f}")
+        for k, r in c["faster"][:30]:
+            print(f"faster: {k}: x{r:.4f}")
+        for k in (c["other"] + c["missing"])[:30]:
             print(f"differs: {k}: {ref.get(k)} -> {snap.get(k)}")
-        print(f"{len(diff)} of {len(ref)} differ")
+        diff = len(ref.keys() | snap.keys()) - len(c["same"])
+        print(f"{diff} of {len(ref)} differ: {len(c['faster'])} faster, {len(c['slower'])} slower, "
+              f"{len(c['other'])} otherwise (refusals, statuses, no makespan), {len(c['missing'])} in one only")
         return 1 if diff else 0
     return 0
 

@@ -100,3 +100,16 @@ def test_paths_and_modules_named_in_the_docs_exist():
             if obj is None:
                 missing.append(f"{page.relative_to(ROOT)}: {dotted}")
     assert not missing, missing
+
+
+def test_schedule_snapshot_compare_says_faster_and_slower():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("schedule_snapshot", ROOT / "experiments" / "schedule_snapshot.py")
+    snap = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(snap)
+    ref = {"a": "h1|10.000000", "b": "h2|10.000000", "c": "h3|10.000000", "d": "error: x", "e": "h5"}
+    new = {"a": "h1|10.000000", "b": "h9|9.000000", "c": "h8|12.000000", "d": "error: y", "e": "h6"}
+    c = snap.compare(ref, new)
+    assert c["same"] == ["a"] and c["faster"] == [("b", 0.9)] and c["slower"] == [("c", 1.2)]
+    assert c["other"] == ["d", "e"] and not c["missing"]
