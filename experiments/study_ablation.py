@@ -123,6 +123,50 @@ def rules_report(st: Study) -> tuple[str, list]:
     return body, [fig]
 
 
+# greedy_plus's All-Gather candidates one at a time, all of them, and a user's chunk priority loaded by import path
+# (examples/my_priority.py) in the greedy: the same route (solver.candidates=, solver.chunk_order=module:function)
+# a user's own ablation takes
+PORTFOLIO_CANDIDATES = ("decomposition", "tacos", "rules", "rarest", "trees", "list")
+USER_PRIORITY = "examples.my_priority:rarest_then_lowest_id"
+PORTFOLIO_TOPOS = "hetero64,three_tier4x4x8,hetero_mesh8x8,torus8x8"
+
+
+def portfolio_sweeps(quick: bool) -> list[tuple[str, list[str]]]:
+    topos = "hetero_mesh4x4" if quick else PORTFOLIO_TOPOS
+    names = ("rules", "tacos") if quick else PORTFOLIO_CANDIDATES
+    lists = ",".join(f"[{n}]" for n in names) + ",null"
+    out = [("portfolio", [f"topo.name={topos}", "seed=0", "solver=greedy_plus", f"solver.candidates={lists}"])]
+    if not quick:
+        out.append(("user priority", [f"topo.name={topos}", "seed=0", "solver=greedy", "solver.restarts=1",
+                                      f"solver.chunk_order=random,rarest,{USER_PRIORITY}"]))
+    return out
+
+
+def portfolio_report(st: Study) -> str:
+    """Each candidate of greedy_plus alone against the whole portfolio, and a user's chunk priority beside the
+    built-in orders: time / lower bound and synthesis time, per topology."""
+    frames = []
+    for i, (name, over) in enumerate(portfolio_sweeps(st.args.quick)):
+        sub = st.out / "portfolio" / f"p{i}"
+        frames.append(pd.read_parquet(sub / "sweep" / "results.parquet") if st.args.plot_only
+                      else run_sweep(f"{NAME}_portfolio", sub, over, st.args.jobs))
+    good = ok_rows(pd.concat(frames, ignore_index=True))
+    good["ratio"] = good["collective_time_us"] / good["lower_bound_us"]
+    cand = good["p_solver_candidates"] if "p_solver_candidates" in good else pd.Series(None, index=good.index)
+    good["configuration"] = [
+        (f"greedy_plus candidates={c}" if isinstance(c, str) and c not in ("", "null", "None")
+         else "greedy_plus (every candidate)") if s == "greedy_plus" else f"greedy chunk_order={o}"
+        for s, c, o in zip(good["solver"], cand, good.get("p_solver_chunk_order", pd.Series("", index=good.index)))]
+    wide = good.pivot_table(index="configuration", columns="topology", values="ratio", aggfunc="mean")
+    times = good.pivot_table(index="configuration", columns="topology", values="synthesis_time_s", aggfunc="mean")
+    return ("\n## The portfolio, one candidate at a time, and a user's chunk priority\n\nAll-Gather, 1 GiB, 1 chunk "
+            "per NPU, seed 0: `solver=greedy_plus solver.candidates=[X]` runs candidate X alone (`null`: the whole "
+            f"portfolio, the fastest kept); `solver=greedy solver.chunk_order={USER_PRIORITY}` is a user's score "
+            "compiled into the matching kernel (examples/my_priority.py). Time / lower bound:\n\n"
+            + to_markdown(wide.reset_index(), ".4f") + "\nSynthesis time (s):\n\n"
+            + to_markdown(times.reset_index(), ".3f"))
+
+
 def _markdown_rules(md: Path) -> pd.DataFrame:
     """The means table of the report's rules section (``| rules | <topology> ... |``)."""
     if not md.is_file():
@@ -177,6 +221,7 @@ def main():
             "Best three variants per topology:\n\n" + to_markdown(best, ".4f")
             + "\nAll variants:\n\n" + to_markdown(table, ".4f"))
     more, rule_figs = rules_report(st)
+    more += portfolio_report(st)
     st.report("Study (c): greedy heuristic ablation", body + more, figs + rule_figs)
 
 
