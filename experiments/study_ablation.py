@@ -174,7 +174,9 @@ def _markdown_rules(md: Path) -> pd.DataFrame:
     text = md.read_text()
     if "## Topology-aware rules" not in text:
         raise SystemExit(f"{md}: no rules section to redraw from")
-    lines = [ln for ln in text[text.index("## Topology-aware rules"):].splitlines() if ln.startswith("|")]
+    section = text[text.index("## Topology-aware rules"):]
+    nxt = section.find("\n## ", 1)   # the section ends at the next heading (the portfolio's tables follow it)
+    lines = [ln for ln in (section if nxt < 0 else section[:nxt]).splitlines() if ln.startswith("|")]
     head = [c.strip() for c in lines[0].strip("|").split("|")]
     rows = [[c.strip() for c in ln.strip("|").split("|")] for ln in lines[2:]]
     wide = pd.DataFrame(rows, columns=head).set_index("rules")
