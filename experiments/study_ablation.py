@@ -55,7 +55,7 @@ RULE_TOPOS = "hetero64,hetero512,three_tier4x4x8,unequal4-8-6-2-4-8-6-2,hetero_m
 def rule_sweeps(quick: bool) -> list[tuple[str, list[str]]]:
     topos = "hetero_mesh4x4,torus4x4" if quick else RULE_TOPOS
     seeds = "0" if quick else "0,1,2"
-    names = ["TACOS rule (greedy)", "greedy_plus rules"] if quick else list(RULES)
+    names = ["greedy_plus rules"] if quick else list(RULES)
     out = []
     for name in names:
         over = {**TACOS, **RULES[name]}
