@@ -12,8 +12,10 @@ reductions, several collectives at once; :mod:`tacos_bench.demand`), on either n
   least once; the groups are a fabric's switches with their NPUs, or a point-to-point topology's components
   over its fastest links (the servers of a cluster), so the NICs of a node bound a mixture-of-experts layer.
 
-A switched fabric's in-links of an NPU are its ports: a chunk occupies a port at least its link time, so the counts
-hold there too (the distance does not: a cut-through route takes less than its links' sum).
+A switched fabric's in-links of an NPU are its ports: a chunk occupies a port at least its least occupancy (its
+link time plus, through a cut-through switch, the latency of the route's other links:
+:func:`~tacos_bench.bounds.fabric.occupancy_us`), so the counts hold there with that time (the distance does
+not: a cut-through route takes less than its links' sum).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import numpy as np
 from ..graph import fastest_link_groups
 from ..problem import Problem
 from ._graph import _Graph, _distance_row
+from .fabric import occupancy_us
 from .load import count_time_us
 
 
@@ -30,7 +33,10 @@ def table_bounds(problem: Problem) -> dict:
     """``ingress_us``, ``egress_us``, ``distance_us`` and ``best_us``/``best_source`` of a chunk table."""
     d = problem.demand
     n, topo = problem.num_npus, problem.topology
-    t = np.asarray(problem.link_time_us, np.float64)
+    # a cut-through transfer holds every link of its route for the route's whole duration: on a fabric each link
+    # carries one chunk per its least occupancy (bounds.fabric.occupancy_us), not per its own link time
+    t = (occupancy_us(topo, problem.chunk_bytes) if topo.is_fabric
+         else np.asarray(problem.link_time_us, np.float64))
     dv, dc = d.required_pairs()
     src = d.source
     copy = d.op == 0
