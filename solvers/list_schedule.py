@@ -36,6 +36,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from tacos_bench.graph import undirected_components
 from tacos_bench.errors import SolverError
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import Schedule
@@ -175,21 +176,8 @@ def _hop_keys(hops: Hops, n: int, ties: str) -> np.ndarray:
 def _groups(hops: Hops, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The NPUs joined by the fastest hops (a node's NVSwitch on a rail cluster; the whole topology when every
     hop is as fast): per NPU its group (numbered by lowest member) and rank in it, and each group's size."""
-    parent = list(range(n))
-
-    def find(x):
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
     fast = hops.dur <= float(hops.dur.min()) * (1 + 1e-9)
-    for u, v in zip(hops.src[fast].tolist(), hops.dst[fast].tolist()):
-        a, b = find(u), find(v)
-        if a != b:
-            parent[max(a, b)] = min(a, b)
-    root = np.array([find(x) for x in range(n)])
-    _, gid = np.unique(root, return_inverse=True)
+    gid = undirected_components(n, hops.src[fast], hops.dst[fast])
     size = np.bincount(gid)
     pos = np.zeros(n, dtype=np.int64)
     seen = np.zeros(len(size), dtype=np.int64)
