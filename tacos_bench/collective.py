@@ -61,6 +61,12 @@ CUSTOM = "custom"
 CONCURRENT = "concurrent"
 DEMAND_KINDS = (ALL_TO_ALLV, MOE_DISPATCH, MOE_COMBINE, CUSTOM, CONCURRENT)
 
+
+def reloaded_kind(kind: str) -> str:
+    """The kind a chunk table read back from a file (``chunks.csv``, a JSON export) is: its own, except a concurrent
+    collective's, which comes back as ``custom`` (the file holds the union table, not the parts)."""
+    return CUSTOM if kind == CONCURRENT else kind
+
 _ALIASES = {
     "all_gather": ALL_GATHER, "allgather": ALL_GATHER, "all-gather": ALL_GATHER, "ag": ALL_GATHER,
     "reduce_scatter": REDUCE_SCATTER, "reducescatter": REDUCE_SCATTER, "reduce-scatter": REDUCE_SCATTER,

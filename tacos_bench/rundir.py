@@ -41,7 +41,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .collective import Collective
+from .collective import DEMAND_KINDS, Collective, reloaded_kind
 from .compact import COMPACT_DIR
 from .errors import ExportError
 from .problem import Problem
@@ -155,9 +155,6 @@ def load_run(result_dir: str | os.PathLike):
     return problem, schedule, record
 
 
-TABLE_KINDS = ("all_to_allv", "moe_dispatch", "moe_combine", "custom", "concurrent")
-
-
 def _table_problem(d: Path, topo, record: dict, table: str) -> Problem:
     """A chunk-table run's problem from its ``chunks.csv`` (a concurrent run comes back as its one union table,
     ``custom``: the parts are not in the file, the demand is)."""
@@ -168,8 +165,7 @@ def _table_problem(d: Path, topo, record: dict, table: str) -> Problem:
         raise ExportError(f"{d}: chunk table {table!r} named by the record is missing")
     demand = read_chunks_csv(path, topo.num_npus, int(record["chunk_bytes"]))
     kind = str(record["collective"])
-    coll = Collective(kind if kind in ("all_to_allv", "moe_dispatch", "moe_combine", "custom") else "custom",
-                      demand=demand)
+    coll = Collective(reloaded_kind(kind), demand=demand)
     return Problem(topo, coll)
 
 
@@ -195,7 +191,7 @@ def load_run_problem(result_dir: str | os.PathLike) -> tuple[Problem, dict[str, 
     if not topo_path.is_file():
         raise ExportError(f"{d}: topology file {topo_name!r} named by the record is missing")
     # a chunk-table collective: its table is the run's chunks.csv (a named collective's chunks.csv is its own table)
-    table = record.get("chunks_file") if record.get("collective") in TABLE_KINDS else None
+    table = record.get("chunks_file") if record.get("collective") in DEMAND_KINDS else None
     for key in ("collective", "chunk_bytes") if table else ("collective", "chunks_per_npu", "buffer_mib"):
         if record.get(key) is None:
             raise ExportError(f"{rec_path}: field {key!r} is missing")

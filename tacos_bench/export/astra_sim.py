@@ -83,6 +83,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..collective import DEMAND_KINDS
 from ..problem import Problem
 from ..schedule import REDUCE, Schedule
 from ..topology.model import FABRIC, POINT_TO_POINT
@@ -100,7 +101,6 @@ ASTRA_COLLECTIVES = {
 # Collectives ASTRA-sim's custom path cannot take (measured with the prebuilt binary, astra-sim 518bd51;
 # Workload::issue_coll_comm): it runs a custom trace for ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER and
 # ALL_TO_ALL collective nodes only. The traces themselves exist for every collective (export_chakra).
-TABLE_KINDS = ("all_to_allv", "moe_dispatch", "moe_combine", "custom", "concurrent")
 UNSUPPORTED = {
     "broadcast": ("ASTRA-sim replays a BROADCAST collective node as a fixed delay (the node's runtime, "
                   "1 ns by default) and never runs a custom trace for it"),
@@ -140,7 +140,7 @@ def astra_collective(kind: str) -> tuple[str, str]:
     """
     if kind in ASTRA_COLLECTIVES:
         return ASTRA_COLLECTIVES[kind]
-    if kind in TABLE_KINDS:
+    if kind in DEMAND_KINDS:
         raise ExportError(f"cannot export {kind} to ASTRA-sim: a chunk table has no collective node there (its "
                           "custom path hooks ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER and ALL_TO_ALL of equal "
                           "chunks); export it as chakra (the per-NPU sends and receives) or json instead")

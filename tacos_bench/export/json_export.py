@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..collective import Collective
+from ..collective import Collective, reloaded_kind
 from ..errors import InputFileError
 from ..inputs import read_input_text
 from ..problem import Problem
@@ -202,8 +202,7 @@ def load_json(source: str | os.PathLike | Mapping) -> tuple[Problem, Schedule]:
         if "overlap" in c:
             extra["overlap"] = bool(c["overlap"])
         if "chunks" in c:   # a chunk table: its rows are the demand
-            problem = Problem(topo, Collective(c["kind"] if c["kind"] != "concurrent" else "custom",
-                                               demand=_table_of(c, n_npus)))
+            problem = Problem(topo, Collective(reloaded_kind(c["kind"]), demand=_table_of(c, n_npus)))
         else:
             problem = Problem(topo, Collective(c["kind"], int(c["chunks_per_npu"]), float(c["buffer_mib"]), **extra))
         rows = doc["transfers"]

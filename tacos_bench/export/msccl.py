@@ -89,7 +89,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..collective import (ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, BROADCAST, GATHER, REDUCE_SCATTER, SCATTER)
+from ..collective import (ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, BROADCAST, DEMAND_KINDS, GATHER, REDUCE_SCATTER,
+                          SCATTER)
 from ..collective import REDUCE as REDUCE_KIND
 from ..problem import Problem
 from ..schedule import REDUCE, Schedule
@@ -181,7 +182,7 @@ class MscclProgram:
 
 def _coll_name(kind: str) -> str:
     if kind not in COLL_NAMES:
-        if kind in ("all_to_allv", "moe_dispatch", "moe_combine", "custom", "concurrent"):
+        if kind in DEMAND_KINDS:
             raise ExportError(f"cannot export {kind} to MSCCL: a chunk table (unequal pairs, subsets of "
                               f"destinations) is none of the runtime's collectives ({', '.join(COLL_NAMES.values())}), "
                               "whose buffers are N equal chunks; export it as json or chakra instead")

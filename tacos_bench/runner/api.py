@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..collective import Collective
+from ..collective import DEMAND_KINDS, Collective
 from ..errors import CollectiveError
 from ..problem import Problem
 
@@ -67,7 +67,7 @@ def synthesize(topology, demand, solver: str = "greedy", *, verify: bool = True,
     if isinstance(demand, Collective):
         coll = demand
     elif isinstance(demand, Demand):
-        coll = Collective(demand.name if demand.name in _TABLE_KINDS else "custom", demand=demand)
+        coll = Collective(demand.name if demand.name in DEMAND_KINDS else "custom", demand=demand)
     elif isinstance(demand, str):
         coll = Collective(demand, chunks_per_npu)
     else:
@@ -96,5 +96,3 @@ def synthesize(topology, demand, solver: str = "greedy", *, verify: bool = True,
                   collective_time_us=ms)
     return Synthesis(res.schedule, None, ms, res.status, fields, problem)
 
-
-_TABLE_KINDS = ("all_to_allv", "moe_dispatch", "moe_combine", "custom", "concurrent")
