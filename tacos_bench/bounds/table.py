@@ -40,22 +40,7 @@ def table_bounds(problem: Problem) -> dict:
     dv, dc = d.required_pairs()
     src = d.source
     copy = d.op == 0
-    # a reduce chunk's destination that is one of its sources still needs the others' parts, unless it is the only
-    own = np.zeros(dv.size, bool)
-    for i in np.flatnonzero(~copy[dc]).tolist():
-        s = d.sources_of(int(dc[i]))
-        own[i] = s.size == 1 and s[0] == dv[i]
-    need_in = np.bincount(dv[~own], minlength=topo.num_nodes)[:n]
-    # who must send: a copy's source (once), a reduction's every contributor but a sole destination
-    senders = []
-    for c in range(d.num_chunks):
-        if copy[c]:
-            if np.any(dc == c):
-                senders.append(int(src[c]))
-        else:
-            dests = set(d.destinations_of(c).tolist())
-            senders += [int(v) for v in d.sources_of(c).tolist() if dests != {int(v)}]
-    need_out = np.bincount(np.asarray(senders, np.int64), minlength=n)[:n]
+    need_in, need_out = _port_needs(d, dv, dc, topo.num_nodes)
     ingress = _count(topo, t, need_in, incoming=True)
     egress = _count(topo, t, need_out, incoming=False)
     distance = 0.0
@@ -73,6 +58,39 @@ def table_bounds(problem: Problem) -> dict:
     return {"ingress_us": ingress, "egress_us": egress, "distance_us": distance, "server_cut_us": cut,
             "best_us": best,
             "best_source": next(k for k, v in parts.items() if v >= best * (1 - 1e-12))}
+
+
+def _port_needs(d, dv: np.ndarray, dc: np.ndarray, num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per NPU, the chunks it must receive and the chunks it must send at least once (module docstring)."""
+    n, C = d.num_npus, d.num_chunks
+    copy = d.op == 0
+    src_count, dst_count = np.diff(d.src_ptr), np.diff(d.dst_ptr)
+
+    def sole(count, ptr, ids):
+        # a chunk's one member (an empty set is every NPU: one member only on one NPU), else -1
+        out = np.full(C, -1, np.int64)
+        one = count == 1
+        out[one] = ids[ptr[:-1][one]]
+        if n == 1:
+            out[count == 0] = 0
+        return out
+
+    sole_src, sole_dst = sole(src_count, d.src_ptr, d.src_ids), sole(dst_count, d.dst_ptr, d.dst_ids)
+    # a reduce chunk's destination that is one of its sources still needs the others' parts, unless it is the only
+    own = ~copy[dc] & (sole_src[dc] == dv)
+    need_in = np.bincount(dv[~own], minlength=num_nodes)[:n]
+    # who must send: a copy's source (once, if anyone needs it), a reduction's every contributor but a sole
+    # destination
+    needed = np.zeros(C, bool)
+    needed[dc] = True
+    need_out = np.bincount(d.source[copy & needed], minlength=n)[:n]
+    owner = np.repeat(np.arange(C), src_count)
+    listed = ~copy[owner] & (d.src_ids != sole_dst[owner])
+    need_out += np.bincount(d.src_ids[listed], minlength=n)[:n]
+    everyone = ~copy & (src_count == 0)        # every NPU contributes
+    need_out += int(everyone.sum())
+    need_out -= np.bincount(sole_dst[everyone & (sole_dst >= 0)], minlength=n)[:n]
+    return need_in, need_out
 
 
 def _count(topo, t: np.ndarray, need: np.ndarray, incoming: bool) -> float:
