@@ -130,3 +130,13 @@ def test_exact_backends_on_a_small_unicast_table_never_behind_the_heuristics(sol
     assert res.status == "optimal" and verify(p, res.schedule).valid
     others = [verify(p, get_solver(s).solve(p).schedule).collective_time_us for s in ("greedy_plus", "direct")]
     assert lower_bounds(p)["best_us"] <= res.schedule.makespan_us * (1 + 1e-9) <= min(others) * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("solver", ["fast", "deepep"])
+def test_a_copy_to_every_npu_in_a_table_reaches_every_npu(solver):
+    # a table's '*' destinations (an empty destination set) are every NPU: each baseline delivers all of them
+    from tacos_bench.demand import table
+
+    t = named_topology("hetero2x2x4")
+    p = Problem(t, Collective("custom", demand=table(16, 2**20, [[0], [5]], [[], [1, 9]], ["copy", "copy"])))
+    assert verify(p, get_solver(solver).solve(p).schedule).valid

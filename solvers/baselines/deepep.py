@@ -19,16 +19,15 @@ from ..base import CAP_ALL_TO_ALL, CAP_DEMAND_COPY, CAP_DEMAND_REDUCE, CAP_DEMAN
 from ..plan import COPY, NO_PRED, Plan, send_path
 from .common import PlanBaseline
 from .direct import plan_start
-from .fast import _pairs
 from .stats import DEEPEP_STATS
-from .servers import servers
+from .servers import deliveries, servers
 
 
 def deepep_plan(problem: Problem) -> tuple[Plan, dict]:
     """The DeepEP-like plan of a copy problem (module docstring) and its statistics."""
     plan, router, have = plan_start(problem)
     sv = servers(problem.topology)
-    c, s, d = _pairs(problem)
+    c, s, d = deliveries(problem)
     S, D = sv.server[s], sv.server[d]
     # chunk by chunk, destinations of the own server first, then the other servers in rail order
     order = np.lexsort((d, D != S, c))

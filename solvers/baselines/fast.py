@@ -27,7 +27,7 @@ from ..plan import COPY, NO_PRED, Plan, send_path
 from .common import PlanBaseline
 from .direct import plan_start
 from .stats import FAST_STATS
-from .servers import Servers, servers
+from .servers import Servers, deliveries, servers
 
 
 def doubly_stochastic_padding(W: np.ndarray) -> np.ndarray:
@@ -83,22 +83,6 @@ def birkhoff_steps(W: np.ndarray) -> list[tuple[np.ndarray, int]]:
     return steps
 
 
-def _pairs(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One row per (chunk, destination) to deliver: chunk, source, destination (the source's own left out)."""
-    coll = problem.collective
-    if coll.demand is None or coll.unicast:
-        c = np.arange(problem.num_chunks)
-        s, d = np.asarray(problem.sources), np.asarray(problem.destinations)
-    else:
-        dem = coll.demand
-        counts = np.diff(dem.dst_ptr)
-        c = np.repeat(np.arange(dem.num_chunks), counts)
-        s = np.asarray(dem.source)[c]
-        d = np.asarray(dem.dst_ids)
-    keep = s != d
-    return c[keep], s[keep], d[keep]
-
-
 def _balanced_lanes(src_lane: np.ndarray, k: int) -> np.ndarray:
     """The lane each chunk crosses on: as many as possible stay on their source's lane, the excess goes to
     the lanes below their share (shares differ by at most one; the lanes that hold most get the larger)."""
@@ -123,7 +107,7 @@ def fast_plan(problem: Problem) -> tuple[Plan, dict]:
     """The FAST-like plan of a copy problem (module docstring) and its statistics."""
     plan, router, have = plan_start(problem)
     sv: Servers = servers(problem.topology)
-    c, s, d = _pairs(problem)
+    c, s, d = deliveries(problem)
     S, D = sv.server[s], sv.server[d]
     k = sv.count
     inside = S == D

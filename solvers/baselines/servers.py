@@ -48,3 +48,17 @@ def servers(topology: Topology) -> Servers:
     for m in members:
         lane[m] = np.arange(m.size)
     return Servers(server, lane, members)
+
+
+def deliveries(problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One row per (chunk, destination) a copy problem delivers: chunk, source, destination (a chunk's own source
+    left out; a table's every-NPU destinations expanded, :meth:`tacos_bench.demand.Demand.required_pairs`)."""
+    coll = problem.collective
+    if coll.demand is None or coll.unicast:
+        c = np.arange(problem.num_chunks)
+        s, d = np.asarray(problem.sources), np.asarray(problem.destinations)
+    else:
+        d, c = coll.demand.required_pairs()
+        s = np.asarray(coll.demand.source)[c]
+    keep = s != d
+    return c[keep], s[keep], d[keep]
