@@ -328,22 +328,17 @@ class Baseline(Candidate):
         return self._solver().warmup(problem, None)
 
 
-def _baselines() -> tuple[Baseline, ...]:
-    """One candidate per registered backend of the baselines family (the registry's metadata, no import)."""
+def baseline_candidates() -> tuple[Baseline, ...]:
+    """One candidate per registered backend of the baselines family (the registry's metadata, no import): on a
+    fabric, and beside the greedy on a chunk table of either network kind."""
     from ..base import _REGISTRY, solver_family
 
     return tuple(Baseline(n) for n in _REGISTRY if solver_family(n) == "baselines")
 
 
-def table_baselines() -> tuple[Baseline, ...]:
-    """The baselines as candidates of a chunk table on a point-to-point topology (the table's own, before the
-    greedy expands its multicast subsets to one chunk per destination)."""
-    return _baselines()
-
-
 def fabric_candidates() -> tuple[Candidate, ...]:
     """The fabric portfolio, in run (and tie) order."""
-    return (FabricRules(), ListCandidate(), InSwitchInterleaved(), InSwitchPipeline(), FabricTacos()) + _baselines()
+    return (FabricRules(), ListCandidate(), InSwitchInterleaved(), InSwitchPipeline(), FabricTacos()) + baseline_candidates()
 
 
 _LOADED: dict[str, float] = {}

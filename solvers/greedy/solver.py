@@ -265,10 +265,16 @@ def _solve_phases(problem: Problem, opts: GreedyOptions, cands, deadline) -> tup
 
     def portfolio_solve(phase: Problem) -> PortfolioResult:
         if needs_expansion(phase):
-            inner = []
-            sched = per_destination(phase, lambda q: _keep(inner, portfolio_solve(q)).schedule)
-            inner[0].schedule = sched
-            return inner[0]
+            # one portfolio run on the table expanded per destination; its result takes the schedule relabelled
+            runs: list[PortfolioResult] = []
+
+            def expanded(q: Problem) -> Schedule:
+                runs.append(portfolio_solve(q))
+                return runs[-1].schedule
+
+            sched = per_destination(phase, expanded)
+            runs[0].schedule = sched
+            return runs[0]
         reverse = _by_reversal(phase, opts)
         q = _reversed_scatter(phase) if reverse else phase
         ctx = RunContext(opts=opts, deadline=deadline, threads=threads, output="table" if reverse else output,
@@ -283,11 +289,11 @@ def _solve_phases(problem: Problem, opts: GreedyOptions, cands, deadline) -> tup
         if phase.collective.general and opts.baseline_candidates:
             # a chunk table: the greedy's portfolio (multicast subsets expanded) against the baselines that take
             # the table as it is (DeepEP-like sends a chunk across a server pair once)
-            from .fabric_solver import table_baselines
+            from .fabric_solver import baseline_candidates
 
             ctx = RunContext(opts=opts, deadline=deadline, threads=threads, output="table",
                              bound=stop_bound(phase))
-            out = run_portfolio((_GreedyTable(portfolio_solve),) + table_baselines(), phase, ctx, prefer=("greedy",))
+            out = run_portfolio((_GreedyTable(portfolio_solve),) + baseline_candidates(), phase, ctx, prefer=("greedy",))
         else:
             out = portfolio_solve(phase)
         results.append(out)
@@ -296,12 +302,6 @@ def _solve_phases(problem: Problem, opts: GreedyOptions, cands, deadline) -> tup
     sched = solve_collective(problem, copy_solve)
     names = ("rs", "ag") if len(results) == 2 else (None,)
     return sched, list(zip(names, results))
-
-
-def _keep(box: list, out):
-    """``out``, kept in ``box`` (the first one: the statistics of an expanded table's one portfolio run)."""
-    box.append(out)
-    return out
 
 
 class _GreedyTable(Candidate):
