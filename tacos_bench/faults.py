@@ -186,7 +186,7 @@ def fault_from_config(cfg: Mapping[str, Any] | None, topo: Topology, seed: int =
     True
     """
     cfg = dict(cfg or {})
-    cfg.pop("slow_links", None), cfg.pop("slow_npus", None)   # from the start: slowed_topology
+    # slow_links / slow_npus apply from the start (slowed_topology): valid here, not part of the Fault
     valid = ("at_us", "at_fraction", "links", "npus", "random_links", "slow_links", "slow_npus")
     unknown = sorted(set(cfg) - set(valid))
     if unknown:

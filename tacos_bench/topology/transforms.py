@@ -187,16 +187,13 @@ def slow_links(topo: Topology, slow, what: str = "fault.slow_links", npus=(), np
 
     for item in slow or []:
         vals = list(item) if isinstance(item, (list, tuple)) else [item]
-        if len(vals) not in (3, 4) or (len(vals) == 4 and vals[3] != "both"):
+        if len(vals) not in (3, 4):
             raise TopologyError(f"{what}: {item!r} is not a slow link; write [u, v, factor] or [u, v, factor, \"both\"]")
         f = check(vals[2], f"{what}: {item!r}")
-        pairs = [(vals[0], vals[1])] + ([(vals[1], vals[0])] if len(vals) == 4 else [])
-        for u, v in pairs:
-            if isinstance(u, bool) or isinstance(v, bool) or not all(isinstance(x, (int, np.integer)) for x in (u, v)):
-                raise TopologyError(f"{what}: {item!r}: link ends must be integer ids")
-            lid = int(link_ids_of(topo, np.array([[u, v]]), what)[0])
-            factor[lid] *= f
-            listed.append([int(u), int(v), f])
+        pairs = parse_links([vals[:2] + vals[3:]], f"{what}: {item!r}")   # the link (its reverse too with "both")
+        ids = link_ids_of(topo, pairs, what)
+        np.multiply.at(factor, ids, f)
+        listed += [[int(u), int(v), f] for u, v in pairs.tolist()]
     for item in npus or []:
         vals = list(item) if isinstance(item, (list, tuple)) else [item]
         if len(vals) != 2:
