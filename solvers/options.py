@@ -97,11 +97,10 @@ class SolverOptions:
         known = cls.names()
         unknown = sorted(set(given) - set(known))
         if unknown:
-            import difflib
+            from tacos_bench.errors import nearest_name
 
             who = f"solver {solver!r}" if solver else "this solver"
-            near = [f"{k} (did you mean {m[0]}?)" if (m := difflib.get_close_matches(k, known, n=1, cutoff=0.6))
-                    else k for k in unknown]
+            near = [f"{k} (did you mean {m}?)" if (m := nearest_name(k, known)) else k for k in unknown]
             raise SolverError(f"{who} has no option(s) {', '.join(near)}; known: {', '.join(known)}")
         hints = _type_hints(cls)
         out = {}

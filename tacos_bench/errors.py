@@ -62,3 +62,15 @@ class ConfigError(TacosError):
 
 class ExportError(TacosError):
     """A schedule or run directory cannot be exported (the message says why)."""
+
+
+def nearest_name(name: str, valid) -> str | None:
+    """The valid name closest to ``name`` (a typo is the usual cause of an unknown one), or None.
+
+    >>> nearest_name("time_limit", ["name", "time_limit_s"]), nearest_name("zzz", ["name"])
+    ('time_limit_s', None)
+    """
+    import difflib
+
+    near = difflib.get_close_matches(str(name), list(valid), n=1, cutoff=0.6)
+    return near[0] if near else None

@@ -125,14 +125,14 @@ def unknown_keys_message(section: str, unknown, valid) -> str:
     >>> print(unknown_keys_message("solver", ["time_limit"], ["name", "time_limit_s", "threads"]))  # doctest: +ELLIPSIS
     unknown setting solver.time_limit (did you mean solver.time_limit_s?); valid keys of solver: name, ...
     """
-    import difflib
+    from ..errors import nearest_name
 
     valid = list(dict.fromkeys(valid))
     pre = f"{section}." if section else ""
     named = []
     for k in unknown:
-        near = difflib.get_close_matches(str(k), valid, n=1, cutoff=0.6)
-        named.append(f"{pre}{k}" + (f" (did you mean {pre}{near[0]}?)" if near else ""))
+        near = nearest_name(k, valid)
+        named.append(f"{pre}{k}" + (f" (did you mean {pre}{near}?)" if near else ""))
     return (f"unknown setting{'s' if len(named) > 1 else ''} {', '.join(named)}; valid "
             f"{f'keys of {section}' if section else 'top-level keys'}: {', '.join(valid)}")
 
