@@ -10,6 +10,7 @@ import numpy as np
 from tacos_bench.collective import ALL_GATHER, Collective
 from tacos_bench.cost import MIB
 from tacos_bench.errors import SolverError
+from tacos_bench.graph import undirected_components
 from tacos_bench.problem import Problem
 from tacos_bench.topology.tiers import Tiers
 from tacos_bench.topology.transforms import induced_subtopology
@@ -55,19 +56,7 @@ def detect_hierarchy(problem: Problem) -> Hierarchy:
                           "no rail per NPU index")
     src, dst = np.asarray(topo.src, np.int64), np.asarray(topo.dst, np.int64)
     cross = g[src] != g[dst]
-    parent = np.arange(topo.num_npus)
-
-    def find(x):
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for u, v in zip(src[cross].tolist(), dst[cross].tolist()):
-        ru, rv = find(u), find(v)
-        if ru != rv:
-            parent[max(ru, rv)] = min(ru, rv)
-    root = np.array([find(x) for x in range(topo.num_npus)])
+    root = undirected_components(topo.num_npus, src[cross], dst[cross])   # the rails: NPUs joined across groups
     rails = []
     for r in np.unique(root):
         members = np.flatnonzero(root == r)
