@@ -9,7 +9,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from .pipeline import run_job, summary_line
+from .pipeline import run_job, summary_line, to_log_files
 
 log = logging.getLogger("tacos_bench")
 
@@ -28,20 +28,12 @@ def run_from_hydra(cfg: DictConfig) -> dict:
             log.error(line)  # the sweep goes on; its log and the error row keep the message
         else:
             # one line on stderr, no traceback; the run's log file and result.json keep it too
-            _to_log_files(logging.ERROR, line)
+            to_log_files(log, logging.ERROR, line)
             print(f"tacos-bench: error: {rec.get('error')}", file=sys.stderr)
             sys.exit(2)
     else:
         log.info(line)
     return rec
-
-
-def _to_log_files(level: int, msg: str) -> None:
-    """Log ``msg`` to the log files only (the console gets the one-line error on stderr instead)."""
-    rec = log.makeRecord(log.name, level, __file__, 0, msg, None, None)
-    for h in logging.getLogger().handlers:
-        if isinstance(h, logging.FileHandler):
-            h.handle(rec)
 
 
 def config_error_line(exc: BaseException) -> str:

@@ -52,13 +52,13 @@ def run_job(cfg: Mapping[str, Any], out_dir, *, choices: Mapping[str, Any] | Non
         warnings.simplefilter("default")
         rec = _run_job(cfg, out_dir, choices, extra)
     for w in caught:
-        _to_log_files(logging.WARNING, f"{w.category.__name__} at {Path(w.filename).name}:{w.lineno}: {w.message}")
+        to_log_files(log, logging.WARNING, f"{w.category.__name__} at {Path(w.filename).name}:{w.lineno}: {w.message}")
     return rec
 
 
-def _to_log_files(level: int, msg: str) -> None:
-    """``msg`` to the log files only (Hydra's job log; the console does not get it)."""
-    record = log.makeRecord(log.name, level, __file__, 0, msg, None, None)
+def to_log_files(logger: logging.Logger, level: int, msg: str) -> None:
+    """``msg`` from ``logger`` to the log files only (Hydra's job log; the console does not get it)."""
+    record = logger.makeRecord(logger.name, level, __file__, 0, msg, None, None)
     for h in logging.getLogger().handlers:
         if isinstance(h, logging.FileHandler):
             h.handle(record)
