@@ -79,6 +79,34 @@ _ALIASES = {
 }
 
 
+def parse_release(value) -> tuple:
+    """``collective.release_us`` as sorted ``(npu, t)`` pairs (NPU ids as given; :class:`Problem` checks
+    them against the topology); one line naming the bad entry otherwise.
+
+    >>> parse_release([[3, 12.5], [1, 0]])
+    ((1, 0.0), (3, 12.5))
+    """
+    if value is None:
+        return ()
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise CollectiveError(f"collective.release_us must be a list of [npu, t] pairs, got {value!r}")
+    out: dict[int, float] = {}
+    for item in value:
+        if isinstance(item, (str, bytes)) or not hasattr(item, "__len__") or len(item) != 2:
+            raise CollectiveError(f"collective.release_us: each entry is [npu, t] (t in µs), got {item!r}")
+        v, t = item
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+            raise CollectiveError(f"collective.release_us: NPU id {v!r} is not a non-negative integer")
+        if isinstance(t, bool) or not isinstance(t, (int, float, np.integer, np.floating)) or not np.isfinite(t) \
+                or t < 0:
+            raise CollectiveError(f"collective.release_us: NPU {v} joins at {t!r}: a release time is a finite, "
+                                  "non-negative number of µs")
+        if int(v) in out:
+            raise CollectiveError(f"collective.release_us lists NPU {v} twice")
+        out[int(v)] = float(t)
+    return tuple(sorted(out.items()))
+
+
 def canonical_kind(name: str) -> str:
     """Canonical collective name, accepting common spellings.
 
@@ -115,6 +143,9 @@ class Collective:
         The chunk table of a collective of :data:`DEMAND_KINDS` (:mod:`tacos_bench.demand`); its chunks, their
         size, sources and destinations then replace the rule above (``chunks_per_npu`` and ``buffer_mib`` only
         describe how it was made).
+    release : tuple of (int, float)
+        Stragglers: ``(npu, t)`` pairs, NPU ``npu`` joins at ``t`` µs: it neither sends nor receives before
+        ``t`` and its data exists from ``t`` (:mod:`solvers.release`); NPUs not listed join at 0.
 
     Examples
     --------
@@ -134,9 +165,11 @@ class Collective:
     overlap: bool = True
     root: int = 0
     demand: Any = None
+    release: tuple = ()
 
     def __post_init__(self):
         object.__setattr__(self, "kind", canonical_kind(self.kind))
+        object.__setattr__(self, "release", parse_release(self.release))
         if (self.kind in DEMAND_KINDS) != (self.demand is not None):
             raise CollectiveError(f"collective {self.kind} " + ("needs its chunk table (demand)" if self.demand is None
                                                                else "is a named collective: it takes no demand"))
@@ -160,6 +193,10 @@ class Collective:
         if size * MIB >= 2.0**63:
             raise CollectiveError(f"collective.buffer_mib must be below {2.0**63 / MIB:.3g} MiB, got {size:g}")
         object.__setattr__(self, "buffer_mib", size)
+
+    def without_release(self) -> "Collective":
+        """This collective with every NPU joining at 0 (the healthy problem of a straggler run)."""
+        return replace(self, release=()) if self.release else self
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -282,4 +319,6 @@ class Collective:
             extra = ", overlap" if self.overlap else ", barrier"
         elif self.rooted:
             extra = f", root {self.root}"
+        if self.release:
+            extra += f", {len(self.release)} late NPU(s)"
         return f"{self.kind}(cpn={self.chunks_per_npu}, {self.buffer_mib:g} MiB{extra})"

@@ -51,6 +51,10 @@ class Problem:
         if self.collective.rooted and self.collective.root >= self.topology.num_npus:
             raise CollectiveError(f"collective.root={self.collective.root} is out of range: topology "
                                   f"{self.topology.name!r} has NPUs 0..{self.topology.num_npus - 1}")
+        late = [v for v, _ in self.collective.release if v >= self.topology.num_npus]
+        if late:
+            raise CollectiveError(f"collective.release_us: NPU {late[0]} is not an NPU of {self.topology.name!r} "
+                                  f"(NPUs 0..{self.topology.num_npus - 1})")
         if self.chunk_bytes < 1:
             raise CollectiveError(
                 f"collective.buffer_mib={self.collective.buffer_mib:g} is too small for "
@@ -104,6 +108,31 @@ class Problem:
             t = link_time_us(self.topology.bw_GiBps, self.topology.lat_us, self.chunk_bytes)
         t.setflags(write=False)
         return t
+
+    @cached_property
+    def release_us(self) -> np.ndarray:
+        """When each NPU joins (µs; 0 for all but the stragglers of ``collective.release``)."""
+        r = np.zeros(self.num_npus)
+        for v, t in self.collective.release:
+            r[v] = t
+        r.setflags(write=False)
+        return r
+
+    @property
+    def has_release(self) -> bool:
+        """Some NPU joins after 0."""
+        return any(t > 0 for _, t in self.collective.release)
+
+    def without_release(self) -> "Problem":
+        """The same problem with every NPU present from 0."""
+        return Problem(self.topology, self.collective.without_release()) if self.collective.release else self
+
+    def link_release_us(self) -> np.ndarray:
+        """Per link, the earliest time it may carry anything: the later release of its two ends (a switch is
+        present from 0)."""
+        n = self.num_npus
+        r = np.concatenate([self.release_us, np.zeros(self.topology.num_nodes - n)])
+        return np.maximum(r[self.topology.src], r[self.topology.dst])
 
     @cached_property
     def sources(self) -> np.ndarray:

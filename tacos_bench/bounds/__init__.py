@@ -145,6 +145,10 @@ def lower_bounds(problem: Problem, *, distance_exact_max_npus: int = DISTANCE_EX
               cut_max_npus=cut_max_npus, distance_samples=distance_samples, cut_sample_pins=cut_sample_pins,
               drain=drain, flow=flow)
     coll = problem.collective
+    if problem.has_release:
+        from .release import with_release_bound
+
+        return with_release_bound(problem, lower_bounds(problem.without_release(), **kw))
     if coll.general and coll.reduces and coll.demand.one_destination:
         # a reducing table into one destination per chunk: its copy mirror's bounds, in reversed time
         return {**lower_bounds(problem.mirror(), **kw), "kind": problem.kind}

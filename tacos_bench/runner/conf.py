@@ -79,6 +79,8 @@ class CollectiveConf:
     # concurrent: the parts ({kind, npus, buffer_mib, chunks_per_npu, root, overlap, demand}) and how they share
     parts: Optional[List[Any]] = None
     mode: Optional[str] = None
+    # stragglers: [[npu, t_us], ...], NPU npu (id as configured) neither sends nor receives before t (solvers.release)
+    release_us: Optional[List[Any]] = None
 
 
 @dataclass

@@ -88,6 +88,10 @@ FIELDS: tuple[Field, ...] = (
     Field("num_chunks", "", "problem", "N x K (broadcast/reduce: K; all_to_all: N x N x K; a chunk table: its rows)"),
     Field("chunk_bytes", "B", "problem", "floor(buffer / num_chunks); a chunk table's one chunk size"),
     Field("min_link_time_us", "µs", "problem", "fastest link's chunk time"),
+    Field("release_us", "", "problem", "late NPUs (collective.release_us) as JSON [[npu, t_us], ...]: each neither "
+                                       "sends nor receives before t; null without any"),
+    Field("release_plan", "", "solver", "with late NPUs: the plan kept (solvers.release): wait (the schedule without "
+                                        "them, started when the last joins), from_release, straggle"),
     Field("demand_bytes", "B", "problem", "a chunk-table collective (all_to_allv, moe_*, custom, concurrent): the bytes "
                                           "its sources send its destinations, summed over pairs (chunks.csv has the "
                                           "table)"),

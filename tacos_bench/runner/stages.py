@@ -58,7 +58,7 @@ def build_problem(topo_cfg: Mapping[str, Any], coll_cfg: Mapping[str, Any], seed
     from ..topology.named import build_topology
     from .demand_config import SETTINGS, demand_collective, unused_settings
 
-    valid = ("kind", "chunks_per_npu", "buffer_mib", "overlap", "root") + tuple(
+    valid = ("kind", "chunks_per_npu", "buffer_mib", "overlap", "root", "release_us") + tuple(
         dict.fromkeys(k for keys in SETTINGS.values() for k in keys))
     unknown = sorted(set(coll_cfg) - set(valid))
     if unknown:
@@ -71,13 +71,15 @@ def build_problem(topo_cfg: Mapping[str, Any], coll_cfg: Mapping[str, Any], seed
         raise ConfigError(f"collective={kind} does not read {', '.join('collective.' + k for k in stray)}")
     if kind in DEMAND_KINDS:
         topo = build_topology(dict(topo_cfg))
-        return Problem(topo, demand_collective(coll_cfg, topo, seed))
+        coll = demand_collective(coll_cfg, topo, seed)
+        return Problem(topo, replace(coll, release=_configured_release(topo, coll_cfg.get("release_us"), topo_cfg)))
     coll = Collective(kind=coll_cfg.get("kind", "all_gather"), chunks_per_npu=coll_cfg.get("chunks_per_npu", 1),
                       buffer_mib=coll_cfg.get("buffer_mib", 1024.0), overlap=coll_cfg.get("overlap", True),
                       root=coll_cfg.get("root", 0) if coll_cfg.get("root") is not None else 0)
     topo = build_topology(dict(topo_cfg))
     if coll.rooted:
         coll = replace(coll, root=_configured_root(topo, coll.root, topo_cfg))
+    coll = replace(coll, release=_configured_release(topo, coll_cfg.get("release_us"), topo_cfg))
     problem = Problem(topo, coll)
     check_memory(problem)
     return problem
@@ -151,6 +153,20 @@ def check_memory(problem: Problem, available: int | None = None) -> None:
         f"{'the chunk count' if c.general else 'collective.chunks_per_npu'} or use fewer NPUs")
 
 
+def _configured_release(topo, release, topo_cfg: Mapping[str, Any]) -> tuple:
+    """``collective.release_us`` with each NPU id as configured mapped to its id in ``topo`` (as the root is)."""
+    from ..collective import parse_release
+
+    pairs = parse_release(release)
+    out = []
+    for v, t in pairs:
+        try:
+            out.append((_configured_root(topo, v, topo_cfg), t))
+        except CollectiveError as e:
+            raise CollectiveError(str(e).replace(f"collective.root={v}", f"collective.release_us: NPU {v}")) from None
+    return tuple(out)
+
+
 def _configured_root(topo, root: int, topo_cfg: Mapping[str, Any]) -> int:
     """The id NPU ``root`` (as configured) has in ``topo``; an error if it is not one of its NPUs."""
     orig = topo.meta.get("original_ids")
@@ -191,6 +207,9 @@ def problem_fields(problem: Problem) -> dict[str, Any]:
         "num_chunks": problem.num_chunks,
         "chunk_bytes": problem.chunk_bytes,
         "min_link_time_us": float(problem.link_time_us.min()) if problem.num_links else None,
+        # stragglers (collective.release_us): [[npu, t_us], ...] as JSON text, null without any
+        "release_us": (flatten("", {"r": [list(x) for x in problem.collective.release]})["r"]
+                       if problem.collective.release else None),
         **demand_fields(problem),
     }
 
@@ -395,7 +414,13 @@ def solve_and_verify(problem: Problem, solver: str, options: Mapping[str, Any] |
 
     fields["jit_warmup_s"] = sum(backend.warmup(q, opts) for q in _warm_problems(problem))
     t0 = time.perf_counter()
-    result = backend.solve(problem, opts)
+    if problem.has_release:
+        from solvers.release import solve_released
+
+        result = solve_released(backend, problem, opts)
+        fields["release_plan"] = result.candidate
+    else:
+        result = backend.solve(problem, opts)
     fields["synthesis_time_s"] = time.perf_counter() - t0
     fields.update(status=result.status, objective_us=result.objective_us, best_bound_us=result.best_bound_us,
                   build_time_s=result.build_time_s, solve_time_s=result.solve_time_s,

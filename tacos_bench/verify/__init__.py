@@ -12,7 +12,8 @@ row (its file line, for a schedule read from a CSV file) and the reason, on:
 * a reduction that counts some NPU's contribution twice, or any reduction in a copy collective;
 * an unmet postcondition of the collective;
 * with a :class:`~tacos_bench.faults.Fault`: a transfer on a failed link that ends after the failure
-  (failed NPUs are then exempt from the postcondition).
+  (failed NPUs are then exempt from the postcondition);
+* with late NPUs (``collective.release_us``): a transfer on a link of a late NPU that starts before it joins.
 
 It returns the collective time (the last arrival). Times are compared with a
 tolerance of ``1e-9`` relative to the schedule's makespan, so CSV round trips
@@ -68,6 +69,6 @@ def check(problem: Problem, schedule: ScheduleLike, *, progress: bool | None = N
     >>> check(Problem(ring(2), Collective("all_gather", 1, 1)), Schedule.empty()).message
     'postcondition unmet: NPU 0 never receives chunk 1 (2 (NPU, chunk) pairs missing)'
     """
-    if fault is not None:  # a fault is replayed on the table form only
+    if fault is not None or problem.has_release:  # faults and late NPUs are replayed on the table form only
         schedule = schedule.to_schedule()
     return _REPLAYS[schedule.storage](problem, schedule, progress, fault)

@@ -18,8 +18,8 @@ from ..problem import Problem
 from ..schedule import COPY, REDUCE, Schedule
 from .arrivals import earliest_arrivals
 from .result import Verification
-from .rules import (accepted, check_durations, check_fault, check_ids_and_times, missing_text, node_text, row_text,
-                    tolerance)
+from .rules import (accepted, check_durations, check_fault, check_ids_and_times, check_release, missing_text,
+                    node_text, row_text, tolerance)
 
 # Up to this many (node, chunk) pairs the copy replay keeps the earliest arrivals in a dense table (one float
 # each, an unbuffered np.minimum.at: several times faster than sorting the arrivals); beyond, it sorts them.
@@ -36,6 +36,8 @@ def replay(problem: Problem, schedule: Schedule, fault, network) -> Verification
     need = net.need()                                              # rule 2: durations
     check_durations(schedule, need, tol, net.need_text)
     alive = None if fault is None else check_fault(problem, schedule, fault, net.row, net.link, tol)
+    if problem.has_release:
+        check_release(problem, schedule, net.row, net.link, tol)
     busy = net.occupancy(need, tol)                                # rule 3: one occupancy at a time per link
     if problem.collective.copies and (len(schedule) == 0 or not np.any(schedule.op == REDUCE)):
         _replay_copies(problem, schedule, net, tol, alive)         # rules 4-6, vectorized

@@ -82,6 +82,22 @@ def check_fault(problem: Problem, schedule: Schedule, fault, row: np.ndarray, li
     return alive
 
 
+def check_release(problem: Problem, schedule: Schedule, row: np.ndarray, link: np.ndarray, tol: float) -> None:
+    """Stragglers (``collective.release_us``): no row holds a link of a late NPU (``row[k]`` holds ``link[k]``)
+    before that NPU joins: it neither sends, receives nor forwards before its release."""
+    free = problem.link_release_us()
+    hit = schedule.start_us[row] < free[link] - tol
+    if hit.any():
+        rows, lks = row[hit], link[hit]
+        k = int(np.argmin(schedule.start_us[rows]))
+        i, lk = rows[k], lks[k]
+        topo, n = problem.topology, problem.num_npus
+        late = max((int(v) for v in (topo.src[lk], topo.dst[lk]) if v < n), key=lambda v: problem.release_us[v])
+        raise VerificationError(f"{row_text(schedule, i)}: starts at {schedule.start_us[i]:.6f} µs on link "
+                                f"{int(topo.src[lk])}->{int(topo.dst[lk])}, before NPU {late} joins at "
+                                f"{problem.release_us[late]:.6f} µs (collective.release_us)")
+
+
 def first_overlap(link: np.ndarray, start: np.ndarray, end: np.ndarray, tol: float) -> tuple[int, int] | None:
     """The first two occupancies (indices into the arrays) of one link that overlap by more than ``tol``, the
     earlier one first; None when every link carries one at a time."""
