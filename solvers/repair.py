@@ -22,6 +22,12 @@ never won (96 runs of ``experiments/probe_repair.py``) and costs a second synthe
 When no transfer that ends after the fault crosses a failed link, the healthy schedule itself is a third
 candidate (``unaffected``).
 
+Links that *slow down* at the fault (``fault.slow``: bandwidth times a factor from then on) are part of the same
+state: a transfer in flight on one goes on at the new rate (:func:`tacos_bench.faults.least_end_us`), everything
+planned after the fault sees the new link times, and the verifier holds every row to that model. The plans are
+then ``resume`` (re-synthesized on the slowed network), ``keep`` (the healthy schedule's remaining transfers in
+their order, retimed on the slowed network: what a runtime does that does not re-plan) and ``replan``.
+
 On a switched fabric (a failed switch port is a failed link) the state keeps each row with every link of its
 route (a copy buffered in a switch and not sent on by the fault is lost with it), and the fabric greedy
 resumes on routes over the surviving links, planning with the state's times itself, so its schedule is only
@@ -111,7 +117,7 @@ def repair(problem: Problem, schedule: Schedule, fault: Fault, solver: str = "gr
     check_repairable(problem, state, fault)
     ctx = RunContext(opts=opts)
     ctx.start = _Repairing(backend, schedule, fault, state, replan)
-    out = run_portfolio(PLANS, problem, ctx, prefer=("unaffected", "resume", "replan"))
+    out = run_portfolio(PLANS, problem, ctx, prefer=("unaffected", "keep", "resume", "replan"))
     residual = ctx.run_stats.get(out.winner, {}).get("residual") or ctx.run_stats["resume"]["residual"]
     jit_s = sum(float(st["residual"].stats.get("jit_warmup_s", 0.0) or 0.0) for st in ctx.run_stats.values()
                 if st.get("residual") is not None)
@@ -142,11 +148,12 @@ class Resume(Candidate):
         start = StartState(keep, state.hold_npu, state.hold_chunk, state.alive,
                            hold_time=np.maximum(state.hold_time - fault.at_us, 0.0),
                            link_free=np.where(keep, np.maximum(state.link_free - fault.at_us, 0.0), np.inf))
-        res = r.backend.solve_from(problem, start, ctx.opts)
+        after = fault.slowed(problem)   # the links that slow down at their new bandwidth
+        res = r.backend.solve_from(after, start, ctx.opts)
         # on a fabric the backend plans with the state's times itself (routes hold several links; a placement
         # link by link would not know them)
         shifted = res.schedule.shifted(fault.at_us)
-        placed = shifted if problem.topology.is_fabric else _place(problem, shifted, state)
+        placed = shifted if problem.topology.is_fabric else _place(after, shifted, state)
         ctx.run_stats[self.name] = {"residual": res}
         return Schedule.concat([state.executed, placed])
 
@@ -176,6 +183,36 @@ class Replan(Candidate):
         return Schedule.concat([r.state.executed, alt[1]])
 
 
+class Keep(Candidate):
+    """The healthy schedule's transfers still to start, in their order on each link, on the network as it is after
+    the fault: what a runtime that does not re-plan does when links slow down (point-to-point)."""
+
+    name = "keep"
+
+    def applies(self, problem, ctx):
+        r: _Repairing = ctx.start
+        if not r.fault.slow:
+            return "no link slows down (with failures only, see unaffected)"
+        if r.fault.links or r.fault.npus:
+            return "links or NPUs fail too"
+        return "a fabric resumes only" if problem.topology.is_fabric else None
+
+    def run(self, problem, ctx):
+        r: _Repairing = ctx.start
+        fault, state = r.fault, r.state
+        ends = state.executed
+        done = np.zeros(len(r.schedule), bool)
+        # the rows the state kept are those that started before the fault (schedule order is kept by take)
+        done[np.flatnonzero(r.schedule.start_us < fault.at_us - 1e-9 * max(1.0, fault.at_us))] = True
+        rest = r.schedule.take(np.flatnonzero(~done))
+        ctx.run_stats[self.name] = {"residual": None}
+        try:
+            placed = _place(fault.slowed(problem), rest, state)
+        except TacosError as e:
+            raise Skip(str(e)) from None
+        return Schedule.concat([ends, placed])
+
+
 class Unaffected(Candidate):
     """The healthy schedule itself, when no transfer that ends after the fault crosses a failed link."""
 
@@ -186,6 +223,8 @@ class Unaffected(Candidate):
         r: _Repairing = ctx.start
         if r.fault.npus:
             return "NPUs failed"
+        if r.fault.slow:
+            return "links slow down: the transfers on them take longer (see keep)"
         if _crosses_failed_after(problem, r.schedule, r.fault):
             return "a transfer still to end crosses a failed link"
         return None
@@ -194,7 +233,7 @@ class Unaffected(Candidate):
         return ctx.start.schedule
 
 
-PLANS: tuple[Candidate, ...] = (Resume(), Replan(), Unaffected())
+PLANS: tuple[Candidate, ...] = (Resume(), Replan(), Keep(), Unaffected())
 
 
 def _crosses_failed_after(problem: Problem, schedule: Schedule, fault: Fault) -> bool:
@@ -218,7 +257,7 @@ def _replanned(problem: Problem, fault: Fault, state: FaultState, backend, opts)
     holds the chunk (every other transfer's sender then holds its chunk or receives it from an earlier kept
     one), placed after the fault; ``None`` when the surviving links do not make a problem of their own."""
     try:
-        sub = Problem(fault.surviving_topology(problem.topology), problem.collective)
+        sub = Problem(fault.surviving_topology(fault.slowed(problem).topology), problem.collective)
         res = backend.solve(sub, opts)
     except TacosError:
         return None
@@ -226,7 +265,7 @@ def _replanned(problem: Problem, fault: Fault, state: FaultState, backend, opts)
     C = problem.num_chunks
     held = np.asarray(state.hold_npu, np.int64) * C + np.asarray(state.hold_chunk, np.int64)
     todo = ~np.isin(fresh.dst.astype(np.int64) * C + fresh.chunk.astype(np.int64), held)
-    return res, _place(problem, fresh.take(np.flatnonzero(todo)).shifted(fault.at_us), state)
+    return res, _place(fault.slowed(problem), fresh.take(np.flatnonzero(todo)).shifted(fault.at_us), state)
 
 
 _WARM: set = set()

@@ -63,6 +63,8 @@ class Fault:
     npus: tuple = ()
     configured: dict = field(default_factory=dict, compare=False)
     at_fraction: float | None = None
+    # links that slow down at the fault instead of failing: (u, v, factor), the bandwidth times factor from at_us on
+    slow: tuple = ()
 
     def __post_init__(self):
         f = self.at_fraction
@@ -80,9 +82,17 @@ class Fault:
             object.__setattr__(self, "at_us", float(t))
         object.__setattr__(self, "links", tuple((int(u), int(v)) for u, v in self.links))
         object.__setattr__(self, "npus", tuple(sorted({int(v) for v in self.npus})))
-        if not self.links and not self.npus:
+        slow = []
+        for item in self.slow:
+            u, v, f = item
+            if isinstance(f, bool) or not isinstance(f, (int, float, np.integer, np.floating)) or not 0 < f <= 1:
+                raise ConfigError(f"a slow link's factor must be a number in (0, 1], got {f!r}")
+            slow.append((int(u), int(v), float(f)))
+        object.__setattr__(self, "slow", tuple(slow))
+        if not self.links and not self.npus and not self.slow:
             raise ConfigError("fault.at_us is set but nothing fails: give fault.links=[[u,v],...], "
-                              "fault.npus=[...] or fault.random_links=K")
+                              "fault.npus=[...], fault.random_links=K, or links that slow down there "
+                              "(fault.slow_links, fault.slow_npus)")
 
     def at(self, healthy_us: float) -> "Fault":
         """This fault with its time fixed (``at_fraction`` of the healthy schedule's time)."""
@@ -105,6 +115,28 @@ class Fault:
             ids = np.concatenate([ids, np.flatnonzero(dead[topo.src] | dead[topo.dst])])
         return np.unique(ids)
 
+    def slow_factors(self, topo: Topology) -> np.ndarray:
+        """Per link of ``topo``, the share of its bandwidth left after the fault (1 where it does not slow)."""
+        f = np.ones(topo.num_links)
+        if self.slow:
+            pairs = np.asarray([(u, v) for u, v, _ in self.slow], np.int64)
+            ids = topo.link_ids(pairs[:, 0], pairs[:, 1])
+            if np.any(ids < 0):
+                u, v = pairs[np.flatnonzero(ids < 0)[0]]
+                raise TopologyError(f"fault.slow_links: topology {topo.name!r} has no link {u}->{v}")
+            np.multiply.at(f, ids, [x for _, _, x in self.slow])
+        return f
+
+    def slowed(self, problem: Problem) -> Problem:
+        """``problem`` on the network as it is after the fault: the slow links at their new bandwidth (the same
+        link ids; failed links are still there: :meth:`surviving_links` masks them)."""
+        if not self.slow:
+            return problem
+        topo = problem.topology
+        t = Topology(topo.num_npus, topo.src, topo.dst, topo.bw_GiBps * self.slow_factors(topo), topo.lat_us,
+                     name=topo.name, meta=topo.meta, switches=topo.switches)
+        return Problem(t, problem.collective)
+
     def surviving_links(self, topo: Topology) -> np.ndarray:
         """Bool mask of the links that survive."""
         keep = np.ones(topo.num_links, bool)
@@ -121,6 +153,9 @@ class Fault:
     def scratch_topology(self, topo: Topology) -> Topology:
         """The topology a from-scratch run after the failure would use: the failed links and NPUs removed
         (survivors renumbered as :func:`tacos_bench.topology.transforms.remove_npus` does)."""
+        if self.slow:
+            topo = Topology(topo.num_npus, topo.src, topo.dst, topo.bw_GiBps * self.slow_factors(topo), topo.lat_us,
+                            name=topo.name, meta=topo.meta, switches=topo.switches)
         out = remove_links(topo, self.links, "fault.links") if self.links else topo
         if self.npus:
             out = without_npus(out, self.npus)
@@ -132,17 +167,52 @@ class Fault:
             what.append(f"{len(self.links)} link(s)")
         if self.npus:
             what.append(f"NPU(s) {', '.join(map(str, self.npus))}")
+        events = [f"{' and '.join(what)} fail"] if what else []
+        if self.slow:
+            events.append(f"{len(self.slow)} link(s) slow down")
         when = (f"{self.at_us:g} µs" if self.at_us is not None
                 else f"{self.at_fraction:g} of the healthy time")
-        return f"{' and '.join(what)} fail at {when}"
+        return f"{' and '.join(events)} at {when}"
+
+
+def least_end_us(problem: Problem, fault: Fault, schedule: Schedule, row: np.ndarray, link: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """``(slowed, end)``: per row of ``schedule`` (``row[k]`` holds ``link[k]``), whether it holds a link that slows
+    down at ``fault.at_us``, and the earliest it can end under the slow-down model.
+
+    The model: a row sends the chunk at the bandwidth of the slowest link it holds, then pays its links'
+    latencies. A slow-down changes that bandwidth from the fault on: a row that started before serializes the
+    share of the chunk it has not sent yet at the new rate, one that starts after sends all of it at the new rate,
+    and one that had sent the whole chunk before the fault only has its latency left (latencies do not change).
+    """
+    from .cost import link_time_us
+
+    topo, T = problem.topology, float(fault.at_us)
+    n = len(schedule)
+    f = fault.slow_factors(topo)
+    bw0 = np.full(n, np.inf)
+    bw1 = np.full(n, np.inf)
+    lat = np.zeros(n)
+    np.minimum.at(bw0, row, topo.bw_GiBps[link])
+    np.minimum.at(bw1, row, topo.bw_GiBps[link] * f[link])
+    np.add.at(lat, row, topo.lat_us[link])
+    slowed = np.zeros(n, bool)
+    slowed[row[f[link] < 1]] = True
+    ser0 = link_time_us(bw0, 0.0, problem.chunk_bytes)
+    ser1 = link_time_us(bw1, 0.0, problem.chunk_bytes)
+    s = schedule.start_us
+    sent = np.clip((T - s) / ser0, 0.0, 1.0)           # the share serialized before the fault
+    end = np.where(s >= T, s + ser1, np.where(sent >= 1.0, s + ser0, T + (1.0 - sent) * ser1)) + lat
+    return slowed, end
 
 
 def slowed_topology(cfg: Mapping[str, Any] | None, topo: Topology) -> Topology:
     """``topo`` with the ``fault.slow_links`` (``[[u, v, factor], ...]``, ``[u, v, factor, "both"]``) and
-    ``fault.slow_npus`` (``[[npu, factor], ...]``: every link of the NPU) slowed from the start: bandwidth times
-    ``factor`` (:func:`tacos_bench.topology.transforms.slow_links`). The whole run (bounds, synthesis, verifier)
-    then sees the degraded network. A slow-down that starts mid-collective is not modelled: with
-    ``fault.at_us`` / ``fault.at_fraction`` and nothing failing at that time, the run is refused in words.
+    ``fault.slow_npus`` (``[[npu, factor], ...]``: every link of the NPU; ``[npu, factor, "nics"]``: its
+    scale-out links) slowed from the start: bandwidth times ``factor``
+    (:func:`tacos_bench.topology.transforms.slow_links`). The whole run (bounds, synthesis, verifier) then sees
+    the degraded network. With ``fault.at_us`` / ``fault.at_fraction`` they slow down at that time instead
+    (:func:`fault_from_config`, :func:`least_end_us`): ``topo`` is returned as it is.
 
     Examples
     --------
@@ -157,11 +227,8 @@ def slowed_topology(cfg: Mapping[str, Any] | None, topo: Topology) -> Topology:
     slow, npus = cfg.get("slow_links") or [], cfg.get("slow_npus") or []
     if not slow and not npus:
         return topo
-    timed = cfg.get("at_us") is not None or cfg.get("at_fraction") is not None
-    if timed and not (cfg.get("links") or cfg.get("npus") or cfg.get("random_links")):
-        raise ConfigError("fault.slow_links / fault.slow_npus slow links from the start; a slow-down at "
-                          "fault.at_us / fault.at_fraction (mid-collective) is not modelled: drop the fault time, "
-                          "or fail the link there with fault.links")
+    if cfg.get("at_us") is not None or cfg.get("at_fraction") is not None:
+        return topo   # they slow down at the fault's time (fault_from_config): the run starts on the healthy network
     if topo.meta.get("original_ids") is not None:
         raise ConfigError("fault.slow_links / fault.slow_npus with renumbered NPUs (topo.failed_npus or "
                           "topo.subset) are not supported: give them on the topology before NPUs are removed")
@@ -171,8 +238,8 @@ def slowed_topology(cfg: Mapping[str, Any] | None, topo: Topology) -> Topology:
 def fault_from_config(cfg: Mapping[str, Any] | None, topo: Topology, seed: int = 0) -> Fault | None:
     """The :class:`Fault` of a ``fault`` config mapping, or ``None``.
 
-    Keys: ``at_us`` or ``at_fraction`` (of the healthy schedule's time), ``links``, ``npus`` and
-    ``random_links`` (that many more links drawn from ``seed``: a link and its reverse fail together, and
+    Keys: ``at_us`` or ``at_fraction`` (of the healthy schedule's time), ``links``, ``npus``, ``slow_links`` /
+    ``slow_npus`` (they slow down at that time: :func:`least_end_us`) and ``random_links`` (that many more links drawn from ``seed``: a link and its reverse fail together, and
     a draw that would cut the topology apart is redrawn). Ids are as configured (like ``topo.failed_npus``)
     and are mapped to the topology's ids; a link or NPU that is not part of the topology is an error
     naming it.
@@ -227,8 +294,17 @@ def fault_from_config(cfg: Mapping[str, Any] | None, topo: Topology, seed: int =
         Fault(0.0, pairs, dead).failed_link_ids(topo)  # every listed link exists
     if nrand:
         pairs = pairs + random_links(topo, int(nrand), seed, pairs, dead)
+    slow = ()
+    if cfg.get("slow_links") or cfg.get("slow_npus"):
+        from .topology.transforms import slow_links
+
+        if orig is not None:
+            raise ConfigError("fault.slow_links / fault.slow_npus with renumbered NPUs (topo.failed_npus or "
+                              "topo.subset) are not supported: give them on the topology before NPUs are removed")
+        slowed = slow_links(topo, cfg.get("slow_links") or [], npus=cfg.get("slow_npus") or [])
+        slow = tuple(tuple(x) for x in slowed.meta["slow_links"])
     return Fault(at, pairs, dead, configured={"links": links.tolist(), "npus": [int(v) for v in npus],
-                                              "random_links": int(nrand)}, at_fraction=frac)
+                                              "random_links": int(nrand)}, at_fraction=frac, slow=slow)
 
 
 # what a fault's link ends are called: on a fabric a link may end at a switch (a switch port)
@@ -355,6 +431,14 @@ def state_at(problem: Problem, schedule: Schedule, fault: Fault) -> FaultState:
     row, link = row_link_pairs(topo, schedule)
     on_failed = rows_crossing(schedule, row, link, failed)
     keep = ended | (flying & ~on_failed)
+    if fault.slow:
+        # a transfer in flight on a link that slows down goes on at the new rate (least_end_us)
+        slowed, least = least_end_us(problem, fault, schedule, row, link)
+        late = flying & ~on_failed & slowed
+        if late.any():
+            schedule = Schedule(schedule.chunk, schedule.src, schedule.dst, schedule.start_us,
+                                np.where(late, np.maximum(schedule.end_us, least), schedule.end_us), schedule.op,
+                                route=schedule.route)
     executed = schedule.take(np.flatnonzero(keep))
     alive = np.ones(problem.num_npus, bool)
     alive[list(fault.npus)] = False

@@ -626,10 +626,19 @@ def test_slow_links_from_the_start_degrade_the_problem(tmp_path):
     untouched[lid] = False
     assert np.array_equal(slow.bw_GiBps[untouched], t.bw_GiBps[untouched])
     for bad, needle in (({"slow_links": [[0, 1, 0]]}, "(0, 1]"), ({"slow_links": [[0, 1, 2.0]]}, "(0, 1]"),
-                        ({"slow_npus": [[99, 0.5]]}, "99"),
-                        ({"slow_links": [[0, 1, 0.5]], "at_us": 5.0}, "not modelled")):
+                        ({"slow_npus": [[99, 0.5]]}, "99"), ({"slow_npus": [[0, 0.5, "nic"]]}, "[npu, factor, nics]")):
         with pytest.raises(TacosError, match=re.escape(needle)):
             slowed_topology(bad, t)
+    # with a fault time they slow down then: the run starts on the healthy network, the fault carries them
+    from tacos_bench.faults import fault_from_config
+
+    timed = {"slow_links": [[0, 1, 0.5]], "at_us": 5.0}
+    assert slowed_topology(timed, t) is t
+    assert fault_from_config(timed, t).slow == ((0, 1, 0.5),)
+    for bad, needle in (({"slow_links": [[0, 1, -1]], "at_us": 5.0}, "(0, 1]"),
+                        ({"slow_links": [[0, 9, 0.5]], "at_us": 5.0}, "no link 0->9")):
+        with pytest.raises(TacosError, match=re.escape(needle)):
+            fault_from_config(bad, t)
 
 
 def test_a_run_on_slowed_links_is_verified_against_them(tmp_path):

@@ -97,7 +97,7 @@ def point_to_point_repair_us(problem: Problem, fault, state) -> float | None:
             arr[np.arange(rows.size), hv[rows]] = own[rows]
             first[b0:b1] = np.minimum.reduceat(arr, cut[b0:b1] - lo, axis=0)
         best = max(best, float(first[:, alive].max()) if alive.any() else 0.0)
-    return max(best, done, _ingress_after(problem, fault, state))
+    return max(best, done, _ingress_after(problem, fault, state), _egress_after(problem, fault, state))
 
 
 def fabric_repair_us(problem: Problem, fault, state) -> float | None:
@@ -106,7 +106,7 @@ def fabric_repair_us(problem: Problem, fault, state) -> float | None:
     its links' times, so the shortest-path argument is left out."""
     if problem.num_npus > REPAIR_BOUND_MAX_NPUS:
         return None
-    return max(_executed_end_us(state), _ingress_after(problem, fault, state))
+    return max(_executed_end_us(state), _ingress_after(problem, fault, state), _egress_after(problem, fault, state))
 
 
 def with_healthy_bound(state_us: float | None, healthy_us: float | None, fault) -> dict:
@@ -149,6 +149,36 @@ def _ingress_after(problem: Problem, fault, state) -> float:
         links = in_order[in_ptr[v]:in_ptr[v + 1]]
         links = links[np.isfinite(free[links])]
         m = int(missing[v])
+        if not links.size:
+            return np.inf
+        ends = (free[links, None] + t[links, None] * np.arange(1, m + 1)[None, :]).ravel()
+        best = max(best, float(np.partition(ends, m - 1)[m - 1]))
+    return best
+
+
+def _egress_after(problem: Problem, fault, state) -> float:
+    """Each chunk that a single survivor holds (or is receiving) and another survivor still needs leaves that
+    holder once at least, one per transfer over its surviving out-links, each free from the fault (or its
+    in-flight transfer's end) on: the m-th earliest end among those links' back-to-back slots, plus nothing for
+    the way on (a valid, simple bound: a link that slows down at the fault counts at its new speed)."""
+    N, C = problem.num_npus, problem.num_chunks
+    alive = np.asarray(state.alive, bool)
+    dest = np.asarray(problem.destinations, np.int64)
+    hv, hc = np.asarray(state.hold_npu, np.int64), np.asarray(state.hold_chunk, np.int64)
+    holders = np.bincount(hc, minlength=C)
+    sole = holders[hc] == 1
+    d = dest[hc]
+    needed = np.where(d < 0, int(alive.sum()) > 1, (d != hv) & alive[np.maximum(d, 0)])
+    count = np.bincount(hv[sole & needed], minlength=N)
+    topo = problem.topology
+    t = np.asarray(problem.link_time_us, np.float64)
+    free = np.maximum(np.asarray(state.link_free, np.float64), fault.at_us)
+    best = 0.0
+    out_ptr = np.asarray(topo.out_ptr)
+    for v in np.flatnonzero(count > 0):
+        links = np.arange(out_ptr[v], out_ptr[v + 1])
+        links = links[np.isfinite(free[links])]
+        m = int(count[v])
         if not links.size:
             return np.inf
         ends = (free[links, None] + t[links, None] * np.arange(1, m + 1)[None, :]).ravel()

@@ -1,4 +1,5 @@
-"""A run with a fault mid-collective (``fault.at_us``, ``fault.links``, ``fault.npus``).
+"""A run with a fault mid-collective (``fault.at_us``, ``fault.links``, ``fault.npus``, and links that slow down
+then: ``fault.slow_links``, ``fault.slow_npus``).
 
 Three schedules, one record:
 
@@ -53,6 +54,8 @@ def run_with_fault(problem: Problem, fault: Fault, solver: str, options: Mapping
                   fault_failed_links=[[int(u), int(v)] for u, v in fault.links] or None,
                   fault_npus=list(fault.configured.get("npus", [])) or None,
                   fault_random_links=fault.configured.get("random_links") or None)
+    if fault.slow:
+        fields["fault_slow_links"] = [list(x) for x in fault.slow]
     fields.update(bound_fields(problem))
     # the bounds' own value: a backend's proved bound may replace lower_bound_us in the record below
     healthy_bound = fields.get("lower_bound_us")
@@ -78,7 +81,7 @@ def run_with_fault(problem: Problem, fault: Fault, solver: str, options: Mapping
     from ..bounds import repair_bounds
 
     # a repair with links failing is also a schedule of the healthy problem: the healthy bound holds for it too
-    fields.update(repair_bounds(problem, fault, rep.state, healthy_bound))
+    fields.update(repair_bounds(fault.slowed(problem), fault, rep.state, healthy_bound))
     bound = fields["repair_bound_us"]
     fields["repaired_over_bound"] = T / bound if bound else None
     _rebound(problem, fault, fields, T)

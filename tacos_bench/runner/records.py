@@ -178,8 +178,9 @@ FIELDS: tuple[Field, ...] = (
     Field("fault_at_us", "µs", "fault", "when the links/NPUs of the fault fail"),
     Field("fault_at_fraction", "", "fault", "fault.at_fraction: the fault time as a fraction of healthy_time_us"),
     Field("fault_links", "", "fault", "directed links that fail (fault.links and fault.random_links)"),
-    Field("fault_slow_links", "", "fault", "links slowed from the start (fault.slow_links, fault.slow_npus): "
-                                           "[[u, v, factor], ...], bandwidth times factor"),
+    Field("fault_slow_links", "", "fault", "links slowed (fault.slow_links, fault.slow_npus) from the start, or from "
+                                           "the fault time with fault.at_us / at_fraction: [[u, v, factor], ...], "
+                                           "bandwidth times factor"),
     Field("fault_failed_links", "", "fault", "those links, [[u, v], ...] (random ones as drawn; python -m "
                                             "tacos_bench.verify replays the run with them)"),
     Field("fault_random_links", "", "fault", "fault.random_links: random links (with their reverse) drawn from "

@@ -167,7 +167,8 @@ def slow_links(topo: Topology, slow, what: str = "fault.slow_links", npus=(), np
 
     ``slow`` lists ``[u, v, factor]`` (directed) or ``[u, v, factor, "both"]``; on a switched fabric an end may be a
     switch (a port). ``npus`` lists ``[npu, factor]``: every link into and out of that NPU (its ports or NICs) at
-    ``factor``. Factors on one link multiply. A missing link, an unknown NPU or a factor outside ``(0, 1]`` is
+    ``factor``; ``[npu, factor, "nics"]``: only its scale-out links, those slower than its fastest (on a DGX-like
+    node the NICs to the leaves, not the NVSwitch ports; OptCC's lost NIC). Factors on one link multiply. A missing link, an unknown NPU or a factor outside ``(0, 1]`` is
     an error naming it.
 
     Examples
@@ -196,11 +197,16 @@ def slow_links(topo: Topology, slow, what: str = "fault.slow_links", npus=(), np
         listed += [[int(u), int(v), f] for u, v in pairs.tolist()]
     for item in npus or []:
         vals = list(item) if isinstance(item, (list, tuple)) else [item]
-        if len(vals) != 2:
-            raise TopologyError(f"{npus_what}: {item!r} is not a slow NPU; write [npu, factor]")
+        if len(vals) not in (2, 3) or (len(vals) == 3 and vals[2] != "nics"):
+            raise TopologyError(f"{npus_what}: {item!r} is not a slow NPU; write [npu, factor] or [npu, factor, nics]")
         v = int(_as_ids(topo, [vals[0]], npus_what)[0])
         f = check(vals[1], f"{npus_what}: {item!r}")
         mine = (topo.src == v) | (topo.dst == v)
+        if len(vals) == 3:
+            mine &= topo.bw_GiBps < topo.bw_GiBps[mine].max() * (1 - 1e-12)
+            if not mine.any():
+                raise TopologyError(f"{npus_what}: {item!r}: NPU {v}'s links are all of one speed, so it has no "
+                                    "scale-out links (nics) slower than the others; give [npu, factor] for all of them")
         factor[mine] *= f
         listed += [[int(a), int(b), f] for a, b in zip(topo.src[mine].tolist(), topo.dst[mine].tolist())]
     if not listed:

@@ -34,18 +34,24 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _fault(record: dict):
-    """The record's fault (links only), or None; a fault with failed NPUs is refused."""
+    """The record's fault (failed and slowed links), or None; a fault with failed NPUs is refused."""
     from ..faults import Fault
 
     if record.get("fault_at_us") is None:
         return None
     if record.get("fault_npus"):
         raise TacosError("the run had failed NPUs (fault.npus), which its files do not let the verifier rebuild")
-    links = record.get("fault_failed_links")
-    if not links:
+    links = record.get("fault_failed_links") or []
+    slow = record.get("fault_slow_links") or []
+    if isinstance(slow, str):
+        import json
+
+        slow = json.loads(slow)
+    if not links and not slow:
         raise TacosError("the run had a fault mid-collective whose failed links its record does not list; "
                          "re-check it with the library (tacos_bench.verify.verify(problem, schedule, fault))")
-    return Fault(float(record["fault_at_us"]), tuple(tuple(map(int, x)) for x in links))
+    return Fault(float(record["fault_at_us"]), tuple(tuple(map(int, x)) for x in links),
+                 slow=tuple((int(u), int(v), float(f)) for u, v, f in slow))
 
 
 def main(argv=None) -> int:

@@ -77,9 +77,29 @@ def check_fault(problem: Problem, schedule: Schedule, fault, row: np.ndarray, li
         i, lk = rows[k], link[hit][k]
         raise VerificationError(f"{row_text(schedule, i)}: link {int(topo.src[lk])}->{int(topo.dst[lk])} fails "
                                 f"at {fault.at_us:.6f} µs, before this transfer ends")
+    if fault.slow:
+        _check_slow(problem, schedule, fault, row, link, tol)
     alive = np.ones(problem.num_npus, bool)
     alive[list(fault.npus)] = False
     return alive
+
+
+def _check_slow(problem: Problem, schedule: Schedule, fault, row: np.ndarray, link: np.ndarray, tol: float) -> None:
+    """Links that slow down at the fault: every row holding one lasts at least what the slow-down model gives
+    (:func:`tacos_bench.faults.least_end_us`: the chunk not yet sent goes at the new bandwidth)."""
+    from ..faults import least_end_us
+
+    slowed, least = least_end_us(problem, fault, schedule, row, link)
+    short = np.flatnonzero(slowed & (schedule.end_us < least - tol))
+    if short.size:
+        i = int(short[np.argmin(schedule.start_us[short])])
+        topo = problem.topology
+        f = fault.slow_factors(topo)
+        held = link[row == i]
+        lk = int(held[np.argmin(f[held])])
+        raise VerificationError(f"{row_text(schedule, i)}: ends at {schedule.end_us[i]:.6f} µs, before "
+                                f"{least[i]:.6f} µs: link {int(topo.src[lk])}->{int(topo.dst[lk])} runs at "
+                                f"{f[lk]:g} of its bandwidth from {fault.at_us:.6f} µs (the fault's slow-down)")
 
 
 def check_release(problem: Problem, schedule: Schedule, row: np.ndarray, link: np.ndarray, tol: float) -> None:
