@@ -118,7 +118,7 @@ def repair(problem: Problem, schedule: Schedule, fault: Fault, solver: str = "gr
     ctx = RunContext(opts=opts)
     ctx.start = _Repairing(backend, schedule, fault, state, replan)
     out = run_portfolio(PLANS, problem, ctx, prefer=("unaffected", "keep", "resume", "replan"))
-    residual = ctx.run_stats.get(out.winner, {}).get("residual") or ctx.run_stats["resume"]["residual"]
+    residual = ctx.run_stats.get(out.winner, {}).get("residual") or ctx.run_stats.get("resume", {}).get("residual")
     jit_s = sum(float(st["residual"].stats.get("jit_warmup_s", 0.0) or 0.0) for st in ctx.run_stats.values()
                 if st.get("residual") is not None)
     dt = time.perf_counter() - t0 - jit_s
@@ -144,6 +144,14 @@ class Resume(Candidate):
     def run(self, problem, ctx):
         r: _Repairing = ctx.start
         fault, state = r.fault, r.state
+        if problem.collective.reduces:
+            from .resume_reducing import resume_reducing
+
+            ctx.run_stats[self.name] = {"residual": None}
+            try:
+                return Schedule.concat([state.executed, resume_reducing(r.backend, problem, fault, state, ctx.opts)])
+            except TacosError as e:
+                raise Skip(str(e)) from None
         keep = fault.surviving_links(problem.topology)
         start = StartState(keep, state.hold_npu, state.hold_chunk, state.alive,
                            hold_time=np.maximum(state.hold_time - fault.at_us, 0.0),
@@ -170,8 +178,8 @@ class Replan(Candidate):
             return "replan=false"
         if r.fault.npus:
             return "NPUs failed: the fresh schedule would need them"
-        if not problem.collective.rooted:
-            return "rooted collectives only (on All-Gather and All-to-All it never won)"
+        if not problem.collective.rooted or problem.collective.reduces:
+            return "rooted copy collectives only (on All-Gather and All-to-All it never won)"
         return "a fabric resumes only" if problem.topology.is_fabric else None
 
     def run(self, problem, ctx):
@@ -195,6 +203,8 @@ class Keep(Candidate):
             return "no link slows down (with failures only, see unaffected)"
         if r.fault.links or r.fault.npus:
             return "links or NPUs fail too"
+        if problem.collective.reduces:
+            return "copy collectives only (a reduction's order is not a copy's)"
         return "a fabric resumes only" if problem.topology.is_fabric else None
 
     def run(self, problem, ctx):

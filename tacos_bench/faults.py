@@ -375,7 +375,10 @@ class FaultState:
     ``executed`` are the transfers that stay in the executed schedule; ``hold_npu/hold_chunk/hold_time``
     list every (NPU, chunk) held by then or arriving on an in-flight transfer that survives, with the time
     it is (or will be) held, failed NPUs excluded; ``link_free`` is when each link can start something new
-    (``inf`` for failed links).
+    (``inf`` for failed links). For a reducing collective the holds are of *whole* chunks (every contribution),
+    and ``pieces`` maps each chunk still to be reduced at its collector to the partial sums still to combine:
+    ``(npu, contributions bitmask, ready time)`` of every NPU that holds some and has not sent them on
+    (:func:`reduce_pieces`); they are disjoint and together hold every contribution.
     """
 
     executed: Schedule
@@ -387,6 +390,7 @@ class FaultState:
     lost: int
     dropped: int
     in_flight: int
+    pieces: dict | None = None
 
 
 def row_link_pairs(topo: Topology, schedule: Schedule) -> tuple[np.ndarray, np.ndarray]:
@@ -417,9 +421,10 @@ def rows_crossing(schedule: Schedule, row: np.ndarray, link: np.ndarray, failed:
 
 def state_at(problem: Problem, schedule: Schedule, fault: Fault) -> FaultState:
     """The state ``schedule`` (valid on the healthy ``problem``) reaches at ``fault.at_us``."""
-    if problem.collective.reduces:
-        raise ConfigError(f"a {problem.kind} has no forward state to repair from (it is synthesized "
-                          "time-reversed); faults work with all_gather, broadcast, gather, scatter, all_to_all")
+    if problem.collective.reduces and (fault.npus or problem.collective.general):
+        raise ConfigError(f"a {problem.kind} is repaired after links fail or slow down, not after NPUs fail (their "
+                          "contributions, and the partial sums holding them, are lost with them) nor on a chunk "
+                          "table; give fault.links or fault.slow_links")
     topo = problem.topology
     T = fault.at_us
     tol = 1e-9 * max(1.0, T)
@@ -443,12 +448,16 @@ def state_at(problem: Problem, schedule: Schedule, fault: Fault) -> FaultState:
     alive = np.ones(problem.num_npus, bool)
     alive[list(fault.npus)] = False
     C = problem.num_chunks
-    src = np.asarray(problem.sources, np.int64)
-    c0 = np.arange(C, dtype=np.int64)
-    to_npu = executed.dst < problem.num_npus
-    hv = np.concatenate([src, executed.dst[to_npu].astype(np.int64)])
-    hc = np.concatenate([c0, executed.chunk[to_npu].astype(np.int64)])
-    ht = np.concatenate([np.zeros(C), executed.end_us[to_npu]])
+    pieces = None
+    if problem.collective.reduces:
+        pieces, hv, hc, ht = reduce_pieces(problem, executed)
+    else:
+        src = np.asarray(problem.sources, np.int64)
+        c0 = np.arange(C, dtype=np.int64)
+        to_npu = executed.dst < problem.num_npus
+        hv = np.concatenate([src, executed.dst[to_npu].astype(np.int64)])
+        hc = np.concatenate([c0, executed.chunk[to_npu].astype(np.int64)])
+        ht = np.concatenate([np.zeros(C), executed.end_us[to_npu]])
     ok = alive[hv]
     hv, hc, ht = hv[ok], hc[ok], ht[ok]
     # earliest time per (NPU, chunk)
@@ -464,7 +473,71 @@ def state_at(problem: Problem, schedule: Schedule, fault: Fault) -> FaultState:
     free[failed] = np.inf
     return FaultState(executed, hv[pick], hc[pick], ht[pick], free, alive,
                       lost=int(np.sum(flying & on_failed)), dropped=int(np.sum(~keep & ~(flying & on_failed))),
-                      in_flight=int(np.sum(flying & ~on_failed)))
+                      in_flight=int(np.sum(flying & ~on_failed)), pieces=pieces)
+
+
+def collector_of(problem: Problem) -> np.ndarray:
+    """Per chunk of a reducing collective, the NPU its reduction completes at: its one destination, or for an
+    All-Reduce the owner ``c mod N`` its Reduce-Scatter phase reduces into (:mod:`solvers.compose`)."""
+    d = np.asarray(problem.destinations, np.int64)
+    return np.where(d >= 0, d, np.arange(problem.num_chunks) % problem.num_npus)
+
+
+def reduce_pieces(problem: Problem, executed: Schedule) -> tuple[dict, np.ndarray, np.ndarray, np.ndarray]:
+    """The state of a reducing collective after ``executed`` (replayed as the verifier does): per chunk not yet
+    whole at its collector (:func:`collector_of`), its pieces ``[(npu, bitmask, ready), ...]``: the partial sums
+    of the NPUs that hold some and sent none of them on (an NPU's reduce of a chunk sends everything it holds);
+    and ``(npu, chunk, time)`` of every whole chunk held. Raises :class:`ConfigError` when the pieces are not a
+    partition of the contributions (the schedule relayed partial sums in a way a resume cannot take apart)."""
+    from .schedule import REDUCE
+
+    n, C = problem.num_npus, problem.num_chunks
+    full = (1 << n) - 1
+    state = [[1 << v] * C for v in range(n)]
+    ready = np.zeros((n, C))
+    sent = np.zeros((n, C), bool)
+    T = len(executed)
+    if T:
+        tol = 1e-9 * max(1.0, executed.makespan_us)
+        times = np.concatenate([executed.end_us - tol, executed.start_us])
+        kinds = np.concatenate([np.zeros(T, np.int8), np.ones(T, np.int8)])
+        idx = np.concatenate([np.arange(T), np.arange(T)])
+        payload = [0] * T
+        chunk, src, dst, op = (executed.chunk.tolist(), executed.src.tolist(), executed.dst.tolist(),
+                               executed.op.tolist())
+        for e in np.lexsort((idx, kinds, times)).tolist():
+            if e >= T:
+                i = e - T
+                payload[i] = state[src[i]][chunk[i]] if src[i] < n else 0
+                if src[i] < n and op[i] == REDUCE:
+                    sent[src[i], chunk[i]] = True
+                continue
+            i, v, c = e, dst[e], chunk[e]
+            if v >= n:
+                continue
+            state[v][c] = payload[i] if op[i] != REDUCE else state[v][c] | payload[i]
+            ready[v, c] = max(ready[v, c], float(executed.end_us[i]))
+    col = collector_of(problem)
+    pieces: dict = {}
+    hv, hc, ht = [], [], []
+    for c in range(C):
+        for v in range(n):
+            if state[v][c] == full:
+                hv.append(v), hc.append(c), ht.append(ready[v, c])
+        if state[int(col[c])][c] == full:
+            continue
+        own = [(v, state[v][c], float(ready[v, c])) for v in range(n) if not sent[v, c] and state[v][c] != full]
+        union = 0
+        for _, m, _ in own:
+            if union & m:
+                raise ConfigError(f"chunk {c}: the partial sums held at the fault overlap; this schedule cannot be "
+                                  "resumed")
+            union |= m
+        if union != full:
+            raise ConfigError(f"chunk {c}: some contribution is held only by NPUs that sent it on to a transfer "
+                              "that was lost; this schedule cannot be resumed")
+        pieces[c] = own
+    return (pieces, np.asarray(hv, np.int64), np.asarray(hc, np.int64), np.asarray(ht, np.float64))
 
 
 def check_repairable(problem: Problem, state: FaultState, fault: Fault) -> None:
@@ -485,6 +558,9 @@ def check_repairable(problem: Problem, state: FaultState, fault: Fault) -> None:
                             "what was delivered is lost with it: nothing to repair")
     held = np.zeros(C, bool)
     held[state.hold_chunk] = True
+    if state.pieces is not None:
+        # a chunk still being reduced is whole once its pieces meet at its collector (the plan finds the way)
+        held[list(state.pieces)] = True
     lost = np.flatnonzero(needed & ~held)
     if lost.size:
         raise TopologyError(f"{fault.describe()}: chunk(s) {', '.join(map(str, lost[:5].tolist()))}"
@@ -504,6 +580,9 @@ def check_repairable(problem: Problem, state: FaultState, fault: Fault) -> None:
     n = topo.num_npus   # a fabric's paths cross its switches: search every node, keep the NPUs
     reach = hop_distances(topo.num_nodes, np.asarray(sub.out_ptr, np.int64), np.asarray(sub.dst, np.int64))[:n, :n] >= 0
     hv, hc = state.hold_npu, state.hold_chunk
+    if state.pieces:
+        cs = np.asarray(sorted(state.pieces), np.int64)
+        hv, hc = np.concatenate([hv, collector_of(problem)[cs]]), np.concatenate([hc, cs])
     # every (NPU, chunk) still missing must be reachable from some surviving holder of the chunk
     every = dest < 0
     can = np.zeros((C, topo.num_npus), bool) if every.any() else None

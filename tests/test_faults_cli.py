@@ -112,7 +112,7 @@ BAD = [
     (["topo.failed_links=[[0,1,both],[0,4,both]]"], "disconnected"),
     (["fault.at_us=-1", "fault.links=[[0,1]]"], "fault.at_us must be a non-negative"),
     (["fault.links=[[0,1]]"], "need fault.at_us"),
-    (["collective=reduce_scatter", "fault.at_us=100", "fault.links=[[0,1]]"], "reduce_scatter"),
+    (["collective=reduce_scatter", "fault.at_us=100", "fault.npus=[3]"], "not after NPUs fail"),
     (["solver=milp", "fault.at_us=100", "fault.links=[[0,1]]"], "'milp' cannot start from a state"),
 ]
 IDS = ["collective-group", "collective-kind", "root-out-of-range", "root-failed", "no-such-link", "disconnected",

@@ -518,6 +518,11 @@ class _UnicastInstance:
         self.ready = np.zeros(self.C)
         if start is not None:
             self._resume(start)
+            far = np.flatnonzero((self.src_of != self.dst_of) & ~np.isfinite(self.D[self.src_of, self.dst_of]))
+            if far.size:   # the kernels would route past their buffers: say which chunk cannot get there
+                c = int(far[0])
+                raise SolverError(f"chunk {c} cannot reach NPU {int(self.dst_of[c])} from NPU {int(self.src_of[c])} "
+                                  "over the links it may use")
             if start.link_free is not None:
                 self.link_free = np.ascontiguousarray(
                     np.asarray(start.link_free, np.float64)[np.asarray(start.links, bool)])

@@ -59,6 +59,9 @@ def point_to_point_repair_us(problem: Problem, fault, state) -> float | None:
     if N > REPAIR_BOUND_MAX_NPUS:
         return None
     done = _executed_end_us(state)
+    if problem.collective.reduces:
+        # a chunk still in pieces has no whole copy to measure paths from: the in- and out-link counts only
+        return max(done, _ingress_after(problem, fault, state), _egress_after(problem, fault, state))
     sub = fault.surviving_topology(topo)
     w = np.asarray(link_time_us(sub.bw_GiBps, sub.lat_us, problem.chunk_bytes), np.float64)
     out_ptr, dst_l = np.asarray(sub.out_ptr, np.int64), np.asarray(sub.dst, np.int64)

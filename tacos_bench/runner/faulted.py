@@ -39,10 +39,10 @@ def run_with_fault(problem: Problem, fault: Fault, solver: str, options: Mapping
     """Fill ``fields`` with the healthy, repaired and from-scratch results (see the module docstring)."""
     from solvers.repair import repair
 
-    if problem.collective.reduces:
-        raise ConfigError(f"a fault needs a copy collective (all_gather, broadcast, gather, scatter, all_to_all): "
-                          f"{problem.kind} is synthesized time-reversed, so there is no state at the fault to "
-                          "repair from")
+    if problem.collective.reduces and fault.npus:
+        raise ConfigError(f"a {problem.kind} is repaired after links fail or slow down, not after NPUs fail (their "
+                          "contributions, and the partial sums holding them, are lost with them): give fault.links "
+                          "or fault.slow_links")
     import solvers
     from solvers.base import CAP_FROM_STATE, solver_class
 

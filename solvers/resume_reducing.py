@@ -1,0 +1,236 @@
+"""Resume a reducing collective (Reduce-Scatter, All-Reduce, Reduce) from the state a fault leaves.
+
+At the fault each chunk not yet whole at its collector (:func:`tacos_bench.faults.collector_of`) is held in
+*pieces*: the partial sums of the NPUs that have not sent theirs on, disjoint and together every contribution
+(:func:`tacos_bench.faults.reduce_pieces`; what was executed stays, partial sums stay where they are and nothing is
+counted twice). The resume reduces each such chunk into its collector afresh, on the links that survive (slowed
+ones at their new speed), as the backend's copy mirror time-reversed (:func:`solvers.compose.mirrored`: a tree per
+chunk in which every NPU sends once, after all it waits for has arrived), and then prunes that tree to the pieces:
+
+* an NPU that holds a piece sends it (with whatever reached it) as in the tree: a reduce at each receiver;
+* an NPU that holds none has already sent its partial sum on before the fault: it sends only what reached it
+  after the fault, so its first arrival *replaces* its stale partial sum (a copy) and later ones add to it (a
+  reduce); one that receives nothing sends nothing (its row is dropped).
+
+So nothing is counted twice and every piece reaches the collector. The pruned rows are placed after the fault as
+one list schedule (each transfer once its links are free and its sender has received every partial sum the tree
+sends it first). An All-Reduce then copies each whole chunk from its collector (and any NPU that already holds it
+whole) to every NPU that lacks it, from the state the reduction leaves (the verifier replays the result).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tacos_bench.collective import Collective
+from tacos_bench.demand import table
+from tacos_bench.errors import TacosError
+from tacos_bench.faults import Fault, FaultState, collector_of, row_link_pairs
+from tacos_bench.problem import Problem
+from tacos_bench.schedule import COPY, REDUCE, Schedule
+
+from .compose import link_last_use, mirrored
+from .release import _solve_from
+
+
+def resume_reducing(backend, problem: Problem, fault: Fault, state: FaultState, opts) -> Schedule:
+    """The transfers that complete ``problem`` (a reducing collective) from ``state``, in absolute time."""
+    after = fault.slowed(problem)
+    col = collector_of(problem)
+    free = np.where(np.isfinite(state.link_free), np.maximum(state.link_free, fault.at_us), np.inf)
+    parts = []
+    whole_at = {}
+    pieces = state.pieces or {}
+    if pieces:
+        tree = _trees(backend, after, opts, fault, sorted(pieces), col)
+        ready = {(v, c): t for c, own in pieces.items() for v, _, t in own}
+        rows, relays = _pruned(problem, tree, pieces)
+        red = _place_reduce(problem, rows, free, ready, fault.at_us, relays)
+        parts.append(red)
+        into = red.dst == col[red.chunk]
+        for c, t in zip(red.chunk[into].tolist(), red.end_us[into].tolist()):
+            whole_at[c] = max(whole_at.get(c, 0.0), t)
+    if problem.destinations.min() < 0:   # every NPU needs every chunk whole (All-Reduce)
+        # planned on the links as the fault leaves them, then fitted around the reduction's transfers: a link
+        # carries copies of the chunks already whole while others are still being reduced
+        spread = _spread(backend, after, opts, state, whole_at, free, fault)
+        holds = {(int(v), int(c)): max(float(t), fault.at_us) for v, c, t in
+                 zip(state.hold_npu.tolist(), state.hold_chunk.tolist(), state.hold_time.tolist())}
+        for c, t in whole_at.items():
+            holds[(int(col[c]), c)] = min(holds.get((int(col[c]), c), np.inf), t)
+        parts.append(_fit_copies(problem, parts[0] if parts else Schedule.empty(), spread, holds, free))
+    return Schedule.concat(parts) if parts else Schedule.empty()
+
+
+def _trees(backend, problem: Problem, opts, fault: Fault, chunks, col) -> Schedule:
+    """A fresh reduction of ``chunks`` into their collectors over the surviving links (times from 0)."""
+    n = problem.num_npus
+    topo = problem.topology
+    failed = {(int(u), int(v)) for u, v in zip(topo.src[~fault.surviving_links(topo)].tolist(),
+                                               topo.dst[~fault.surviving_links(topo)].tolist())}
+    sub = Problem(topo, Collective("custom", demand=table(
+        n, problem.chunk_bytes, [[]] * len(chunks), [[int(col[c])] for c in chunks], ["reduce"] * len(chunks))))
+
+    def copy_solve(mp: Problem) -> Schedule:
+        t = mp.topology
+        # a reversed link v->u is the real link u->v
+        keep = np.array([(int(b), int(a)) not in failed for a, b in zip(t.src.tolist(), t.dst.tolist())], bool)
+        return _solve_from(backend, mp, opts, np.asarray(mp.sources, np.int64), np.arange(mp.num_chunks),
+                           np.zeros(mp.num_chunks), np.zeros(mp.num_links), links=keep)
+
+    s = mirrored(sub, copy_solve)
+    cm = np.asarray(chunks, np.int64)
+    return Schedule(cm[s.chunk], s.src, s.dst, s.start_us, s.end_us, s.op, route=s.route)
+
+
+def _pruned(problem: Problem, tree: Schedule, pieces: dict) -> tuple[Schedule, set]:
+    """The rows of ``tree`` that carry pieces, with their ops (the module docstring), and the (NPU, chunk) pairs
+    whose stale partial sum the first arrival replaces (the placement keeps that arrival first)."""
+    n = problem.num_npus
+    holder = {(v, c) for c, own in pieces.items() for v, _, _ in own}
+    got: set = set()          # (npu, chunk) that received something after the fault
+    keep, ops = [], []
+    relays = set()
+    order = np.lexsort((tree.end_us, tree.start_us))
+    for i in order.tolist():
+        u, v, c = int(tree.src[i]), int(tree.dst[i]), int(tree.chunk[i])
+        if u < n and (u, c) not in holder and (u, c) not in got:
+            continue   # a stale partial sum only: nothing to send
+        keep.append(i)
+        if v < n and (v, c) not in holder and (v, c) not in got:
+            ops.append(COPY)   # replaces the relay's stale partial sum
+            relays.add((v, c))
+        else:
+            ops.append(REDUCE)
+        if v < n:
+            got.add((v, c))
+    idx = np.asarray(keep, np.int64)
+    s = tree.take(idx)
+    return Schedule(s.chunk, s.src, s.dst, s.start_us, s.end_us, np.asarray(ops, np.int8), route=s.route), relays
+
+
+def _place_reduce(problem: Problem, sched: Schedule, free, ready: dict, at_us: float, relays=frozenset()
+                  ) -> Schedule:
+    """``sched`` placed after the fault in the order of its planned starts: each reduction group (one chunk,
+    receiver and planned time) as soon as its links are free and each sender has received every partial sum the
+    plan sends it first, lasting as planned."""
+    T = len(sched)
+    if not T:
+        return sched
+    row, link = row_link_pairs(problem.topology, sched)
+    per = [[] for _ in range(T)]
+    for r_, l_ in zip(row.tolist(), link.tolist()):
+        per[r_].append(l_)
+    if sched.route is None:   # point-to-point: every row lands on its own
+        inv = np.arange(T)
+    else:   # a fabric: the rows of one reduction group share the links from where they merge
+        key = np.stack([sched.chunk, sched.dst, np.round(sched.start_us, 9), np.round(sched.end_us, 9)], 1)
+        _, inv = np.unique(key, axis=0, return_inverse=True)
+        inv = inv.ravel()
+    order = sorted(range(inv.max() + 1), key=lambda g: float(sched.start_us[np.flatnonzero(inv == g)[0]]))
+    members_of = {g: np.flatnonzero(inv == g) for g in order}
+    free = np.asarray(free, np.float64).copy()
+    got = dict(ready)   # (npu, chunk) -> when it has every partial sum its plan sent it so far
+    start = np.zeros(T)
+    n = problem.num_npus
+    op = sched.op.copy()
+    margin = 1e-6 * max(1.0, at_us)
+    landed: dict = {}   # (npu, chunk) -> end of its latest arrival, at a relay that replaces its stale sum
+    for g in order:
+        mem = members_of[g]
+        links = sorted({l for i in mem.tolist() for l in per[i]})
+        senders = [(int(sched.src[i]), int(sched.chunk[i])) for i in mem.tolist()]
+        t0 = max([at_us] + [free[l] for l in links] + [got.get(k, at_us) for k in senders if k[0] < n])
+        dur = float(sched.end_us[mem[0]] - sched.start_us[mem[0]])
+        rk = (int(sched.dst[mem[0]]), int(sched.chunk[mem[0]]))
+        if rk in relays:
+            # the relay's first arrival replaces its stale partial sum (a copy), the later ones add to it: they
+            # must land strictly after it, or the replay could not tell their order
+            if rk in landed:
+                t0 = max(t0, landed[rk] + margin - dur)
+                op[mem] = REDUCE
+            else:
+                op[mem] = COPY
+            landed[rk] = t0 + dur
+        start[mem] = t0
+        for l in links:
+            free[l] = t0 + dur
+        v, c = int(sched.dst[mem[0]]), int(sched.chunk[mem[0]])
+        got[(v, c)] = max(got.get((v, c), at_us), t0 + dur)
+    dur = sched.end_us - sched.start_us
+    return Schedule(sched.chunk, sched.src, sched.dst, start, start + dur, op, route=sched.route)
+
+
+def _spread(backend, problem: Problem, opts, state: FaultState, whole_at: dict, free, fault: Fault) -> Schedule:
+    """All-Reduce: each whole chunk copied to every NPU that lacks it, from its collector once reduced and from
+    every NPU that already held it whole at the fault."""
+    C = problem.num_chunks
+    col = collector_of(problem)
+    hv = list(np.asarray(state.hold_npu, np.int64).tolist())
+    hc = list(np.asarray(state.hold_chunk, np.int64).tolist())
+    ht = [max(float(t), fault.at_us) for t in np.asarray(state.hold_time, np.float64).tolist()]
+    for c, t in whole_at.items():
+        hv.append(int(col[c])), hc.append(int(c)), ht.append(t)
+    ag = Problem(problem.topology, Collective("all_gather", problem.collective.chunks_per_npu,
+                                              problem.collective.buffer_mib))
+    if ag.num_chunks != C:
+        raise TacosError("the All-Gather phase has another chunk count")
+    keep = fault.surviving_links(problem.topology)
+    s = _solve_from(backend, ag, opts, hv, hc, ht, free, links=keep)
+    return s
+
+
+def _fit_copies(problem: Problem, fixed: Schedule, rows: Schedule, holds: dict, free) -> Schedule:
+    """``rows`` (copies of whole chunks) placed in the order of their planned starts, each at the earliest time its
+    sender holds the chunk and every link it holds is idle for its whole duration, around the transfers of
+    ``fixed`` and the copies placed before it (a link may carry a copy in a gap the reduction leaves)."""
+    if not len(rows):
+        return rows
+    topo = problem.topology
+    busy: dict = {}
+    for sched in (fixed,):
+        if len(sched):
+            r_, l_ = row_link_pairs(topo, sched)
+            for i, l in zip(r_.tolist(), l_.tolist()):
+                busy.setdefault(l, []).append((float(sched.start_us[i]), float(sched.end_us[i])))
+    for l in busy:
+        busy[l].sort()
+    r_, l_ = row_link_pairs(topo, rows)
+    per = [[] for _ in range(len(rows))]
+    for i, l in zip(r_.tolist(), l_.tolist()):
+        per[i].append(l)
+    tol = 1e-9 * max(1.0, float(rows.end_us.max()))
+    have = dict(holds)
+    start = np.zeros(len(rows))
+    # the rows of one multicast group (chunk, sender, planned time) move together
+    key = np.stack([rows.chunk, rows.src, np.round(rows.start_us, 9), np.round(rows.end_us, 9)], 1)
+    _, inv = np.unique(key, axis=0, return_inverse=True)
+    inv = inv.ravel() if rows.route is not None else np.arange(len(rows))
+    groups: dict = {}
+    for i in np.argsort(rows.start_us, kind="stable").tolist():
+        groups.setdefault(int(inv[i]), []).append(i)
+    for mem in sorted(groups.values(), key=lambda m: float(rows.start_us[m[0]])):
+        i0 = mem[0]
+        c, u = int(rows.chunk[i0]), int(rows.src[i0])
+        dur = float(rows.end_us[i0] - rows.start_us[i0])
+        links = sorted({l for i in mem for l in per[i]})
+        t = max(have.get((u, c), np.inf) if u < problem.num_npus else float(rows.start_us[i0]),
+                max((float(free[l]) for l in links), default=0.0))
+        if not np.isfinite(t):
+            raise TacosError(f"chunk {c}: NPU {u} never holds it whole")
+        moved = True
+        while moved:   # the earliest start at which no link it holds is busy
+            moved = False
+            for l in links:
+                for a, b in busy.get(l, ()):
+                    if a < t + dur - tol and b > t + tol:
+                        t, moved = b, True
+        for i in mem:
+            start[i] = t
+            v = int(rows.dst[i])
+            have[(v, c)] = min(have.get((v, c), np.inf), t + dur)
+        for l in links:
+            busy.setdefault(l, []).append((t, t + dur))
+            busy[l].sort()
+    return Schedule(rows.chunk, rows.src, rows.dst, start, start + (rows.end_us - rows.start_us), rows.op,
+                    route=rows.route)
