@@ -289,3 +289,62 @@ def _retime_sparse(order, link, chunk, src, dst, ltime, free, hkey, htime, C):
         if e < hold.get(key, np.inf):
             hold[key] = e
     return start, end
+
+
+def fit_copies(problem: Problem, fixed: Schedule, rows: Schedule, holds: dict, free) -> Schedule:
+    """``rows`` (copies of whole chunks) placed in the order of their planned starts, each at the earliest time its
+    sender holds the chunk and every link it holds is idle for its whole duration, around the transfers of
+    ``fixed`` and the copies placed before it (a link may carry a copy in a gap the other transfers leave).
+    ``holds`` maps ``(npu, chunk)`` to when it holds the chunk whole; ``free`` is when each link is free at all."""
+    from tacos_bench.faults import row_link_pairs
+
+    if not len(rows):
+        return rows
+    topo = problem.topology
+    busy: dict = {}
+    for sched in (fixed,):
+        if len(sched):
+            r_, l_ = row_link_pairs(topo, sched)
+            for i, l in zip(r_.tolist(), l_.tolist()):
+                busy.setdefault(l, []).append((float(sched.start_us[i]), float(sched.end_us[i])))
+    for l in busy:
+        busy[l].sort()
+    r_, l_ = row_link_pairs(topo, rows)
+    per = [[] for _ in range(len(rows))]
+    for i, l in zip(r_.tolist(), l_.tolist()):
+        per[i].append(l)
+    tol = 1e-9 * max(1.0, float(rows.end_us.max()))
+    have = dict(holds)
+    start = np.zeros(len(rows))
+    # the rows of one multicast group (chunk, sender, planned time) move together
+    key = np.stack([rows.chunk, rows.src, np.round(rows.start_us, 9), np.round(rows.end_us, 9)], 1)
+    _, inv = np.unique(key, axis=0, return_inverse=True)
+    inv = inv.ravel() if rows.route is not None else np.arange(len(rows))
+    groups: dict = {}
+    for i in np.argsort(rows.start_us, kind="stable").tolist():
+        groups.setdefault(int(inv[i]), []).append(i)
+    for mem in sorted(groups.values(), key=lambda m: float(rows.start_us[m[0]])):
+        i0 = mem[0]
+        c, u = int(rows.chunk[i0]), int(rows.src[i0])
+        dur = float(rows.end_us[i0] - rows.start_us[i0])
+        links = sorted({l for i in mem for l in per[i]})
+        t = max(have.get((u, c), np.inf) if u < problem.num_npus else float(rows.start_us[i0]),
+                max((float(free[l]) for l in links), default=0.0))
+        if not np.isfinite(t):
+            raise SolverError(f"chunk {c}: NPU {u} never holds it whole")
+        moved = True
+        while moved:   # the earliest start at which no link it holds is busy
+            moved = False
+            for l in links:
+                for a, b in busy.get(l, ()):
+                    if a < t + dur - tol and b > t + tol:
+                        t, moved = b, True
+        for i in mem:
+            start[i] = t
+            v = int(rows.dst[i])
+            have[(v, c)] = min(have.get((v, c), np.inf), t + dur)
+        for l in links:
+            busy.setdefault(l, []).append((t, t + dur))
+            busy[l].sort()
+    return Schedule(rows.chunk, rows.src, rows.dst, start, start + (rows.end_us - rows.start_us), rows.op,
+                    route=rows.route)

@@ -47,7 +47,7 @@ from tacos_bench.problem import Problem
 from tacos_bench.schedule import COPY, REDUCE, Schedule
 
 from .base import CAP_FROM_STATE, SolveResult, StartState
-from .compose import mirrored, retime_from
+from .compose import fit_copies, mirrored, retime_from
 from .portfolio import Candidate, RunContext, Skip, run_portfolio
 
 
@@ -129,7 +129,8 @@ class Straggle(Candidate):
 
     def run(self, problem, ctx):
         try:
-            return _straggle(ctx.start.backend, problem, ctx.opts)
+            return _best(problem, [lambda share=share: _straggle(ctx.start.backend, problem, ctx.opts, share)
+                                   for share in (True, False)])
         except TacosError as e:
             raise Skip(str(e)) from None
 
@@ -177,8 +178,31 @@ def _last_use(problem: Problem, schedule: Schedule) -> np.ndarray:
     return link_last_use(problem, schedule)
 
 
-def _straggle(backend, problem: Problem, opts) -> Schedule:
-    """The ``straggle`` plan (module docstring)."""
+def _best(problem: Problem, plans) -> Schedule:
+    """The soonest valid schedule of ``plans`` (callables); the first error when none is."""
+    from tacos_bench.verify import check
+
+    best, first_error = None, None
+    for plan in plans:
+        try:
+            s = plan()
+        except TacosError as e:
+            first_error = first_error or e
+            continue
+        if not check(problem, s).valid:
+            continue
+        if best is None or s.makespan_us < best.makespan_us:
+            best = s
+    if best is None:
+        raise first_error or TacosError("no variant of the plan gave a valid schedule")
+    return best
+
+
+def _straggle(backend, problem: Problem, opts, share: bool = True) -> Schedule:
+    """The ``straggle`` plan (module docstring). ``share``: where several NPUs need a chunk, the present ones
+    first share their partial sum (phase 1b) and the late NPU's contribution goes to one of them near it; without,
+    it goes to the NPU the present ones reduced into (chosen near the late NPU), which then sends the whole chunk to
+    everyone (no partial sum is copied twice: the better one when the straggler is not late by much)."""
     topo, n = problem.topology, problem.num_npus
     rel = problem.release_us
     late = rel > 0
@@ -206,7 +230,7 @@ def _straggle(backend, problem: Problem, opts) -> Schedule:
             h[c] = int(here[0])
         else:
             v = int(ds[late[ds]][0]) if late[ds].any() else int(np.flatnonzero(late)[0])
-            h[c] = int(near[v][c % near[v].size]) if ds.size == 1 else int(here[c % here.size])
+            h[c] = int(near[v][c % near[v].size]) if ds.size == 1 or not share else int(here[c % here.size])
         if e_c.size == 1:
             h[c] = int(e_c[0])   # nothing to combine: the one contribution is the partial sum
             continue
@@ -239,7 +263,8 @@ def _straggle(backend, problem: Problem, opts) -> Schedule:
         link_free = np.maximum(link_free, _last_use(problem, s1))
 
     # phase 1b: where several present NPUs need a chunk, h(c) shares the partial sum with them
-    share = [(c, [int(x) for x in dsts[c][present[dsts[c]]] if x != h[c]]) for c in range(C) if h[c] >= 0]
+    share = [(c, [int(x) for x in dsts[c][present[dsts[c]]] if x != h[c]]) for c in range(C)
+             if h[c] >= 0 and share]
     share = [(c, ds) for c, ds in share if ds]
     if share:
         p1b = _custom(problem, [[int(h[c])] for c, _ in share],
@@ -302,12 +327,33 @@ def _straggle(backend, problem: Problem, opts) -> Schedule:
         deps = {j: [k for k, a in enumerate(atoms) if a[2] == c and a[1] == collector[c]] for j, c in enumerate(bcast)}
         rows.append((s2b, bcast, [int(collector[c]) for c in bcast], hold, deps, None))
     if rows:
-        parts.append(_placed(problem, rows, link_free))
+        parts.append(_phase2(problem, rows, link_free))
     fixed = sum(len(x) for x in parts[:-1]) if rows else sum(len(x) for x in parts)
     sched = Schedule.concat(parts)
     mask = np.zeros(len(sched), bool)
     mask[fixed:] = True
     return with_ops(problem, sched, mask)
+
+
+def _phase2(problem: Problem, rows, link_free) -> Schedule:
+    """Phase 2 placed two ways, the sooner kept: both plans as one list schedule (:func:`_placed`), or phase 2a as
+    planned with the copies of 2b fitted into the gaps it leaves (:func:`solvers.compose.fit_copies`)."""
+    best = _placed(problem, rows, link_free)
+    if len(rows) == 2:
+        (s2a, a_chunk, *_), (s2b, b_chunk, b_src, b_hold, *_) = rows
+        holds = {(int(u), j): float(t) for j, (u, t) in enumerate(zip(b_src, b_hold))}
+        try:
+            fitted = fit_copies(problem, s2a, s2b, holds, link_free)
+        except TacosError:
+            return best
+        am, bm = np.asarray(a_chunk, np.int64), np.asarray(b_chunk, np.int64)
+        other = Schedule.concat([Schedule(am[s2a.chunk], s2a.src, s2a.dst, s2a.start_us, s2a.end_us, s2a.op,
+                                          route=s2a.route),
+                                 Schedule(bm[fitted.chunk], fitted.src, fitted.dst, fitted.start_us, fitted.end_us,
+                                          fitted.op, route=fitted.route)])
+        if other.makespan_us < best.makespan_us:
+            return other
+    return best
 
 
 # the list placement of phase 2 looks this many groups ahead in the plan's order for one that can start sooner
@@ -399,23 +445,17 @@ def _placed(problem: Problem, phases, link_free) -> Schedule:
 
 
 def _partners(problem: Problem, v: int, present: np.ndarray) -> np.ndarray:
-    """The present NPUs ``v`` reaches in one hop (through switches only, on a fabric); every present NPU when it
-    has none."""
-    topo, n = problem.topology, problem.num_npus
-    seen, frontier, out = {v}, [v], set()
-    while frontier:
-        nxt = []
-        for u in frontier:
-            for w in topo.dst[topo.src == u].tolist():
-                if w in seen:
-                    continue
-                seen.add(w)
-                if w >= n:
-                    nxt.append(w)
-                elif present[w]:
-                    out.add(w)
-        frontier = nxt
-    return np.asarray(sorted(out) or np.flatnonzero(present).tolist(), np.int64)
+    """The present NPUs nearest ``v`` in time (a chunk's shortest path, through switches on a fabric, within 1.5x of
+    the nearest one's): a DGX-like node's NVSwitch peers before the NICs."""
+    from tacos_bench.graph import shortest_path_tree
+
+    topo = problem.topology
+    d = shortest_path_tree(topo.num_nodes, np.asarray(topo.out_ptr, np.int64), np.asarray(topo.dst, np.int64),
+                           np.asarray(problem.link_time_us, np.float64), int(v))[0][:problem.num_npus]
+    cand = np.flatnonzero(present & np.isfinite(d))
+    if not cand.size:
+        return np.flatnonzero(present)
+    return cand[d[cand] <= 1.5 * d[cand].min()]
 
 
 def with_ops(problem: Problem, schedule: Schedule, mask=None) -> Schedule:
