@@ -1,0 +1,99 @@
+"""Repair of the reducing collectives (solvers.resume_reducing): the pieces at the fault, the resume on both network
+kinds after a link fails or slows down, through the verifier, against the repair bound and a fresh run."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import solvers
+from solvers.repair import repair
+from tacos_bench import Collective, Problem, Schedule
+from tacos_bench.bounds import repair_bounds
+from tacos_bench.errors import ConfigError
+from tacos_bench.faults import Fault, reduce_pieces, state_at
+from tacos_bench.topology.fabrics import switched
+from tacos_bench.topology.generators import mesh2d, ring, torus2d
+from tacos_bench.verify import check
+
+from cli import run_py, run_python
+
+
+def test_the_pieces_partition_every_contribution():
+    # ring(3) Reduce-Scatter of chunk 0 into NPU 0: 2 sends to 1, then 1 to 0; cut after the first
+    p = Problem(ring(3), Collective("reduce_scatter", 1, 1))
+    t = float(p.link_time_us[0])
+    s = Schedule.from_rows([(0, 2, 1, 0, t, "reduce"), (0, 1, 0, t, 2 * t, "reduce")])
+    pieces, hv, hc, ht = reduce_pieces(p, s.take(np.array([0])))
+    assert sorted((v, m) for v, m, _ in pieces[0]) == [(0, 0b001), (1, 0b110)]
+    assert sorted((v, m) for v, m, _ in pieces[1]) == [(0, 0b001), (1, 0b010), (2, 0b100)]   # nothing sent yet
+    # once all of it ran, chunk 0 is whole at its collector: nothing left to reduce
+    pieces, *_ = reduce_pieces(p, s)
+    assert 0 not in pieces
+
+
+def case(topo, kind, k, frac, slow):
+    p = Problem(topo, Collective(kind, k, 64, root=2))
+    g = solvers.get_solver("greedy_plus")
+    h = g.solve(p).schedule.to_schedule()
+    i = int(np.argmin(np.abs(h.start_us - frac * h.makespan_us)))
+    t = 0.5 * (h.start_us[i] + h.end_us[i])
+    u, v = int(h.src[i]), int(h.dst[i])
+    if h.route is not None and h.route[i]:
+        u, v = (int(x) for x in h.route[i].split(">")[:2])
+    pair = ((u, v),) + (((v, u),) if topo.has_link(v, u) else ())
+    fault = Fault(t, slow=tuple((a, b, 0.5) for a, b in pair)) if slow else Fault(t, links=pair)
+    return p, h, fault
+
+
+@pytest.mark.parametrize("kind", ["reduce_scatter", "all_reduce", "reduce"])
+@pytest.mark.parametrize("topo,slow", [(mesh2d(4, 4), False), (torus2d(4, 4), False), (mesh2d(4, 4), True),
+                                       (switched(8), True)], ids=["mesh-fail", "torus-fail", "mesh-slow",
+                                                                  "switched-slow"])
+@pytest.mark.parametrize("frac", [0.3, 0.7])
+def test_a_reducing_collective_resumes_from_its_partial_sums(kind, topo, slow, frac):
+    p, h, fault = case(topo, kind, 2, frac, slow)
+    r = repair(p, h, fault, "greedy_plus")
+    ver = check(p, r.schedule, fault=fault)
+    assert ver.valid, ver.message
+    assert r.plan in ("resume", "unaffected")
+    b = repair_bounds(fault.slowed(p), fault, r.state, None)["repair_bound_us"]
+    assert b <= ver.collective_time_us * (1 + 1e-9)
+    # what ran before the fault stays: every executed transfer is in the repaired schedule
+    assert len(r.schedule) >= len(r.state.executed)
+
+
+def test_reducing_repair_is_near_a_fresh_run_on_average():
+    # the issue's target: repaired / from scratch <= 1.05 on average over these cases (measured 0.95: the mesh
+    # 0.65-0.90, the torus Reduce-Scatter 1.30)
+    ratios = []
+    for topo in (mesh2d(4, 4), torus2d(4, 4)):
+        for kind in ("reduce_scatter", "all_reduce"):
+            for frac in (0.3, 0.5, 0.7):
+                p, h, fault = case(topo, kind, 2, frac, False)
+                r = repair(p, h, fault, "greedy_plus")
+                t = check(p, r.schedule, fault=fault).collective_time_us
+                fresh = solvers.get_solver("greedy_plus").solve(
+                    Problem(fault.scratch_topology(topo), p.collective)).schedule.makespan_us
+                ratios.append(t / fresh)
+    assert np.mean(ratios) <= 1.05, ratios
+
+
+def test_failed_npus_are_refused_for_a_reducing_collective():
+    p = Problem(ring(4), Collective("all_reduce", 1, 16))
+    h = solvers.get_solver("greedy").solve(p).schedule.to_schedule()
+    with pytest.raises(ConfigError, match="not after NPUs fail"):
+        state_at(p, h, Fault(h.makespan_us / 2, npus=(1,)))
+
+
+def test_run_py_repairs_an_all_reduce_and_the_verifier_replays_it(tmp_path):
+    out = tmp_path / "run"
+    r = run_py("solver=greedy_plus", "topo=torus4x4", "collective=all_reduce", "collective.chunks_per_npu=2",
+               "fault.at_fraction=0.4", "fault.links=[[0,1,both]]", f"hydra.run.dir={out}")
+    assert r.returncode == 0, r.stderr
+    rec = json.loads((out / "result.json").read_text())
+    assert rec["valid"] and rec["repair_plan"] == "resume" and rec["repaired_time_us"] >= rec["repair_bound_us"]
+    v = run_python("-m", "tacos_bench.verify", out)
+    assert v.returncode == 0 and "valid" in v.stdout, v.stdout + v.stderr
