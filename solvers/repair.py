@@ -147,11 +147,17 @@ class Resume(Candidate):
         if problem.collective.reduces:
             from .resume_reducing import resume_reducing
 
+            from tacos_bench.verify import check
+
             ctx.run_stats[self.name] = {"residual": None}
             try:
-                return Schedule.concat([state.executed, resume_reducing(r.backend, problem, fault, state, ctx.opts)])
+                out = Schedule.concat([state.executed, resume_reducing(r.backend, problem, fault, state, ctx.opts)])
             except TacosError as e:
                 raise Skip(str(e)) from None
+            ver = check(problem, out, fault=fault)   # a new plan: the verifier replays it before it may win
+            if not ver.valid:
+                raise Skip(f"its schedule was rejected by the verifier: {ver.message}")
+            return out
         keep = fault.surviving_links(problem.topology)
         start = StartState(keep, state.hold_npu, state.hold_chunk, state.alive,
                            hold_time=np.maximum(state.hold_time - fault.at_us, 0.0),

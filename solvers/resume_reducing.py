@@ -127,8 +127,15 @@ def _place_reduce(problem: Problem, sched: Schedule, free, ready: dict, at_us: f
         key = np.stack([sched.chunk, sched.dst, np.round(sched.start_us, 9), np.round(sched.end_us, 9)], 1)
         _, inv = np.unique(key, axis=0, return_inverse=True)
         inv = inv.ravel()
-    order = sorted(range(inv.max() + 1), key=lambda g: float(sched.start_us[np.flatnonzero(inv == g)[0]]))
-    members_of = {g: np.flatnonzero(inv == g) for g in order}
+        # except into a relay: its first arrival replaces its stale sum alone, the others land after it one by one
+        into_relay = np.array([(int(v), int(c)) in relays for v, c in zip(sched.dst.tolist(), sched.chunk.tolist())],
+                              bool)
+        inv = np.where(into_relay, inv.max() + 1 + np.arange(T), inv)
+    members_of: dict = {}
+    for i in np.argsort(sched.start_us, kind="stable").tolist():
+        members_of.setdefault(int(inv[i]), []).append(i)
+    members_of = {g: np.asarray(m, np.int64) for g, m in members_of.items()}
+    order = sorted(members_of, key=lambda g: float(sched.start_us[members_of[g][0]]))
     free = np.asarray(free, np.float64).copy()
     got = dict(ready)   # (npu, chunk) -> when it has every partial sum its plan sent it so far
     start = np.zeros(T)
