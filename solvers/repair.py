@@ -117,7 +117,7 @@ def repair(problem: Problem, schedule: Schedule, fault: Fault, solver: str = "gr
     check_repairable(problem, state, fault)
     ctx = RunContext(opts=opts)
     ctx.start = _Repairing(backend, schedule, fault, state, replan)
-    out = run_portfolio(PLANS, problem, ctx, prefer=("unaffected", "keep", "resume", "replan"))
+    out = run_portfolio(PLANS, problem, ctx, prefer=("unaffected", "keep", "detour", "resume", "replan"))
     residual = ctx.run_stats.get(out.winner, {}).get("residual") or ctx.run_stats.get("resume", {}).get("residual")
     jit_s = sum(float(st["residual"].stats.get("jit_warmup_s", 0.0) or 0.0) for st in ctx.run_stats.values()
                 if st.get("residual") is not None)
@@ -229,6 +229,34 @@ class Keep(Candidate):
         return Schedule.concat([ends, placed])
 
 
+class Detour(Candidate):
+    """Reducing collectives, point-to-point: the healthy schedule goes on and what the fault cut is sent again on
+    the shortest surviving path (:mod:`solvers.detour_reducing`)."""
+
+    name = "detour"
+
+    def applies(self, problem, ctx):
+        if not problem.collective.reduces:
+            return "reducing collectives only (copies resume)"
+        return "a fabric resumes only" if problem.topology.is_fabric else None
+
+    def run(self, problem, ctx):
+        from tacos_bench.verify import check
+
+        from .detour_reducing import detour_reducing
+
+        r: _Repairing = ctx.start
+        ctx.run_stats[self.name] = {"residual": None}
+        try:
+            out = Schedule.concat([r.state.executed, detour_reducing(problem, r.schedule, r.fault, r.state)])
+        except TacosError as e:
+            raise Skip(str(e)) from None
+        ver = check(problem, out, fault=r.fault)
+        if not ver.valid:
+            raise Skip(f"its schedule was rejected by the verifier: {ver.message}")
+        return out
+
+
 class Unaffected(Candidate):
     """The healthy schedule itself, when no transfer that ends after the fault crosses a failed link."""
 
@@ -249,7 +277,7 @@ class Unaffected(Candidate):
         return ctx.start.schedule
 
 
-PLANS: tuple[Candidate, ...] = (Resume(), Replan(), Keep(), Unaffected())
+PLANS: tuple[Candidate, ...] = (Resume(), Replan(), Keep(), Detour(), Unaffected())
 
 
 def _crosses_failed_after(problem: Problem, schedule: Schedule, fault: Fault) -> bool:

@@ -88,5 +88,5 @@ def test_the_families_are_packages():
     for family in ("greedy", "exact", "baselines"):
         assert (ROOT / "solvers" / family / "__init__.py").exists()
     flat = sorted(p.name for p in (ROOT / "solvers").glob("*.py"))
-    assert flat == ["__init__.py", "base.py", "compose.py", "concurrent.py", "describe.py", "fabric_routes.py", "in_switch.py", "list_schedule.py", "options.py",
+    assert flat == ["__init__.py", "base.py", "compose.py", "concurrent.py", "describe.py", "detour_reducing.py", "fabric_routes.py", "in_switch.py", "list_schedule.py", "options.py",
                     "plan.py", "portfolio.py", "release.py", "repair.py", "resume_reducing.py", "stats.py"], flat
