@@ -2,12 +2,15 @@
 
     python experiments/probe_flow_bound.py [--cases random32d3s0:1 random64d3s0:4 hetero512:1 ...]
                                            [--collective all_to_all] [--mib 1024] [--greedy-plus]
+                                           [--solvers greedy greedy_plus flow cpsat] [--time-limit 60]
                                            [--out results/probe_flow_bound.csv]
 
 Per case (``topology:chunks_per_pair``): :func:`tacos_bench.bounds.flow.lb_flow_us` (its source, value and time,
 after one warm call so that numba's cache and highspy's import are not counted), the bandwidth-only fluid
 bound (``latency=False``), ``lower_bounds(p)["best_us"]`` and, with ``--greedy-plus``, greedy_plus's verified
-makespan (hetero512: ~30-70 s). docs/flow_bound.md has the tables.
+makespan (hetero512: ~30-70 s); ``--solvers`` runs each named backend instead (``flow``: greedy_plus with only the
+flow-routed candidate, ``solver.candidates=[flow]``; ``cpsat``: cold, ``--time-limit`` seconds, its status too),
+each verified: ``<solver>_us`` and ``<solver>_over_flow``. docs/flow_bound.md has the tables.
 """
 
 from __future__ import annotations
@@ -37,11 +40,45 @@ def parse_args(argv=None):
     ap.add_argument("--collective", default="all_to_all")
     ap.add_argument("--mib", type=float, default=1024.0)
     ap.add_argument("--greedy-plus", action="store_true", help="also run greedy_plus once per case")
+    ap.add_argument("--solvers", nargs="+", default=None,
+                    help="backends to run per case: greedy, greedy_plus, flow (the flow candidate alone), cpsat, ...")
+    ap.add_argument("--time-limit", type=float, default=60.0, help="cpsat's time limit (s)")
     ap.add_argument("--out", type=Path, default=None)
     return ap.parse_args(argv)
 
 
-def probe(name: str, cpn: int, kind: str, mib: float, greedy_plus: bool) -> dict:
+# what --solvers runs: a backend and its options
+RUNS = {"flow": ("greedy_plus", {"candidates": ["flow"]}), "cpsat": ("cpsat", {"warm_start": False})}
+
+
+def run_solvers(p: Problem, names, time_limit: float, flow_us: float) -> dict:
+    """Each backend of ``names`` on ``p``, verified: its time, seconds, time / flow bound (and cpsat's status)."""
+    from tacos_bench.runner.stages import solve_and_verify
+
+    row = {}
+    for name in names:
+        solver, opts = RUNS.get(name, (name, {}))
+        if solver == "cpsat":
+            opts = {**opts, "time_limit_s": time_limit}
+        try:
+            rec, _ = solve_and_verify(p, solver, opts, bounds=False)
+            ok = rec.get("valid")
+            row[f"{name}_us"] = rec.get("collective_time_us") if ok else None
+            row[f"{name}_s"] = round(rec.get("synthesis_time_s") or 0.0, 2)
+            if solver == "cpsat":
+                row["cpsat_status"] = rec.get("status") if ok else (rec.get("error") or rec.get("status"))
+        except Exception as e:   # noqa: BLE001 - a refusal is a row, the probe goes on
+            row[f"{name}_us"] = None
+            row[f"{name}_s"] = None
+            if solver == "cpsat":
+                row["cpsat_status"] = f"{type(e).__name__}: {e}"[:120]
+        t = row[f"{name}_us"]
+        row[f"{name}_over_flow"] = round(t / flow_us, 4) if t and flow_us else None
+    return row
+
+
+def probe(name: str, cpn: int, kind: str, mib: float, greedy_plus: bool, solvers=None, time_limit: float = 60.0
+          ) -> dict:
     p = Problem(named_topology(name), Collective(kind, cpn, mib))
     t = time.perf_counter()
     flow = lb_flow_us(p)
@@ -60,6 +97,8 @@ def probe(name: str, cpn: int, kind: str, mib: float, greedy_plus: bool) -> dict
         row.update(greedy_plus_us=v.collective_time_us if v.valid else None,
                    greedy_plus_s=round(time.perf_counter() - t, 1))
         row["greedy_plus_over_flow"] = round(row["greedy_plus_us"] / row["flow_us"], 4)
+    if solvers:
+        row.update(run_solvers(p, solvers, time_limit, row["flow_us"]))
     return row
 
 
@@ -69,12 +108,13 @@ def main(argv=None) -> int:
     rows = []
     for case in args.cases:
         name, _, cpn = case.partition(":")
-        rows.append(probe(name, int(cpn or 1), args.collective, args.mib, args.greedy_plus))
+        rows.append(probe(name, int(cpn or 1), args.collective, args.mib, args.greedy_plus, args.solvers,
+                          args.time_limit))
         print(", ".join(f"{k}={v}" for k, v in rows[-1].items()), flush=True)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         with open(args.out, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
             w.writeheader()
             w.writerows(rows)
     return 0

@@ -55,14 +55,7 @@ def detour_reducing(problem: Problem, healthy: Schedule, fault: Fault, state: Fa
         if avoid:
             w[np.isin(topo.dst, list(avoid))] = np.inf
         dist, pred = shortest_path_tree(n, out_ptr, dst_arr, w, u)
-        if not np.isfinite(dist[v]):
-            return None
-        hops = []
-        while v != u:
-            lk = int(pred[v])
-            hops.append(lk)
-            v = int(topo.src[lk])
-        return hops[::-1]
+        return _hops(pred, topo, u, v) if np.isfinite(dist[v]) else None
 
     # each chunk's tree of the healthy schedule: who each NPU sends its partial sum to
     parent = {}
@@ -128,7 +121,11 @@ def _nearest(tree: tuple, topo, u: int, targets: set) -> list | None:
     cand = [t for t in targets if t != u and np.isfinite(dist[t])]
     if not cand:
         return None
-    v = min(cand, key=lambda t: (dist[t], t))
+    return _hops(pred, topo, u, min(cand, key=lambda t: (dist[t], t)))
+
+
+def _hops(pred, topo, u: int, v: int) -> list:
+    """The links from ``u`` to ``v`` in a shortest-path tree (``pred``: each node's link from its parent)."""
     hops = []
     while v != u:
         lk = int(pred[v])

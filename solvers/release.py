@@ -100,9 +100,7 @@ class FromRelease(Candidate):
     trusted = False
 
     def applies(self, problem, ctx):
-        if CAP_FROM_STATE not in ctx.start.backend.capabilities:
-            return "the backend cannot start from a state"
-        return None if problem.collective.copies else "copy collectives only"
+        return _stateless(ctx) or (None if problem.collective.copies else "copy collectives only")
 
     def run(self, problem, ctx):
         r: _Releasing = ctx.start
@@ -119,8 +117,8 @@ class Straggle(Candidate):
     trusted = False
 
     def applies(self, problem, ctx):
-        if CAP_FROM_STATE not in ctx.start.backend.capabilities:
-            return "the backend cannot start from a state"
+        if _stateless(ctx):
+            return _stateless(ctx)
         if not problem.collective.reduces:
             return "reducing collectives only"
         if np.all(problem.release_us > 0):
@@ -139,6 +137,11 @@ PLANS: tuple[Candidate, ...] = (Wait(), FromRelease(), Straggle())
 
 
 # ---------------------------------------------------------------------------- helpers
+def _stateless(ctx) -> str | None:
+    """Why the backend cannot run a plan that starts from a state, or None."""
+    return None if CAP_FROM_STATE in ctx.start.backend.capabilities else "the backend cannot start from a state"
+
+
 def _solve_from(backend, problem: Problem, opts, hold_npu, hold_chunk, hold_time, link_free,
                 links=None, alive=None) -> Schedule:
     """``problem`` (a copy collective) completed by ``backend`` from the holds given, placed in absolute time."""

@@ -338,7 +338,7 @@ def test_reducing_collectives_are_repaired_after_links_fail_not_npus(kind):
     healthy = get_solver("greedy").solve(p, seed=0).schedule
     fault = Fault(healthy.makespan_us / 2, links=((0, 1),))
     r = repair(p, healthy, fault)
-    assert verify(p, r.schedule, fault).valid and r.plan in ("resume", "unaffected")
+    assert verify(p, r.schedule, fault).valid and r.plan in ("resume", "detour", "unaffected")
     with pytest.raises(ConfigError) as e:
         repair(p, healthy, Fault(healthy.makespan_us / 2, npus=(2,)))
     msg = str(e.value)

@@ -194,3 +194,12 @@ def test_probe_script_row(tmp_path):
     assert mod.main(["--cases", "ring4:1", "--mib", "4", "--out", str(out)]) == 0
     row = out.read_text().splitlines()
     assert row[0].startswith("topology,chunks_per_npu,flow_us,flow_source") and row[1].startswith("ring4,1,")
+    # every backend the table compares, verified, against the flow bound (a time-limited cold cpsat included)
+    assert mod.main(["--cases", "ring4:1", "--mib", "4", "--solvers", "greedy", "flow", "cpsat", "--time-limit", "5",
+                     "--out", str(out)]) == 0
+    import csv
+
+    rec = next(csv.DictReader(out.open()))
+    for name in ("greedy", "flow", "cpsat"):
+        assert float(rec[f"{name}_over_flow"]) >= 1 - 1e-9
+    assert rec["cpsat_status"] in ("optimal", "feasible")

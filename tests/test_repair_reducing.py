@@ -58,7 +58,7 @@ def test_a_reducing_collective_resumes_from_its_partial_sums(kind, topo, slow, f
     r = repair(p, h, fault, "greedy_plus")
     ver = check(p, r.schedule, fault=fault)
     assert ver.valid, ver.message
-    assert r.plan in ("resume", "unaffected")
+    assert r.plan in ("resume", "detour", "unaffected")
     b = repair_bounds(fault.slowed(p), fault, r.state, None)["repair_bound_us"]
     assert b <= ver.collective_time_us * (1 + 1e-9)
     # what ran before the fault stays: every executed transfer is in the repaired schedule
@@ -94,6 +94,6 @@ def test_run_py_repairs_an_all_reduce_and_the_verifier_replays_it(tmp_path):
                "fault.at_fraction=0.4", "fault.links=[[0,1,both]]", f"hydra.run.dir={out}")
     assert r.returncode == 0, r.stderr
     rec = json.loads((out / "result.json").read_text())
-    assert rec["valid"] and rec["repair_plan"] == "resume" and rec["repaired_time_us"] >= rec["repair_bound_us"]
+    assert rec["valid"] and rec["repair_plan"] in ("resume", "detour") and rec["repaired_time_us"] >= rec["repair_bound_us"]
     v = run_python("-m", "tacos_bench.verify", out)
     assert v.returncode == 0 and "valid" in v.stdout, v.stdout + v.stderr

@@ -149,14 +149,18 @@ def _ingress_after(problem: Problem, fault, state) -> float:
     best = 0.0
     in_ptr, in_order = np.asarray(topo.in_ptr), np.asarray(topo.in_order)
     for v in np.flatnonzero(missing > 0):
-        links = in_order[in_ptr[v]:in_ptr[v + 1]]
-        links = links[np.isfinite(free[links])]
-        m = int(missing[v])
-        if not links.size:
-            return np.inf
-        ends = (free[links, None] + t[links, None] * np.arange(1, m + 1)[None, :]).ravel()
-        best = max(best, float(np.partition(ends, m - 1)[m - 1]))
+        best = max(best, _mth_slot_end(in_order[in_ptr[v]:in_ptr[v + 1]], free, t, int(missing[v])))
     return best
+
+
+def _mth_slot_end(links: np.ndarray, free: np.ndarray, t: np.ndarray, m: int) -> float:
+    """The ``m``-th earliest end among back-to-back transfers of times ``t`` on ``links``, each free from ``free``
+    (``inf``: failed); ``inf`` when none of them survives."""
+    links = links[np.isfinite(free[links])]
+    if not links.size:
+        return np.inf
+    ends = (free[links, None] + t[links, None] * np.arange(1, m + 1)[None, :]).ravel()
+    return float(np.partition(ends, m - 1)[m - 1])
 
 
 def _egress_after(problem: Problem, fault, state) -> float:
@@ -179,11 +183,5 @@ def _egress_after(problem: Problem, fault, state) -> float:
     best = 0.0
     out_ptr = np.asarray(topo.out_ptr)
     for v in np.flatnonzero(count > 0):
-        links = np.arange(out_ptr[v], out_ptr[v + 1])
-        links = links[np.isfinite(free[links])]
-        m = int(count[v])
-        if not links.size:
-            return np.inf
-        ends = (free[links, None] + t[links, None] * np.arange(1, m + 1)[None, :]).ravel()
-        best = max(best, float(np.partition(ends, m - 1)[m - 1]))
+        best = max(best, _mth_slot_end(np.arange(out_ptr[v], out_ptr[v + 1]), free, t, int(count[v])))
     return best

@@ -198,8 +198,9 @@ FIELDS: tuple[Field, ...] = (
     Field("repair_plan", "", "fault", "the repair kept: resume (from the state at the fault), replan (a fresh "
                                       "schedule on the surviving links less what is held, placed after the fault), "
                                       "keep (links slow down: the healthy schedule's remaining transfers in their "
-                                      "order on the slowed links) or unaffected (no transfer still to end crosses "
-                                      "a failed link: the healthy schedule runs on)"),
+                                      "order on the slowed links), detour (a reducing collective: the healthy "
+                                      "schedule goes on, what the fault cut goes around it) or unaffected (no "
+                                      "transfer still to end crosses a failed link: the healthy schedule runs on)"),
     Field("repair_resume_us", "µs", "fault", "executed time with the resume candidate"),
     Field("repair_replan_us", "µs", "fault", "executed time with the replan candidate (null: not tried)"),
     Field("repair_bound_us", "µs", "fault", "lower bound on any repair: from the state at the fault (executed "
