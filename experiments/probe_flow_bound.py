@@ -10,7 +10,7 @@ after one warm call so that numba's cache and highspy's import are not counted),
 bound (``latency=False``), ``lower_bounds(p)["best_us"]`` and, with ``--greedy-plus``, greedy_plus's verified
 makespan (hetero512: ~30-70 s); ``--solvers`` runs each named backend instead (``flow``: greedy_plus with only the
 flow-routed candidate, ``solver.candidates=[flow]``; ``cpsat``: cold, ``--time-limit`` seconds, its status too),
-each verified: ``<solver>_us`` and ``<solver>_over_flow``. docs/flow_bound.md has the tables.
+each verified: ``<solver>_us`` and ``<solver>_over_flow`` (the flow candidate's: ``flow_routed_*``). docs/flow_bound.md has the tables.
 """
 
 from __future__ import annotations
@@ -56,8 +56,9 @@ def run_solvers(p: Problem, names, time_limit: float, flow_us: float) -> dict:
     from tacos_bench.runner.stages import solve_and_verify
 
     row = {}
-    for name in names:
-        solver, opts = RUNS.get(name, (name, {}))
+    for arg in names:
+        solver, opts = RUNS.get(arg, (arg, {}))
+        name = "flow_routed" if arg == "flow" else arg   # flow_us is the bound's column
         if solver == "cpsat":
             opts = {**opts, "time_limit_s": time_limit}
         try:

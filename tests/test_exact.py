@@ -357,3 +357,16 @@ def test_greedy_jit_compile_is_not_charged_to_the_time_limit(monkeypatch, name):
     assert res.stats["jit_warmup_s"] >= 1.0
     assert res.status == "optimal"
     verify(p, res.schedule)
+
+
+def test_a_time_expanded_model_too_large_for_memory_is_refused_in_words(monkeypatch):
+    # random32d3s0 All-to-All at 4 chunks per pair wanted 91 M send variables and was killed at 24 GB: the model's
+    # size is counted before it is built and a larger one refused in one line
+    import solvers.exact.common as common
+    from tacos_bench.errors import SolverError
+
+    monkeypatch.setattr(common, "MAX_TEN_SENDS", 1000)
+    p = Problem(torus2d(4, 4), Collective("all_to_all", 1, 16))
+    with pytest.raises(SolverError, match=r"would have [\d,]+ send variables .* more than the 1,000") as e:
+        get_solver("cpsat").solve(p, time_limit_s=5, warm_start=False)
+    assert "\n" not in str(e.value) and "greedy_plus" in str(e.value)

@@ -103,6 +103,11 @@ def _groups(keys: np.ndarray):
     return order, k[starts[:-1]], starts
 
 
+# the largest time-expanded model built (its send variables): random32d3s0 All-to-All at 1 chunk per pair has 4.8 M
+# and solves within the time limit; at 4 chunks per pair 91 M, and the process was killed at 24 GB
+MAX_TEN_SENDS = 10_000_000
+
+
 @dataclass
 class AgModel:
     """Index structure of the TEN model of one copy collective, independent of the backend.
@@ -778,6 +783,12 @@ class ExactSolverBase(Solver):
             return AgResult("infeasible", None, None, lb * tau, build, 0.0, stats,
                             f"horizon_steps={H} is below the lower bound of {lb} steps", **done)
         ten_h = ten.with_horizon(H)
+        sends = ten_h.send_var_count()
+        if sends > MAX_TEN_SENDS:
+            # random32d3s0 All-to-All at 4 chunks per pair: 91 M sends, and the run was killed at 24 GB
+            raise SolverError(f"{self.name}: the time-expanded model of {problem.describe()} would have {sends:,} "
+                              f"send variables ({H} steps of {tau:.6g} µs), more than the {MAX_TEN_SENDS:,} that fit "
+                              "in memory here; use greedy_plus, a coarser solver.time_step_us, or fewer chunks")
         model = build_ag_model(ten_h, lb)
         hint = hint_vector(model, warm.plan) if hint_model else None
         stats["hinted"] = hint is not None

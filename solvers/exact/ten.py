@@ -327,6 +327,12 @@ class TimeExpandedNetwork:
         return cap - int(self.dist_steps[self.source[uni], self.destination[uni]].sum())
 
     # ------------------------------------------------------------------ model variables
+    def send_var_count(self) -> int:
+        """How many sends :meth:`send_vars` would return, without building them (a model's size before it is
+        built)."""
+        _, count = self._send_windows()
+        return int(count.sum())
+
     def send_vars(self) -> SendVars:
         """All sends that can be part of a plan within the horizon.
 
@@ -341,6 +347,18 @@ class TimeExpandedNetwork:
         """
         topo = self.problem.topology
         C, L = self.num_chunks, topo.num_links
+        kmin, count = self._send_windows()
+        cc, ll = np.divmod(np.repeat(np.arange(C * L, dtype=np.int64), count), L)
+        first = np.repeat(kmin.ravel(), count)
+        offs = np.arange(int(count.sum()), dtype=np.int64) - np.repeat(np.cumsum(count) - count, count)
+        k = first + offs
+        order = np.lexsort((k, ll, cc))  # by chunk, link, step
+        cc, ll, k = cc[order], ll[order], k[order]
+        return SendVars(cc, ll, k, k + self.link_steps[ll], topo.src[ll], topo.dst[ll])
+
+    def _send_windows(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per (chunk, link): the first step a send may start, and how many steps it may start at (0: none)."""
+        topo = self.problem.topology
         kmin = self.earliest_step()[:, topo.src]                          # (C, L)
         kmax = self.latest_step()[:, topo.dst] - self.link_steps[None, :]  # (C, L)
         ok = (self.source[:, None] != topo.dst[None, :]) & self.need.any(axis=1)[:, None]
@@ -354,14 +372,7 @@ class TimeExpandedNetwork:
             s_, t_ = self.source[uni], self.destination[uni]
             detour = D[s_][:, topo.src] + self.link_steps[None, :] + D[:, t_].T[:, topo.dst] - D[s_, t_][:, None]
             ok[uni] &= detour <= slack
-        count = np.where(ok, np.maximum(0, kmax - kmin + 1), 0).ravel()
-        cc, ll = np.divmod(np.repeat(np.arange(C * L, dtype=np.int64), count), L)
-        first = np.repeat(kmin.ravel(), count)
-        offs = np.arange(int(count.sum()), dtype=np.int64) - np.repeat(np.cumsum(count) - count, count)
-        k = first + offs
-        order = np.lexsort((k, ll, cc))  # by chunk, link, step
-        cc, ll, k = cc[order], ll[order], k[order]
-        return SendVars(cc, ll, k, k + self.link_steps[ll], topo.src[ll], topo.dst[ll])
+        return kmin, np.where(ok, np.maximum(0, kmax - kmin + 1), 0).ravel()
 
     # ------------------------------------------------------------------ plans
     def plan_makespan_steps(self, link, step) -> int:
