@@ -36,6 +36,7 @@ import json
 import math
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -169,6 +170,14 @@ def _table_problem(d: Path, topo, record: dict, table: str) -> Problem:
     return Problem(topo, coll)
 
 
+def _release_of(record: dict) -> tuple:
+    """The late NPUs of a run's record (``release_us``: JSON text or a list), so a replay holds them too."""
+    r = record.get("release_us")
+    if isinstance(r, str):
+        r = json.loads(r)
+    return tuple((int(v), float(t)) for v, t in (r or ()))
+
+
 def load_run_problem(result_dir: str | os.PathLike) -> tuple[Problem, dict[str, Any]]:
     """The problem of a run directory, rebuilt from its record and topology file (see :func:`load_run`), and
     the record; whatever the run's outcome."""
@@ -200,8 +209,11 @@ def load_run_problem(result_dir: str | os.PathLike) -> tuple[Problem, dict[str, 
     if record.get("topology"):
         topo = topo.with_name(str(record["topology"]))
     if table:
-        return _table_problem(d, topo, record, str(table)), record
+        problem = _table_problem(d, topo, record, str(table))
+        release = _release_of(record)
+        return (Problem(topo, replace(problem.collective, release=release)) if release else problem), record
     extra = {} if record.get("overlap") is None else {"overlap": bool(record["overlap"])}
+    extra["release"] = _release_of(record)
     if record.get("root") is not None:   # rooted collectives: without it the problem is rebuilt with root 0
         extra["root"] = int(record["root"])
     coll = Collective(kind=str(record["collective"]), chunks_per_npu=int(record["chunks_per_npu"]),

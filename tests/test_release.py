@@ -163,6 +163,16 @@ def test_run_py_takes_release_times_and_records_the_plan(tmp_path):
     rec = json.loads((out / "result.json").read_text())
     assert rec["valid"] and rec["release_plan"] in ("wait", "straggle") and rec["release_us"] == "[[0, 20000.0]]"
     assert rec["collective_time_us"] >= rec["lower_bound_us"] > 20000
+    # the replay from the run's files holds the late NPU too: a schedule that ignores it is rejected
+    from cli import run_python
+
+    v = run_python("-m", "tacos_bench.verify", out)
+    assert v.returncode == 0 and "valid" in v.stdout, v.stdout + v.stderr
+    healthy = run_py("solver=greedy", "topo=switched8", "collective=all_reduce", "collective.chunks_per_npu=2",
+                     f"hydra.run.dir={tmp_path / 'healthy'}")
+    assert healthy.returncode == 0
+    v = run_python("-m", "tacos_bench.verify", out, "--schedule", tmp_path / "healthy" / "schedule.csv")
+    assert v.returncode == 2 and "before NPU 0 joins" in v.stderr, v.stdout + v.stderr
     bad = run_py("solver=greedy", "topo=mesh4x4", "collective.release_us=[[3,-1]]", f"hydra.run.dir={tmp_path / 'bad'}")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     lines = [x for x in bad.stderr.splitlines() if x.strip()]
