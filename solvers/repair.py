@@ -186,7 +186,7 @@ class Replan(Candidate):
             return "NPUs failed: the fresh schedule would need them"
         if not problem.collective.rooted or problem.collective.reduces:
             return "rooted copy collectives only (on All-Gather and All-to-All it never won)"
-        return "a fabric resumes only" if problem.topology.is_fabric else None
+        return _resumes_only(problem)
 
     def run(self, problem, ctx):
         r: _Repairing = ctx.start
@@ -211,7 +211,7 @@ class Keep(Candidate):
             return "links or NPUs fail too"
         if problem.collective.reduces:
             return "copy collectives only (a reduction's order is not a copy's)"
-        return "a fabric resumes only" if problem.topology.is_fabric else None
+        return _resumes_only(problem)
 
     def run(self, problem, ctx):
         r: _Repairing = ctx.start
@@ -238,7 +238,7 @@ class Detour(Candidate):
     def applies(self, problem, ctx):
         if not problem.collective.reduces:
             return "reducing collectives only (copies resume)"
-        return "a fabric resumes only" if problem.topology.is_fabric else None
+        return _resumes_only(problem)
 
     def run(self, problem, ctx):
         from tacos_bench.verify import check
@@ -275,6 +275,12 @@ class Unaffected(Candidate):
 
     def run(self, problem, ctx):
         return ctx.start.schedule
+
+
+def _resumes_only(problem: Problem) -> str | None:
+    """Why a plan other than ``resume`` does not apply on a switched fabric (routes hold several links: only the
+    fabric engine, planning with the state's times, places transfers there), or None."""
+    return "a fabric resumes only" if problem.topology.is_fabric else None
 
 
 PLANS: tuple[Candidate, ...] = (Resume(), Replan(), Keep(), Detour(), Unaffected())
