@@ -117,9 +117,7 @@ def per_destination(problem: Problem, copy_solve: AllGatherSolve) -> Schedule:
     from tacos_bench.collective import Collective
 
     demand, parent = problem.demand.expanded_unicast()
-    sched = copy_solve(Problem(problem.topology, Collective(problem.kind, demand=demand)))
-    return Schedule(parent[sched.chunk], sched.src, sched.dst, sched.start_us, sched.end_us, sched.op,
-                    route=sched.route)
+    return copy_solve(Problem(problem.topology, Collective(problem.kind, demand=demand))).with_chunks(parent)
 
 
 def needs_expansion(problem: Problem) -> bool:
@@ -332,13 +330,7 @@ def fit_copies(problem: Problem, fixed: Schedule, rows: Schedule, holds: dict, f
                 max((float(free[l]) for l in links), default=0.0))
         if not np.isfinite(t):
             raise SolverError(f"chunk {c}: NPU {u} never holds it whole")
-        moved = True
-        while moved:   # the earliest start at which no link it holds is busy
-            moved = False
-            for l in links:
-                for a, b in busy.get(l, ()):
-                    if a < t + dur - tol and b > t + tol:
-                        t, moved = b, True
+        t = earliest_idle(busy, links, t, dur, tol)
         for i in mem:
             start[i] = t
             v = int(rows.dst[i])
@@ -348,3 +340,16 @@ def fit_copies(problem: Problem, fixed: Schedule, rows: Schedule, holds: dict, f
             busy[l].sort()
     return Schedule(rows.chunk, rows.src, rows.dst, start, start + (rows.end_us - rows.start_us), rows.op,
                     route=rows.route)
+
+
+def earliest_idle(busy: dict, links, t: float, dur: float, tol: float) -> float:
+    """The earliest start from ``t`` at which a transfer of ``dur`` finds every link of ``links`` idle, ``busy``
+    mapping a link to its ``(start, end)`` occupancies (a gap between them may do)."""
+    moved = True
+    while moved:
+        moved = False
+        for l in links:
+            for a, b in busy.get(l, ()):
+                if a < t + dur - tol and b > t + tol:
+                    t, moved = b, True
+    return t

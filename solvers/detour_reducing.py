@@ -27,6 +27,8 @@ from tacos_bench.graph import shortest_path_tree
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import COPY, REDUCE, Schedule
 
+from .compose import earliest_idle
+
 
 def detour_reducing(problem: Problem, healthy: Schedule, fault: Fault, state: FaultState) -> Schedule:
     """The transfers after the fault (absolute times) that complete ``problem`` from ``state`` by the healthy
@@ -49,25 +51,19 @@ def detour_reducing(problem: Problem, healthy: Schedule, fault: Fault, state: Fa
     col = collector_of(problem)
     lt = np.where(failed, np.inf, np.asarray(after.link_time_us, np.float64))
     out_ptr, dst_arr = np.asarray(topo.out_ptr, np.int64), np.asarray(topo.dst, np.int64)
-    def path(u: int, v: int, avoid=frozenset()) -> list | None:
-        """The links of a shortest surviving path u -> v that enters no NPU of ``avoid``; None without one."""
-        w = lt.copy()
-        if avoid:
-            w[np.isin(topo.dst, list(avoid))] = np.inf
-        dist, pred = shortest_path_tree(n, out_ptr, dst_arr, w, u)
-        return _hops(pred, topo, u, v) if np.isfinite(dist[v]) else None
+    trees: dict = {}
+
+    def tree(u: int) -> tuple:
+        """``(dist, pred)`` of the shortest surviving paths from ``u`` (one search per sender)."""
+        if u not in trees:
+            trees[u] = shortest_path_tree(n, out_ptr, dst_arr, lt, u)
+        return trees[u]
 
     # each chunk's tree of the healthy schedule: who each NPU sends its partial sum to
     parent = {}
     for u, v, c, o in zip(healthy.src.tolist(), healthy.dst.tolist(), healthy.chunk.tolist(), healthy.op.tolist()):
         if o == REDUCE:
             parent[(u, c)] = v
-
-    def path_tree(u: int, avoid) -> tuple:
-        w = lt.copy()
-        if avoid:
-            w[np.isin(topo.dst, list(avoid))] = np.inf
-        return shortest_path_tree(n, out_ptr, dst_arr, w, u)
 
     # the rows to place: kept healthy ones and detours; (chunk, src, dst, planned start, duration, op, deps)
     rows = []
@@ -83,9 +79,9 @@ def detour_reducing(problem: Problem, healthy: Schedule, fault: Fault, state: Fa
             # (it leaves once everything u waited for has arrived, as its own send would have: u's subtree has
             # sent by then, so it relays like any NPU that already sent)
             below = _below(parent, c, u)
-            hops = _nearest(path_tree(u, ()), topo, u, {a for a, cc in pending if cc == c} - below | {int(col[c])})
+            hops = _nearest(tree(u), topo, u, {a for a, cc in pending if cc == c} - below | {int(col[c])})
         else:
-            hops = path(u, v)
+            hops = _nearest(tree(u), topo, u, {v})
         if hops is None:
             raise TacosError(f"chunk {c}: NPU {u} has no surviving path to an NPU that can take its partial sum")
         prev = None
@@ -96,7 +92,7 @@ def detour_reducing(problem: Problem, healthy: Schedule, fault: Fault, state: Fa
             prev = idx
         if op == REDUCE and prev is not None:
             extra_deps.setdefault((int(topo.dst[hops[-1]]), c), []).append(prev)
-    return _place(problem, rows, state, extra_deps, T, failed)
+    return _place(problem, rows, state, extra_deps, T)
 
 
 def _below(parent: dict, c: int, u: int) -> set:
@@ -134,7 +130,7 @@ def _hops(pred, topo, u: int, v: int) -> list:
     return hops[::-1]
 
 
-def _place(problem: Problem, rows: list, state: FaultState, extra_deps: dict, T: float, failed) -> Schedule:
+def _place(problem: Problem, rows: list, state: FaultState, extra_deps: dict, T: float) -> Schedule:
     """``rows`` in dependency order (ties: planned start), each as early as its links are idle and every arrival it
     waits for has landed; ops set so that a stale relay's first arrival replaces its partial sum."""
     topo, n = problem.topology, problem.num_npus
@@ -175,21 +171,14 @@ def _place(problem: Problem, rows: list, state: FaultState, extra_deps: dict, T:
     done = 0
     margin = 1e-6 * max(1.0, T)
     landed: dict = {}
-    stale_first: dict = {}
     while heap:
         _, k = heapq.heappop(heap)
         c, u, v, _, dur, op, deps, _ = rows[k]
         lk = int(topo.link_ids([u], [v])[0])
-        t = max(T, float(free0[lk]), ready0.get((u, c), T), *(end[j] for j in deps)) if deps else \
-            max(T, float(free0[lk]), ready0.get((u, c), T))
+        t = max(T, float(free0[lk]), ready0.get((u, c), T), *(end[j] for j in deps))
         if (v, c) in landed:
             t = max(t, landed[(v, c)] + margin - dur)   # arrivals at one NPU land one after another
-        moved = True
-        while moved:
-            moved = False
-            for a, b in busy.get(lk, ()):
-                if a < t + dur - 1e-12 and b > t + 1e-12:
-                    t, moved = b, True
+        t = earliest_idle(busy, (lk,), t, dur, 1e-12)
         start[k], end[k] = t, t + dur
         busy.setdefault(lk, []).append((t, t + dur))
         landed[(v, c)] = max(landed.get((v, c), 0.0), t + dur)
@@ -226,4 +215,4 @@ def _ops(problem: Problem, sched: Schedule, state: FaultState) -> Schedule:
             if (v, c) not in seen:   # the first arrival since it sent its own: it replaces the stale sum
                 op[i] = COPY
             seen.add((v, c))
-    return Schedule(sched.chunk, sched.src, sched.dst, sched.start_us, sched.end_us, op)
+    return sched.with_op(op)

@@ -47,7 +47,7 @@ from tacos_bench.problem import Problem
 from tacos_bench.schedule import COPY, REDUCE, Schedule
 
 from .base import CAP_FROM_STATE, SolveResult, StartState
-from .compose import fit_copies, mirrored, retime_from
+from .compose import fit_copies, link_last_use, mirrored, retime_from
 from .portfolio import Candidate, RunContext, Skip, run_portfolio
 
 
@@ -157,7 +157,7 @@ def _solve_from(backend, problem: Problem, opts, hold_npu, hold_chunk, hold_time
         hu = [by_chunk[int(c)][0] for c in parent]
         ht = [by_chunk[int(c)][1] for c in parent]
         s = _solve_from(backend, sub, opts, hu, np.arange(parent.size), ht, link_free, links, alive)
-        return Schedule(parent[s.chunk], s.src, s.dst, s.start_us, s.end_us, s.op, route=s.route)
+        return s.with_chunks(parent)
     links = np.ones(problem.num_links, bool) if links is None else links
     alive = np.ones(n, bool) if alive is None else alive
     free = np.where(links, link_free, np.inf)
@@ -173,12 +173,6 @@ def _solve_from(backend, problem: Problem, opts, hold_npu, hold_chunk, hold_time
 def _custom(problem: Problem, sources, destinations, op: str) -> Problem:
     d = table(problem.num_npus, problem.chunk_bytes, sources, destinations, [op] * len(sources))
     return Problem(problem.topology, Collective("custom", demand=d))
-
-
-def _last_use(problem: Problem, schedule: Schedule) -> np.ndarray:
-    from .compose import link_last_use
-
-    return link_last_use(problem, schedule)
 
 
 def _best(problem: Problem, plans) -> Schedule:
@@ -257,13 +251,12 @@ def _straggle(backend, problem: Problem, opts, share: bool = True) -> Schedule:
                                np.zeros(mp.num_links), links=k, alive=alive)
 
         s1 = mirrored(p1, copy_solve)
-        chunk_map = np.asarray(p1_chunk, np.int64)
-        s1 = Schedule(chunk_map[s1.chunk], s1.src, s1.dst, s1.start_us, s1.end_us, s1.op, route=s1.route)
+        s1 = s1.with_chunks(p1_chunk)
         parts.append(s1)
         at_h = s1.dst == h[s1.chunk]
         for c, t in zip(s1.chunk[at_h].tolist(), s1.end_us[at_h].tolist()):
             ready[(int(h[c]), c)] = max(ready[(int(h[c]), c)], t)
-        link_free = np.maximum(link_free, _last_use(problem, s1))
+        link_free = np.maximum(link_free, link_last_use(problem, s1))
 
     # phase 1b: where several present NPUs need a chunk, h(c) shares the partial sum with them
     share = [(c, [int(x) for x in dsts[c][present[dsts[c]]] if x != h[c]]) for c in range(C)
@@ -274,13 +267,12 @@ def _straggle(backend, problem: Problem, opts, share: bool = True) -> Schedule:
                       [[] if len(ds) + 1 == present.sum() else ds for _, ds in share], "copy")
         s1b = _solve_from(backend, p1b, opts, [int(h[c]) for c, _ in share], np.arange(len(share)),
                           [ready[(int(h[c]), c)] for c, _ in share], link_free, links=keep, alive=present.copy())
-        chunk_map = np.asarray([c for c, _ in share], np.int64)
-        s1b = Schedule(chunk_map[s1b.chunk], s1b.src, s1b.dst, s1b.start_us, s1b.end_us, s1b.op, route=s1b.route)
+        s1b = s1b.with_chunks([c for c, _ in share])
         parts.append(s1b)
         for c, v, t in zip(s1b.chunk.tolist(), s1b.dst.tolist(), s1b.end_us.tolist()):
             if v < n and present[v]:
                 ready[(v, c)] = min(ready.get((v, c), np.inf), t)
-        link_free = np.maximum(link_free, _last_use(problem, s1b))
+        link_free = np.maximum(link_free, link_last_use(problem, s1b))
 
     # phase 2a: each late NPU's contribution to the chunk's one destination, or to a collector that holds the
     # present NPUs' partial sum (or is the first late contributor); the partial sum to a late destination
@@ -349,11 +341,7 @@ def _phase2(problem: Problem, rows, link_free) -> Schedule:
             fitted = fit_copies(problem, s2a, s2b, holds, link_free)
         except TacosError:
             return best
-        am, bm = np.asarray(a_chunk, np.int64), np.asarray(b_chunk, np.int64)
-        other = Schedule.concat([Schedule(am[s2a.chunk], s2a.src, s2a.dst, s2a.start_us, s2a.end_us, s2a.op,
-                                          route=s2a.route),
-                                 Schedule(bm[fitted.chunk], fitted.src, fitted.dst, fitted.start_us, fitted.end_us,
-                                          fitted.op, route=fitted.route)])
+        other = Schedule.concat([s2a.with_chunks(a_chunk), fitted.with_chunks(b_chunk)])
         if other.makespan_us < best.makespan_us:
             return other
     return best
@@ -476,11 +464,7 @@ def with_ops(problem: Problem, schedule: Schedule, mask=None) -> Schedule:
         s = d.sources_of(c) if d.src_ptr[c + 1] > d.src_ptr[c] else range(n)
         for v in s:
             state[(int(v), c)] = 1 << int(v)
-    tol = 1e-9 * max(1.0, schedule.makespan_us)
-    times = np.concatenate([schedule.end_us - tol, schedule.start_us])
-    kinds = np.concatenate([np.zeros(T, np.int8), np.ones(T, np.int8)])
-    idx = np.concatenate([np.arange(T), np.arange(T)])
-    order = np.lexsort((idx, kinds, times))
+    order = schedule.event_order(1e-9 * max(1.0, schedule.makespan_us))
     op = schedule.op.copy()
     chosen = np.ones(T, bool) if mask is None else np.asarray(mask, bool)
     chunk, src, dst = schedule.chunk.tolist(), schedule.src.tolist(), schedule.dst.tolist()
@@ -503,5 +487,4 @@ def with_ops(problem: Problem, schedule: Schedule, mask=None) -> Schedule:
             op[i], state[key] = REDUCE, cur | v
         else:
             raise TacosError(f"a relay of chunk {chunk[i]} into NPU {dst[i]} would count a contribution twice")
-    return Schedule(schedule.chunk, schedule.src, schedule.dst, schedule.start_us, schedule.end_us, op,
-                    route=schedule.route)
+    return schedule.with_op(op)

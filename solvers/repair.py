@@ -216,17 +216,14 @@ class Keep(Candidate):
     def run(self, problem, ctx):
         r: _Repairing = ctx.start
         fault, state = r.fault, r.state
-        ends = state.executed
-        done = np.zeros(len(r.schedule), bool)
-        # the rows the state kept are those that started before the fault (schedule order is kept by take)
-        done[np.flatnonzero(r.schedule.start_us < fault.at_us - 1e-9 * max(1.0, fault.at_us))] = True
-        rest = r.schedule.take(np.flatnonzero(~done))
+        # the state kept the rows that started before the fault: the others are replayed, in their order
+        rest = r.schedule.take(np.flatnonzero(r.schedule.start_us >= fault.at_us - 1e-9 * max(1.0, fault.at_us)))
         ctx.run_stats[self.name] = {"residual": None}
         try:
             placed = _place(fault.slowed(problem), rest, state)
         except TacosError as e:
             raise Skip(str(e)) from None
-        return Schedule.concat([ends, placed])
+        return Schedule.concat([state.executed, placed])
 
 
 class Detour(Candidate):

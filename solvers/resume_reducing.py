@@ -78,9 +78,7 @@ def _trees(backend, problem: Problem, opts, fault: Fault, chunks, col) -> Schedu
         return _solve_from(backend, mp, opts, np.asarray(mp.sources, np.int64), np.arange(mp.num_chunks),
                            np.zeros(mp.num_chunks), np.zeros(mp.num_links), links=keep)
 
-    s = mirrored(sub, copy_solve)
-    cm = np.asarray(chunks, np.int64)
-    return Schedule(cm[s.chunk], s.src, s.dst, s.start_us, s.end_us, s.op, route=s.route)
+    return mirrored(sub, copy_solve).with_chunks(chunks)
 
 
 def _pruned(problem: Problem, tree: Schedule, pieces: dict) -> tuple[Schedule, set]:
@@ -104,9 +102,7 @@ def _pruned(problem: Problem, tree: Schedule, pieces: dict) -> tuple[Schedule, s
             ops.append(REDUCE)
         if v < n:
             got.add((v, c))
-    idx = np.asarray(keep, np.int64)
-    s = tree.take(idx)
-    return Schedule(s.chunk, s.src, s.dst, s.start_us, s.end_us, np.asarray(ops, np.int8), route=s.route), relays
+    return tree.take(np.asarray(keep, np.int64)).with_op(ops), relays
 
 
 def _place_reduce(problem: Problem, sched: Schedule, free, ready: dict, at_us: float, relays=frozenset()

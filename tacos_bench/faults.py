@@ -132,10 +132,13 @@ class Fault:
         link ids; failed links are still there: :meth:`surviving_links` masks them)."""
         if not self.slow:
             return problem
-        topo = problem.topology
-        t = Topology(topo.num_npus, topo.src, topo.dst, topo.bw_GiBps * self.slow_factors(topo), topo.lat_us,
-                     name=topo.name, meta=topo.meta, switches=topo.switches)
-        return Problem(t, problem.collective)
+        return Problem(self._slowed_topology(problem.topology), problem.collective)
+
+    def _slowed_topology(self, topo: Topology) -> Topology:
+        """``topo`` with the slow links at their new bandwidth (:func:`tacos_bench.topology.transforms.slow_links`)."""
+        from .topology.transforms import slow_links
+
+        return slow_links(topo, [list(x) for x in self.slow]) if self.slow else topo
 
     def surviving_links(self, topo: Topology) -> np.ndarray:
         """Bool mask of the links that survive."""
@@ -153,9 +156,7 @@ class Fault:
     def scratch_topology(self, topo: Topology) -> Topology:
         """The topology a from-scratch run after the failure would use: the failed links and NPUs removed
         (survivors renumbered as :func:`tacos_bench.topology.transforms.remove_npus` does)."""
-        if self.slow:
-            topo = Topology(topo.num_npus, topo.src, topo.dst, topo.bw_GiBps * self.slow_factors(topo), topo.lat_us,
-                            name=topo.name, meta=topo.meta, switches=topo.switches)
+        topo = self._slowed_topology(topo)
         out = remove_links(topo, self.links, "fault.links") if self.links else topo
         if self.npus:
             out = without_npus(out, self.npus)
@@ -480,7 +481,7 @@ def collector_of(problem: Problem) -> np.ndarray:
     """Per chunk of a reducing collective, the NPU its reduction completes at: its one destination, or for an
     All-Reduce the owner ``c mod N`` its Reduce-Scatter phase reduces into (:mod:`solvers.compose`)."""
     d = np.asarray(problem.destinations, np.int64)
-    return np.where(d >= 0, d, np.arange(problem.num_chunks) % problem.num_npus)
+    return np.where(d >= 0, d, problem.collective.owner(np.arange(problem.num_chunks), problem.num_npus))
 
 
 def reduce_pieces(problem: Problem, executed: Schedule) -> tuple[dict, np.ndarray, np.ndarray, np.ndarray]:
@@ -499,13 +500,10 @@ def reduce_pieces(problem: Problem, executed: Schedule) -> tuple[dict, np.ndarra
     T = len(executed)
     if T:
         tol = 1e-9 * max(1.0, executed.makespan_us)
-        times = np.concatenate([executed.end_us - tol, executed.start_us])
-        kinds = np.concatenate([np.zeros(T, np.int8), np.ones(T, np.int8)])
-        idx = np.concatenate([np.arange(T), np.arange(T)])
         payload = [0] * T
         chunk, src, dst, op = (executed.chunk.tolist(), executed.src.tolist(), executed.dst.tolist(),
                                executed.op.tolist())
-        for e in np.lexsort((idx, kinds, times)).tolist():
+        for e in executed.event_order(tol).tolist():
             if e >= T:
                 i = e - T
                 payload[i] = state[src[i]][chunk[i]] if src[i] < n else 0

@@ -208,6 +208,28 @@ class Schedule:
     def take(self, idx) -> "Schedule":
         return self._with(idx)
 
+    def with_chunks(self, ids) -> "Schedule":
+        """The same rows, each carrying chunk ``ids[chunk]`` (a sub-problem's chunk ids mapped back to its parent's).
+
+        >>> Schedule.from_rows([(1, 0, 1, 0.0, 1.0, "copy")]).with_chunks([7, 9]).chunk.tolist()
+        [9]
+        """
+        return self._with(chunk=np.asarray(ids, np.int64)[self.chunk])
+
+    def with_op(self, op) -> "Schedule":
+        """The same rows with the ops ``op`` (one per row)."""
+        return self._with(op=np.asarray(op, np.int8))
+
+    def event_order(self, tol: float) -> np.ndarray:
+        """The order in which a replay takes the rows' events: ``i`` is row ``i``'s arrival at its end, ``len + i``
+        its read of the sender at its start; by time, an arrival within ``tol`` of a read first (a node may forward
+        a chunk the instant it arrives), then by row."""
+        T = len(self)
+        times = np.concatenate([self.end_us - tol, self.start_us])
+        kinds = np.concatenate([np.zeros(T, np.int8), np.ones(T, np.int8)])
+        idx = np.concatenate([np.arange(T), np.arange(T)])
+        return np.lexsort((idx, kinds, times))
+
     def row_name(self, i: int) -> str:
         """How messages name row ``i``: ``line 42`` for a row read from a file, else ``row 40`` (its index).
 

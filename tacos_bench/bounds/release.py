@@ -4,8 +4,8 @@ An NPU ``v`` that joins at ``r`` neither sends nor receives before ``r``. Every 
 source, or one of its contributors) and that some other NPU needs must leave ``v`` on one of its out-links, one
 chunk per transfer; every chunk ``v`` needs and does not hold whole must arrive on one of its in-links. ``k`` such
 transfers over links of chunk times ``t_l`` (one at a time per link) take at least the optimum of ``k`` unit jobs on
-machines of speeds ``1/t_l``, ``min over n_l with sum n_l = k of max_l n_l t_l``, computed exactly (the earliest
-finishing link takes the next job). So the collective takes at least ``r + max(send, receive)`` for each late NPU;
+machines of speeds ``1/t_l``, ``min over n_l with sum n_l = k of max_l n_l t_l``, computed exactly
+(:func:`tacos_bench.bounds.load.count_time_us`). So the collective takes at least ``r + max(send, receive)`` for each late NPU;
 the bounds of the problem without release stay valid too, and the larger is the bound.
 
 Examples
@@ -21,14 +21,10 @@ True
 
 from __future__ import annotations
 
-import heapq
-
 import numpy as np
 
 from ..problem import Problem
-
-# above this many transfers per NPU the bound takes the fluid form k / sum(1 / t_l) (still valid, a little lower)
-EXACT_JOBS_MAX = 200_000
+from .load import count_time_us
 
 
 def late_npu_counts(problem: Problem, v: int) -> tuple[int, int]:
@@ -52,25 +48,13 @@ def late_npu_counts(problem: Problem, v: int) -> tuple[int, int]:
 
 def transfers_time_us(count: int, link_times: np.ndarray) -> float:
     """The least time ``count`` one-chunk transfers take over links of chunk times ``link_times`` (one transfer
-    at a time per link).
+    at a time per link): :func:`tacos_bench.bounds.load.count_time_us` of one group.
 
     >>> transfers_time_us(3, np.array([1.0, 2.0]))
     2.0
     """
     t = np.asarray(link_times, np.float64)
-    if count <= 0:
-        return 0.0
-    if not t.size:
-        return float("inf")
-    if count > EXACT_JOBS_MAX:
-        return float(count / np.sum(1.0 / t))
-    heap = [(float(x), float(x)) for x in t]
-    heapq.heapify(heap)
-    end = 0.0
-    for _ in range(count):
-        end, step = heapq.heappop(heap)
-        heapq.heappush(heap, (end + step, step))
-    return end
+    return float(count_time_us(t, np.array([0, t.size]), np.array([int(count)]))[0])
 
 
 def release_bound_us(problem: Problem) -> float:

@@ -185,12 +185,8 @@ def _replay_general(problem: Problem, schedule: Schedule, net, tol: float, alive
             out_pkt, in_pkt = net.packets()
         else:
             fifo_out = fifo_in = [False] * T
-        # Arrivals (kind 0) are ordered by end - tol so that an arrival counts for a read at the same instant;
-        # reads (kind 1) at their start.
-        times = np.concatenate([schedule.end_us - tol, schedule.start_us])
-        kinds = np.concatenate([np.zeros(T, np.int8), np.ones(T, np.int8)])
-        idx = np.concatenate([np.arange(T), np.arange(T)])
-        order = np.lexsort((idx, kinds, times))
+        # arrivals by end - tol, so that one counts for a read at the same instant; reads at their start
+        order = schedule.event_order(tol)
         payload = [0] * T
         queues: dict[int, deque] = {}
         sent: dict[int, int] = {}        # packet -> payload, for the members of one outgoing packet
