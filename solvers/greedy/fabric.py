@@ -129,6 +129,9 @@ def fabric_copy(problem: Problem, *, seed: int = 0, max_switches: int = 0, chunk
     if multicast_kind and engine != "python":
         return _compiled_multicast(problem, hops, key, seed, chunk_order == "rarest", local_first,
                                    (hv, hc, ht, need), link_free, stats)
+    if engine != "python":
+        return _compiled_unicast(problem, hops, key, rng, chunk_order == "rarest", route_next, dist,
+                                 (hv, hc, ht, need[dst_of, np.arange(C)]), dst_of, link_free, stats)
     missing = int(need.sum())              # arrivals count down, the start's own copies too
 
     rows: list[tuple] = []
@@ -358,14 +361,83 @@ def _compiled_multicast(problem: Problem, hops: Hops, key, seed: int, rarest: bo
                     route=arr["seg_route"][seg] if routed else None).sorted()
 
 
-def _kernel_arrays(topo, hops: Hops) -> dict:
-    """The hop structure as the kernel's arrays: CSR of hops into each NPU, multicast branch groups (hops from
-    one sender that share their links up to their first multicast switch), segments, faster senders."""
+def _compiled_unicast(problem: Problem, hops: Hops, key, rng, rarest: bool, route_next, dist, holds, dst_of,
+                      link_free, stats) -> Schedule:
+    """Unicast chunks on the compiled kernel (:mod:`solvers.greedy._kernel_fabric_unicast`): the Python
+    loop's schedule, with the same draws of ``rng`` (``rng.random(n)`` per event, after ``key``)."""
+    from ._kernel_fabric_unicast import fabric_unicast_kernel
+
+    topo = problem.topology
+    n, C, L = problem.num_npus, problem.num_chunks, topo.num_links
+    arr = _hop_arrays(topo, hops)
+    busy0 = np.full(L + 1, -np.inf)
+    busy0[:L] = 0.0 if link_free is None else np.asarray(link_free, dtype=np.float64)
+    hv, hc, ht, need_c = holds
+    src_of = hv.copy()                     # one holder per chunk (the nearest, after a fault)
+    rptr, rnode = _route_csr(route_next, src_of, C)
+    draws = rng.random(n * (256 + 4 * (C // max(n, 1))))
+    order_c = np.lexsort((np.arange(C), key, dst_of))      # the kernel's buckets: by destination, key, id
+    while True:
+        ch, hop, seg, start, end, left, n_events, status = fabric_unicast_kernel(
+            n, C, hv, hc, ht, src_of, np.asarray(dst_of, np.int64), np.asarray(need_c, bool), key, draws, rarest,
+            route_next is not None, rptr, rnode, dist, busy0, hops.src, hops.dst, hops.dur, hops.link_pad,
+            hops.off_pad, hops.end_pad, arr["hlen"], arr["into_ptr"], arr["into_idx"], arr["seg_ptr"],
+            arr["seg_a"], arr["seg_b"], order_c)
+        if status != 2:
+            break
+        draws = np.concatenate([draws, rng.random(draws.size)])   # the stream goes on where it stopped
+    if status == 1:
+        raise SolverError(f"{topo.name}: the fabric greedy is stuck with {left} (NPU, chunk) pairs unreached "
+                          "(no hop reaches them)")
+    if stats is not None:
+        stats.update(engine="fabric_unicast_kernel", hops=len(hops), max_route_switches=hops.max_switches,
+                     transfers=len(ch), events=int(n_events))
+    if not len(ch):
+        return Schedule.empty()
+    route = arr["seg_route"][seg]
+    routed = bool(np.any(route != ""))
+    return Schedule(ch, arr["seg_src"][seg], arr["seg_dst"][seg], start, end, np.full(len(ch), COPY, np.int8),
+                    route=list(route) if routed else None).sorted()
+
+
+def _route_csr(route_next, src_of, C: int) -> tuple[np.ndarray, np.ndarray]:
+    """``{(chunk, npu): next npu}`` as each chunk's route of NPUs from its holder (CSR); empty without."""
+    if route_next is None:
+        return np.zeros(C + 1, np.int64), np.zeros(0, np.int64)
+    ptr, nodes = [0], []
+    for c, x in enumerate(src_of.tolist()):
+        nodes.append(x)
+        while (c, x) in route_next:
+            x = route_next[(c, x)]
+            nodes.append(x)
+        ptr.append(len(nodes))
+    return np.array(ptr, np.int64), np.array(nodes, np.int64)
+
+
+def _hop_arrays(topo, hops: Hops) -> dict:
+    """The hop structure both kernels read: CSR of hops into each NPU, segments and their rows' ends."""
     H, n = len(hops), topo.num_npus
     hlen = np.array([len(x) for x in hops.links], dtype=np.int64)
     into_ptr = np.zeros(n + 1, dtype=np.int64)
     into_ptr[1:] = np.cumsum([len(x) for x in hops.into])
     into_idx = np.concatenate(hops.into).astype(np.int64) if H else np.zeros(0, np.int64)
+    seg_ptr = np.zeros(H + 1, dtype=np.int64)
+    seg_ptr[1:] = np.cumsum([len(s) for s in hops.segments])
+    seg_a = np.array([a for s in hops.segments for a, _ in s], dtype=np.int64)
+    seg_b = np.array([b for s in hops.segments for _, b in s], dtype=np.int64)
+    paths = [hops.nodes[h][a:b + 2] for h in range(H) for a, b in hops.segments[h]]
+    seg_start_node = np.array([p[0] for p in paths], dtype=np.int64)
+    seg_dst = np.array([p[-1] for p in paths], dtype=np.int64)
+    seg_route = np.array([">".join(map(str, p)) if len(p) > 2 else "" for p in paths], dtype=object)
+    return dict(hlen=hlen, into_ptr=into_ptr, into_idx=into_idx, seg_ptr=seg_ptr, seg_a=seg_a, seg_b=seg_b,
+                seg_start_node=seg_start_node, seg_src=seg_start_node, seg_dst=seg_dst, seg_route=seg_route)
+
+
+def _kernel_arrays(topo, hops: Hops) -> dict:
+    """The hop structure as the multicast kernel's arrays: :func:`_hop_arrays`, multicast branch groups (hops
+    from one sender that share their links up to their first multicast switch), faster senders."""
+    H, n = len(hops), topo.num_npus
+    out = _hop_arrays(topo, hops)
     mc = np.zeros(topo.num_nodes, dtype=bool)
     for i, sw in enumerate(topo.switches):
         mc[n + i] = sw.multicast
@@ -385,15 +457,6 @@ def _kernel_arrays(topo, hops: Hops) -> dict:
     grp_ptr = np.zeros(len(members) + 1, dtype=np.int64)
     grp_ptr[1:] = np.cumsum([len(m) for m in members])
     grp_idx = np.array([h for m in members for h in m], dtype=np.int64)
-    seg_ptr = np.zeros(H + 1, dtype=np.int64)
-    seg_ptr[1:] = np.cumsum([len(s) for s in hops.segments])
-    seg_a = np.array([a for s in hops.segments for a, _ in s], dtype=np.int64)
-    seg_b = np.array([b for s in hops.segments for _, b in s], dtype=np.int64)
-    paths = [hops.nodes[h][a:b + 2] for h in range(H) for a, b in hops.segments[h]]
-    seg_start_node = np.array([p[0] for p in paths], dtype=np.int64)
-    seg_src = seg_start_node
-    seg_dst = np.array([p[-1] for p in paths], dtype=np.int64)
-    seg_route = np.array([">".join(map(str, p)) if len(p) > 2 else "" for p in paths], dtype=object)
     best_in = np.full((n, n), np.inf)
     np.minimum.at(best_in, (hops.src, hops.dst), hops.dur)
     near_npu, near_dur, near_ptr = [], [], [0]
@@ -403,9 +466,7 @@ def _kernel_arrays(topo, hops: Hops) -> dict:
         near_npu.extend(w.tolist())
         near_dur.extend(best_in[w, v].tolist())
         near_ptr.append(len(near_npu))
-    return dict(hlen=hlen, into_ptr=into_ptr, into_idx=into_idx, grp=grp, grp_ptr=grp_ptr, grp_idx=grp_idx,
-                mc_pos=mc_pos, seg_ptr=seg_ptr, seg_a=seg_a, seg_b=seg_b, seg_start_node=seg_start_node,
-                seg_src=seg_src, seg_dst=seg_dst, seg_route=seg_route,
+    return dict(out, grp=grp, grp_ptr=grp_ptr, grp_idx=grp_idx, mc_pos=mc_pos,
                 near_ptr=np.array(near_ptr, dtype=np.int64), near_npu=np.array(near_npu, dtype=np.int64),
                 near_dur=np.array(near_dur, dtype=np.float64))
 
