@@ -1,7 +1,7 @@
 """The fabric greedy's event loop for the multicast collectives (All-Gather, Broadcast), compiled (numba).
 
-The rules are those of :mod:`solvers.greedy.fabric` (which documents them and keeps the Python loop for the
-unicast collectives); this kernel runs them on arrays so a 1,024-GPU rail-optimized cluster synthesizes in
+The rules are those of :mod:`solvers.greedy.fabric` (which documents them and keeps the Python loop as the
+reference; the unicast chunks have their own kernel, :mod:`solvers.greedy._kernel_fabric_unicast`); this kernel runs them on arrays so a 1,024-GPU rail-optimized cluster synthesizes in
 seconds: holdings are bitsets (64 chunks per word), a hop's offer is the rarest chunk of ``sender holds and
 receiver lacks`` scanned word by word, and each event rebuilds only what changed.
 

@@ -54,8 +54,9 @@ def fabric_copy(problem: Problem, *, seed: int = 0, max_switches: int = 0, chunk
         (a slow NIC then brings what the node lacks, and the NVSwitch spreads it).
     engine : {"auto", "python"}
         ``auto``: All-Gather and Broadcast on the compiled kernel (:mod:`solvers.greedy._kernel_fabric`; on
-        large problems it looks at no more than ``SCAN_CAP`` candidate chunks per hop), the rest in Python;
-        ``python``: everything in Python (the reference the kernel is tested against).
+        large problems it looks at no more than ``SCAN_CAP`` candidate chunks per hop), unicast chunks on
+        :mod:`solvers.greedy._kernel_fabric_unicast` (the Python loop's schedule, row for row);
+        ``python``: everything in Python (the reference the kernels are tested against).
     link_free, chunk_ready : array, optional
         A start state: link ``l`` is free from ``link_free[l]`` (``inf``: never, a failed link); chunk ``c``
         is at its source from ``chunk_ready[c]`` (All-Reduce's All-Gather phase after its Reduce-Scatter).

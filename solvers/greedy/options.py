@@ -74,7 +74,7 @@ TACOS_CANDIDATE_MAX_PAIRS = 1 << 18
 # the baselines on a fabric are candidates while the collective delivers at most this many (NPU, chunk) pairs
 # (NPUs x chunks; chunks alone for the unicast collectives). Each baseline's transfers are placed on the hops by a
 # Python loop (solvers/baselines/fabric.py), 20-90 µs a delivery: next to the greedy's Python loop of the unicast
-# collectives that is 4-12 % (dgx_h100x4 ... dgx_h100x8 and leafspine4x8 / leafspine8x8 All-to-All), next to its
+# collectives (measured before their compiled kernel) that is 4-12 % (dgx_h100x4 ... dgx_h100x8 and leafspine4x8 / leafspine8x8 All-to-All), next to its
 # compiled kernel of the others 0.2-7x at every size (leafspine4x8 All-Gather 0.15 s on 0.41 s, dgx_h100x4 0.30 s
 # on 0.04 s; dgx_h100x16 1.1 s on 0.27 s, dgx_h100x32 4.3 s on 1.6 s). At this cap the baselines add at most about
 # 1 s (leafspine4x8 All-Reduce, 4 chunks per NPU) and cover every 32-NPU case of the fabric study
