@@ -124,6 +124,18 @@ def _place(q, v, h, c, pk_v, pk_h, pk_c, hlen, link_pad, owner, picked):
 
 
 @njit(cache=True)
+def _next_time(events, busy, t, eps):
+    """The next event: the first arrival, or a link (not the padding one, last) becoming free; inf: none."""
+    nxt = np.inf
+    if len(events) > 0:
+        nxt = events[0][0]
+    for l in range(busy.shape[0] - 1):
+        if busy[l] > t + eps and busy[l] < nxt:
+            nxt = busy[l]
+    return nxt
+
+
+@njit(cache=True)
 def fabric_multicast_kernel(n, C, init_v, init_c, init_t, needbits, need0, key, seed, rarest, local_first, cap, busy0,
                             hsrc, hdst, hdur, link_pad, off_pad, end_pad, hlen,
                             into_ptr, into_idx, grp, grp_ptr, grp_idx, mc_pos,
@@ -359,12 +371,7 @@ def fabric_multicast_kernel(n, C, init_v, init_c, init_t, needbits, need0, key, 
             for k in range(hlen[pk_h[q]]):
                 owner[link_pad[pk_h[q], k]] = -1
         # the next event: an arrival, or a link becoming free
-        nxt = np.inf
-        if len(events) > 0:
-            nxt = events[0][0]
-        for l in range(L1 - 1):
-            if busy[l] > t + eps and busy[l] < nxt:
-                nxt = busy[l]
+        nxt = _next_time(events, busy, t, eps)
         if nxt == np.inf:
             return (np.array(r_chunk, dtype=np.int64), np.array(r_hop, dtype=np.int64),
                     np.array(r_seg, dtype=np.int64), np.array(r_start), np.array(r_end), need, n_events)

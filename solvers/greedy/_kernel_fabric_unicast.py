@@ -19,7 +19,7 @@ import heapq
 import numpy as np
 from numba import njit
 
-from ._kernel_fabric import _DB_TABLE, _DEBRUIJN
+from ._kernel_fabric import _DB_TABLE, _DEBRUIJN, _next_time
 
 
 @njit(cache=True)
@@ -284,7 +284,6 @@ def fabric_unicast_kernel(n, C, init_v, init_c, init_t, src_of, dst_of, need_c, 
     r_start = []
     r_end = []
     owner = np.full(L1, -1, dtype=np.int64)
-    pending = np.zeros(L1, dtype=np.int64)
     moving = np.zeros(C, dtype=np.bool_)
     had_pick = np.zeros(n, dtype=np.bool_)
     free = np.zeros(H, dtype=np.bool_)
@@ -392,16 +391,11 @@ def fabric_unicast_kernel(n, C, init_v, init_c, init_t, src_of, dst_of, need_c, 
                 for k in range(hlen[hw]):
                     owner[link_pad[hw, k]] = kb
                 moving[cw] = True
-        # ---- commit, in pick order
-        for q in range(npk):
-            for k in range(hlen[pk_h[q]]):
-                pending[link_pad[pk_h[q], k]] += 1
+        # ---- commit, in pick order (picks hold disjoint links: a unicast transfer grows no tree)
         for q in range(npk):
             v = pk_v[q]
             h = pk_h[q]
             c = pk_c[q]
-            for k in range(hlen[h]):
-                pending[link_pad[h, k]] -= 1
             wi = c // 64
             if (has[v, wi] & _bit(c)) or (coming[v, wi] & _bit(c)):
                 continue
@@ -438,12 +432,7 @@ def fabric_unicast_kernel(n, C, init_v, init_c, init_t, src_of, dst_of, need_c, 
             had_pick[pk_v[q]] = False
             for k in range(hlen[pk_h[q]]):
                 owner[link_pad[pk_h[q], k]] = -1
-        nxt = np.inf
-        if len(events) > 0:
-            nxt = events[0][0]
-        for l in range(L1 - 1):
-            if busy[l] > t + eps and busy[l] < nxt:
-                nxt = busy[l]
+        nxt = _next_time(events, busy, t, eps)
         if nxt == np.inf:
             return (np.array(r_chunk, dtype=np.int64), np.array(r_hop, dtype=np.int64),
                     np.array(r_seg, dtype=np.int64), np.array(r_start), np.array(r_end), missing, n_events, 1)
