@@ -4,7 +4,7 @@ the user can fix), and a schedule it accepts must verify again from its files.
 
     python experiments/fuzz_inputs.py                          # every fixed case + 120 seeded mutations, run.py
     python experiments/fuzz_inputs.py --in-process --mutations 40   # the same through run_job (no Hydra), faster
-    python experiments/fuzz_inputs.py --slow                   # also the 16 M-chunk All-to-All (minutes)
+    python experiments/fuzz_inputs.py --slow                   # also the 16 M-chunk All-to-All with its limit raised (minutes)
 
 Cases: the inputs of issue 34 (``/dev/zero``, a FIFO, 10^9 chunks, a latency of 1e308 on one and on every link, a
 JSON of 200,000 nested brackets, a UTF-8 byte-order mark, a duplicate JSON key, unknown keys such as
@@ -79,7 +79,11 @@ def fixed_cases() -> list[Case]:
              collective={"kind": "all_to_all", "chunks_per_npu": 62_500_000, "buffer_mib": 1e8},
              expect=REFUSE, needle="GiB are available"),
         Case("chunks_16M", topo={"kind": "uniring", "dims": [4]},
-             collective={"kind": "all_to_all", "chunks_per_npu": 1_000_000, "buffer_mib": 1e8}, slow=True),
+             collective={"kind": "all_to_all", "chunks_per_npu": 1_000_000, "buffer_mib": 1e8},
+             expect=REFUSE, needle="above max_deliveries=10,000,000"),
+        Case("chunks_16M_limit_raised", topo={"kind": "uniring", "dims": [4]},
+             collective={"kind": "all_to_all", "chunks_per_npu": 1_000_000, "buffer_mib": 1e8},
+             raw_overrides=["max_deliveries=12000000"], cli_only=True, expect=ACCEPT, slow=True),
         Case("lat_1e308_one", topo=f, files={"t.txt": "2\n0 1 50 1e308\n1 0 50 0.5\n"}, expect=REFUSE,
              needle="more than the 1e+12 µs"),
         Case("lat_1e308_every", topo=f, files={"t.txt": "2\n0 1 50 1e308\n1 0 50 1e308\n"}, expect=REFUSE),

@@ -156,6 +156,28 @@ def test_memory_is_estimated_before_anything_is_allocated(tmp_path):
     check_memory(p, available=1 << 30)
 
 
+def test_a_problem_too_large_to_run_in_seconds_is_refused_up_front_and_the_limit_can_be_raised(tmp_path):
+    from tacos_bench.runner.pipeline import run_job
+
+    # the fuzz's 16 M chunks on 4 NPUs: it fits in memory, and ran 100 s before this refusal
+    cfg = {"solver": {"name": "greedy"}, "topo": {"kind": "ring", "dims": [4]},
+           "collective": {"kind": "all_to_all", "chunks_per_npu": 1_000_000, "buffer_mib": 1e8}}
+    t0 = time.perf_counter()
+    rec = run_job(cfg, tmp_path / "big")
+    assert time.perf_counter() - t0 < 5
+    assert rec["status"] == "error" and "internal error" not in rec["error"]
+    assert "asks for 12,000,000 deliveries, above max_deliveries=10,000,000" in rec["error"]
+    assert "set max_deliveries=12000000 to run it" in rec["error"]
+    small = {**cfg, "collective": {"kind": "all_to_all", "chunks_per_npu": 8}}
+    assert "96 deliveries, above max_deliveries=95" in run_job({**small, "max_deliveries": 95}, tmp_path / "low")["error"]
+    assert run_job({**small, "max_deliveries": 96}, tmp_path / "raised")["valid"]
+    # All-Gather streams (compact schedules), so it is not held to the count
+    ag = {**cfg, "collective": {"kind": "all_gather", "chunks_per_npu": 8}, "max_deliveries": 1}
+    assert run_job(ag, tmp_path / "ag")["valid"]
+    bad = run_job({**small, "max_deliveries": 0}, tmp_path / "bad")
+    assert bad["error"] == "max_deliveries must be a positive integer, got 0"
+
+
 def test_the_memory_estimate_stays_below_what_large_runs_measured():
     from tacos_bench import Collective, Problem
     from tacos_bench.runner.stages import memory_estimate_bytes

@@ -56,12 +56,21 @@ def _best_in_words(cand, holders, key, rarest, cap, start):
 
 @njit(cache=True)
 def _offer(h, v, hsrc, has, coming, picked, near_ptr, near_npu, near_dur, hdur, holders, key, rarest,
-           local_first, cand, cap):
-    """Fill ``cand`` with the chunks hop ``h`` may bring ``v``; return its best (chunk, holders, key)."""
+           local_first, cand, cap, needbits, subset, relay_ptr, relay_idx):
+    """Fill ``cand`` with the chunks hop ``h`` may bring ``v``; return its best (chunk, holders, key).
+    ``subset``: only chunks ``v`` needs or relays: chunks an NPU ``relay_idx[relay_ptr[h]:relay_ptr[h + 1]]``
+    (those ``h`` is on a shortest way to) needs and lacks (a chunk table's multicast to some NPUs)."""
     u = hsrc[h]
     W = cand.shape[0]
     for wi in range(W):
         cand[wi] = has[u, wi] & ~(has[v, wi] | coming[v, wi] | picked[v, wi])
+    if subset:
+        for wi in range(W):
+            m = needbits[v, wi]
+            for j in range(relay_ptr[h], relay_ptr[h + 1]):
+                w = relay_idx[j]
+                m |= needbits[w, wi] & ~(has[w, wi] | coming[w, wi])
+            cand[wi] &= m
     if local_first:
         lim = hdur[h] * (1.0 - 1e-9)
         for j in range(near_ptr[v], near_ptr[v + 1]):
@@ -86,7 +95,8 @@ def _hop_free(h, t, eps, busy, link_pad, off_pad, owner):
 
 @njit(cache=True)
 def _best_free_hop(v, skip, t, eps, into_ptr, into_idx, busy, link_pad, off_pad, owner, hsrc, has, coming, picked,
-                   near_ptr, near_npu, near_dur, hdur, holders, key, rarest, local_first, cand, cap):
+                   near_ptr, near_npu, near_dur, hdur, holders, key, rarest, local_first, cand, cap, needbits,
+                   subset, relay_ptr, relay_idx):
     """The free hop into ``v`` (not ``skip``) whose offer is best — fewest holders, then the shortest hop, then
     the key — and its chunk, or (-1, -1)."""
     bh = -1
@@ -99,7 +109,7 @@ def _best_free_hop(v, skip, t, eps, into_ptr, into_idx, busy, link_pad, off_pad,
         if h == skip or not _hop_free(h, t, eps, busy, link_pad, off_pad, owner):
             continue
         c, hh, kk = _offer(h, v, hsrc, has, coming, picked, near_ptr, near_npu, near_dur, hdur, holders, key,
-                           rarest, local_first, cand, cap)
+                           rarest, local_first, cand, cap, needbits, subset, relay_ptr, relay_idx)
         if c < 0:
             continue
         d = hdur[h]
@@ -136,11 +146,12 @@ def _next_time(events, busy, t, eps):
 
 
 @njit(cache=True)
-def fabric_multicast_kernel(n, C, init_v, init_c, init_t, needbits, need0, key, seed, rarest, local_first, cap, busy0,
+def fabric_multicast_kernel(n, C, init_v, init_c, init_t, needbits, need0, key, seed, rarest, local_first, cap, subset,
+                            busy0,
                             hsrc, hdst, hdur, link_pad, off_pad, end_pad, hlen,
                             into_ptr, into_idx, grp, grp_ptr, grp_idx, mc_pos,
                             seg_ptr, seg_a, seg_b, seg_start_node,
-                            near_ptr, near_npu, near_dur):
+                            near_ptr, near_npu, near_dur, relay_ptr, relay_idx):
     np.random.seed(seed)
     W = (C + 63) // 64
     L1 = busy0.shape[0]           # links + the padding link (always free)
@@ -206,7 +217,7 @@ def fabric_multicast_kernel(n, C, init_v, init_c, init_t, needbits, need0, key, 
             while True:
                 bh, bc = _best_free_hop(v, -1, t, eps, into_ptr, into_idx, busy, link_pad, off_pad, owner, hsrc, has,
                                         coming, picked, near_ptr, near_npu, near_dur, hdur, holders, key, rarest,
-                                        local_first, cand, cap)
+                                        local_first, cand, cap, needbits, subset, relay_ptr, relay_idx)
                 if bh < 0:
                     break
                 _place(npk, v, bh, bc, pk_v, pk_h, pk_c, hlen, link_pad, owner, picked)
@@ -236,7 +247,7 @@ def fabric_multicast_kernel(n, C, init_v, init_c, init_t, needbits, need0, key, 
                 if not ok or k_block < 0:
                     continue
                 c, hh, kk = _offer(h, v, hsrc, has, coming, picked, near_ptr, near_npu, near_dur, hdur, holders,
-                                   key, rarest, local_first, cand, cap)
+                                   key, rarest, local_first, cand, cap, needbits, subset, relay_ptr, relay_idx)
                 if c < 0:
                     continue
                 w = pk_v[k_block]
@@ -250,7 +261,7 @@ def fabric_multicast_kernel(n, C, init_v, init_c, init_t, needbits, need0, key, 
                 picked[w, cw // 64] &= ~(np.uint64(1) << np.uint64(cw % 64))
                 h2, c2 = _best_free_hop(w, hw, t, eps, into_ptr, into_idx, busy, link_pad, off_pad, owner, hsrc, has,
                                         coming, picked, near_ptr, near_npu, near_dur, hdur, holders, key, rarest,
-                                        local_first, cand, cap)
+                                        local_first, cand, cap, needbits, subset, relay_ptr, relay_idx)
                 for k in range(hlen[h]):
                     owner[link_pad[h, k]] = -1
                 if h2 >= 0:

@@ -36,7 +36,8 @@ def _eps(t: float) -> float:
 def fabric_copy(problem: Problem, *, seed: int = 0, max_switches: int = 0, chunk_order: str = "rarest",
                 link_free: np.ndarray | None = None, chunk_ready: np.ndarray | None = None,
                 hops: Hops | None = None, local_first: bool = False, engine: str = "auto",
-                stats: dict | None = None, holds: tuple | None = None, alive: np.ndarray | None = None) -> Schedule:
+                stats: dict | None = None, holds: tuple | None = None, alive: np.ndarray | None = None,
+                subset_trees: bool = False) -> Schedule:
     """A schedule of the copy collective of ``problem`` (a switched fabric or not).
 
     Parameters
@@ -64,6 +65,11 @@ def fabric_copy(problem: Problem, *, seed: int = 0, max_switches: int = 0, chunk
         A start state instead of the sources (a fault's, :mod:`solvers.repair`): ``holds = (npu, chunk,
         time)`` arrays, NPU ``npu[i]`` holding ``chunk[i]`` from ``time[i]`` on; NPUs with ``alive`` false
         need nothing. A unicast chunk moves on from the holder that reaches its destination first.
+    subset_trees : bool
+        A copy chunk table whose chunks go to subsets of the NPUs (MoE dispatch): multicast trees on the
+        compiled kernel, only the chunk's destinations receiving it (so a token for two GPUs of one node
+        crosses the NIC once and the second copy comes over the NVSwitch). Without it such a table is not
+        taken here: :func:`solvers.compose.per_destination` hands it over as unicast chunks.
 
     Examples
     --------
@@ -89,6 +95,9 @@ def fabric_copy(problem: Problem, *, seed: int = 0, max_switches: int = 0, chunk
     multicast_kind = problem.collective.multicast   # every NPU needs every chunk (a table's too)
     src_of = np.asarray(problem.sources)
     dst_of = np.asarray(problem.destinations)
+    if subset_trees:
+        return _subset_trees(problem, hops, key, seed, chunk_order == "rarest", local_first, holds, alive,
+                             link_free, chunk_ready, stats, engine)
 
     has = np.zeros((n, C), dtype=bool)     # holds the chunk (arrived)
     coming = np.zeros((n, C), dtype=bool)  # a transfer of the chunk to it is under way
@@ -329,8 +338,50 @@ def _nearest_holders(hv, hc, ht, dst_of, dist, C: int) -> tuple[np.ndarray, np.n
     return src, ready
 
 
+def _subset_trees(problem: Problem, hops: Hops, key, seed: int, rarest: bool, local_first: bool, holds, alive,
+                  link_free, chunk_ready, stats, engine: str) -> Schedule:
+    """A copy table with subsets of destinations on the multicast kernel (``fabric_copy(subset_trees=True)``)."""
+    c = problem.collective
+    if not (c.general and c.copies):
+        raise SolverError(f"subset trees schedule copy chunk tables, not {problem.kind}")
+    if engine == "python":
+        raise SolverError("subset trees run on the compiled kernel only (engine=auto)")
+    n, C = problem.num_npus, problem.num_chunks
+    live = np.ones(n, dtype=bool) if alive is None else np.asarray(alive, dtype=bool)
+    need = np.zeros((n, C), dtype=bool)
+    dv, dc = problem.demand.required_pairs()
+    need[dv, dc] = live[dv]
+    if holds is None:
+        ready = np.zeros(C) if chunk_ready is None else np.asarray(chunk_ready, dtype=np.float64)
+        hv, hc, ht = np.asarray(problem.sources, np.int64), np.arange(C, dtype=np.int64), ready
+    else:
+        hv, hc, ht = (np.asarray(x) for x in holds)
+        hv, hc, ht = hv.astype(np.int64), hc.astype(np.int64), ht.astype(np.float64)
+    if not (need & ~_held(n, C, hv, hc)).any():
+        return Schedule.empty()
+    return _compiled_multicast(problem, hops, key, seed, rarest, local_first, (hv, hc, ht, need), link_free, stats,
+                               relays=_relays(n, hops))
+
+
+def _relays(n: int, hops: Hops) -> tuple[np.ndarray, np.ndarray]:
+    """CSR over hops: the NPUs ``w`` (other than its ends) that hop ``u -> v`` is on a shortest way to
+    (``dist[u, w] = dur + dist[v, w]``): what ``v`` may receive without needing it, as a relay (on a rail cluster a
+    token for another rail's GPU of a remote node goes over that node's rail GPU, or over its own node's)."""
+    dist = _hop_distances(n, hops)
+    u, v = np.asarray(hops.src), np.asarray(hops.dst)
+    via = hops.dur[:, None] + dist[v]                      # (hops, n): the way to w through the hop
+    tol = 1e-9 * np.maximum(1.0, dist[u])
+    on = np.abs(via - dist[u]) <= tol
+    on[np.arange(len(u)), v] = False
+    on[np.arange(len(u)), u] = False
+    h, w = np.nonzero(on)
+    ptr = np.zeros(len(u) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(h, minlength=len(u)), out=ptr[1:])
+    return ptr, w.astype(np.int64)
+
+
 def _compiled_multicast(problem: Problem, hops: Hops, key, seed: int, rarest: bool, local_first: bool, holds,
-                        link_free, stats) -> Schedule:
+                        link_free, stats, relays: tuple | None = None) -> Schedule:
     """All-Gather / Broadcast on the compiled kernel; rows per segment, as :func:`_reserve` writes them."""
     from ._kernel_fabric import fabric_multicast_kernel
 
@@ -345,12 +396,14 @@ def _compiled_multicast(problem: Problem, hops: Hops, key, seed: int, rarest: bo
     bits = np.zeros((n, W * 64), dtype=bool)
     bits[:, :C] = need
     needbits = np.packbits(bits, axis=1, bitorder="little").view("<u8").astype(np.uint64)
+    subset = relays is not None        # only the NPUs that need a chunk, or relay it, receive it
+    relay_ptr, relay_idx = relays if subset else (np.zeros(len(hops) + 1, np.int64), np.zeros(0, np.int64))
     ch, hop, seg, start, end, left, n_events = fabric_multicast_kernel(
-        n, C, hv, hc, ht, needbits, int(need.sum()), key, int(seed) % (2**32), rarest, local_first, cap,
+        n, C, hv, hc, ht, needbits, int(need.sum()), key, int(seed) % (2**32), rarest, local_first, cap, subset,
         busy0, hops.src, hops.dst, hops.dur, hops.link_pad, hops.off_pad,
         hops.end_pad, arr["hlen"], arr["into_ptr"], arr["into_idx"], arr["grp"], arr["grp_ptr"], arr["grp_idx"],
         arr["mc_pos"], arr["seg_ptr"], arr["seg_a"], arr["seg_b"], arr["seg_start_node"], arr["near_ptr"],
-        arr["near_npu"], arr["near_dur"])
+        arr["near_npu"], arr["near_dur"], relay_ptr, relay_idx)
     if left:
         raise SolverError(f"{topo.name}: the fabric greedy is stuck with {left} (NPU, chunk) pairs unreached "
                           "(no hop reaches them)")

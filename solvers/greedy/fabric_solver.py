@@ -67,15 +67,16 @@ def seeds_of(problem: Problem, opts: GreedyOptions) -> list[int]:
     return [opts.seed] + [int(s % (2**63)) for s in restart_seeds(opts.seed, runs)[1:]]
 
 
-def _collective(problem: Problem, seed: int, order: str, local_first: bool) -> Schedule:
-    """One run of the fabric kernel, composed into ``problem``'s collective."""
+def _collective(problem: Problem, seed: int, order: str, local_first: bool, subset_trees: bool = False) -> Schedule:
+    """One run of the fabric kernel, composed into ``problem``'s collective (``subset_trees``: a table's
+    multicast to subsets as trees, else one unicast chunk per destination)."""
     def copy(p, **start):
-        if needs_expansion(p):
+        if needs_expansion(p) and not subset_trees:
             return per_destination(p, lambda q: copy(q, **start))
         # built once per fabric and chunk size inside solve_fabric's shared_hops block (also the reversed copy
         # that each mirrored phase builds anew)
         return fabric_copy(p, seed=seed, chunk_order=order, hops=build_hops(p.topology, p.chunk_bytes),
-                           local_first=local_first, **start)
+                           local_first=local_first, subset_trees=needs_expansion(p), **start)
 
     return _composed(problem, copy)
 
@@ -99,6 +100,8 @@ def _composed(problem: Problem, copy) -> Schedule:
 class _Seeded(Candidate):
     """The best of the seeds' runs of one rule (``_rule``)."""
 
+    subset_trees = False
+
     def _rule(self, opts) -> tuple[str, bool]:
         raise NotImplementedError
 
@@ -109,7 +112,7 @@ class _Seeded(Candidate):
         for i, seed in enumerate(seeds):
             if i and ctx.past_deadline():
                 break
-            s = _collective(problem, seed, order, local)
+            s = _collective(problem, seed, order, local, self.subset_trees)
             spans.append(s.makespan_us)
             ctx.point(s.makespan_us)
             if best is None or s.makespan_us < best.makespan_us * (1 - 1e-12):
@@ -129,6 +132,34 @@ class FabricRules(_Seeded):
     """The fabric greedy with the options' rules, the best of the seeds' runs."""
 
     name = "rules"
+
+    def _rule(self, opts):
+        return fabric_rules(opts)
+
+
+class SubsetTrees(_Seeded):
+    """A chunk table that multicasts to subsets of the NPUs (MoE dispatch; combine through its mirror) as
+    multicast trees on the fabric kernel with the options' rules: only a chunk's destinations receive it, so a
+    token for several GPUs of one node crosses the NIC once and spreads over the NVSwitch (candidate ``rules``
+    sends one unicast copy per destination)."""
+
+    name = "subset_trees"
+    switch = "subset_tree_candidate"
+    budget = ("subset_tree_max_pairs",)
+    subset_trees = True
+
+    def applies(self, problem, ctx):
+        c = problem.collective
+        if not c.general:
+            return f"chunk tables only (this is {problem.kind})"
+        if problem.num_npus * problem.num_chunks > ctx.opts.subset_tree_max_pairs:
+            return (f"{problem.num_npus} NPUs x {problem.num_chunks} chunks > subset_tree_max_pairs "
+                    f"({ctx.opts.subset_tree_max_pairs})")
+        if c.copies:
+            return None if needs_expansion(problem) else "no chunk goes to a subset of several NPUs"
+        if c.demand.reduces and c.demand.one_destination:
+            return None if np.any(np.diff(c.demand.src_ptr) > 1) else "no chunk reduces a subset of several NPUs"
+        return "a table mixing copies and reductions"
 
     def _rule(self, opts):
         return fabric_rules(opts)
@@ -338,7 +369,8 @@ def baseline_candidates() -> tuple[Baseline, ...]:
 
 def fabric_candidates() -> tuple[Candidate, ...]:
     """The fabric portfolio, in run (and tie) order."""
-    return (FabricRules(), ListCandidate(), InSwitchInterleaved(), InSwitchPipeline(), FabricTacos()) + baseline_candidates()
+    return (FabricRules(), SubsetTrees(), ListCandidate(), InSwitchInterleaved(), InSwitchPipeline(),
+            FabricTacos()) + baseline_candidates()
 
 
 _LOADED: dict[str, float] = {}

@@ -71,6 +71,9 @@ MULTICAST_WORK = 1 << 21
 # the fabric portfolio (solvers/greedy/fabric_solver.py): measured on dgx_h100x128, the TACOS rule takes 247 s and
 # ends 7.4x later than the rules (8.7 s), so beyond this many NPUs x chunks it is not a candidate
 TACOS_CANDIDATE_MAX_PAIRS = 1 << 18
+# candidate subset_trees scans the sender's holdings word by word for every hop at every event: MoE dispatch on
+# dgx_h100x8 took 1.5 s at 64 NPUs x 4,096 chunks, 24 s at x 16,384, 352 s at x 65,536 (synthesis, 2 cores)
+SUBSET_TREE_MAX_PAIRS = 1 << 19
 # the baselines on a fabric are candidates while the collective delivers at most this many (NPU, chunk) pairs
 # (NPUs x chunks; chunks alone for the unicast collectives). Each baseline's transfers are placed on the hops by a
 # Python loop (solvers/baselines/fabric.py), 20-90 µs a delivery: next to the greedy's Python loop of the unicast
@@ -147,6 +150,10 @@ class GreedyOptions(SolverOptions):
                                               "pack spanning trees by link load and run a greedy that sends each "
                                               "chunk along its tree first, the faster kept (up to TREE_MAX_PAIRS "
                                               "NPUs x chunks)")
+    subset_tree_candidate: bool = option(False, doc="switched fabrics, a chunk table that multicasts to subsets "
+                                                     "(MoE dispatch, combine mirrored): also run multicast trees "
+                                                     "that only the chunk's destinations receive, beside one "
+                                                     "unicast copy per destination, the faster kept")
     baseline_candidates: bool = option(False, doc="switched fabrics, and chunk tables anywhere: also run every "
                                                   "registered baseline (the baselines family) that takes the "
                                                   "collective (or the table) on this network, "
@@ -192,6 +199,8 @@ class GreedyOptions(SolverOptions):
     broadcast_reserve_work: int = option(MULTICAST_WORK, minimum=1,
                                          doc="budget of candidate reserve_broadcast: (chunk, NPU) requests x links "
                                              "x runs (none when one run exceeds it)")
+    subset_tree_max_pairs: int = option(SUBSET_TREE_MAX_PAIRS, minimum=0,
+                                        doc="budget of candidate subset_trees: at most this many NPUs x chunks")
     tacos_max_pairs: int = option(TACOS_CANDIDATE_MAX_PAIRS, minimum=0,
                                   doc="budget of candidate tacos on a switched fabric: at most this many NPUs x "
                                       "chunks")
@@ -278,6 +287,8 @@ class GreedyPlusOptions(GreedyOptions):
     # bound where the rules end 1.03-1.19x above it; the MI250X node All-Gather 1.002x where the rest end 1.168x
     # (docs/rails.md)
     list_candidate: bool = option(True, doc="also run the list schedule, the faster kept (see greedy)")
+    subset_tree_candidate: bool = option(True, doc="fabric chunk tables multicasting to subsets: also run "
+                                                   "multicast trees, the faster kept (see greedy)")
     # the AMD MI250 node of ForestColl (links of multiplicity 1, 2, 4): the tiered rules trail the plain rarest
     # order by 6-8 % at 4 and 16 chunks per NPU (docs/peer_topologies.md)
     rarest_candidate: bool = option(True, doc="also run TACOS with the rarest chunk first, the faster kept "

@@ -118,6 +118,9 @@ class RunSettings:
     schedule_csv_max_rows: int = 20_000_000
     # Save the topology as an edge list next to the results (for exports / replays) up to this many links.
     save_topology_max_links: int = 2_000_000
+    # Refuse, in words and before any work, a problem of more deliveries than this (All-Gather excepted: its
+    # compact path streams billions); 12 M deliveries take the greedy about 100 s on 2 cores.
+    max_deliveries: int = 10_000_000
 
 
 def unknown_keys_message(section: str, unknown, valid) -> str:

@@ -20,7 +20,7 @@ from ..problem import Problem
 from .conf import EXPORT_FORMATS, SCHEDULE_CSV_MODES, RunSettings
 from .faulted import run_with_fault
 from .records import environment, flatten, new_record
-from .stages import ExportStageError, build_problem, problem_fields, solve_and_verify
+from .stages import ExportStageError, build_problem, check_size, problem_fields, solve_and_verify
 from .summary import summary_line
 
 __all__ = ["build_problem", "run_job", "solve_and_verify", "summary_line"]
@@ -101,6 +101,7 @@ def _run_job(cfg: Mapping[str, Any], out_dir, choices, extra) -> dict[str, Any]:
             raise config_error
         csv, csv_rows, topo_links = _output_settings(cfg, defaults, export)
         problem = build_problem(topo_cfg, coll_cfg, seed)
+        check_size(problem, _max_deliveries(cfg, defaults))
         slowed = slowed_topology(_section(cfg, "fault"), problem.topology)
         if slowed is not problem.topology:
             problem = Problem(slowed, problem.collective)
@@ -168,6 +169,13 @@ def _seed(v) -> int:
         return int(v)
     except (TypeError, ValueError):
         raise ConfigError(f"seed must be an integer, got {v!r}") from None
+
+
+def _max_deliveries(cfg, defaults: RunSettings) -> int:
+    v = cfg.get("max_deliveries", defaults.max_deliveries)
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ConfigError(f"max_deliveries must be a positive integer, got {v!r}")
+    return v
 
 
 def _output_settings(cfg, defaults: RunSettings, export: str) -> tuple[str, int, int]:

@@ -153,6 +153,28 @@ def check_memory(problem: Problem, available: int | None = None) -> None:
         f"{'the chunk count' if c.general else 'collective.chunks_per_npu'} or use fewer NPUs")
 
 
+def check_size(problem: Problem, max_deliveries: int) -> None:
+    """Refuse, before any work, a problem of more than ``max_deliveries`` deliveries (run setting
+    ``max_deliveries``): it may fit in memory yet take minutes, and such a count is most often a typo in
+    ``collective.chunks_per_npu``. All-Gather is exempt: its compact path streams billions of deliveries.
+
+    Raises
+    ------
+    CollectiveError
+        Naming the count, the limit and both ways out (fewer chunks, a higher limit).
+    """
+    d = deliveries(problem)
+    if problem.kind == ALL_GATHER or d <= max_deliveries:
+        return
+    c = problem.collective
+    sizes = (f"{problem.num_chunks:,} chunks" if c.general else
+             f"collective.chunks_per_npu={c.chunks_per_npu:,} ({problem.num_chunks:,} chunks)")
+    raise CollectiveError(
+        f"{problem.kind} with {sizes} on {problem.num_npus} NPUs asks for {d:,} deliveries, above "
+        f"max_deliveries={max_deliveries:,} (the guard against runs of minutes): lower "
+        f"{'the chunk count' if c.general else 'collective.chunks_per_npu'}, or set max_deliveries={d} to run it")
+
+
 def _configured_release(topo, release, topo_cfg: Mapping[str, Any]) -> tuple:
     """``collective.release_us`` with each NPU id as configured mapped to its id in ``topo`` (as the root is)."""
     from ..collective import parse_release
