@@ -6,8 +6,9 @@ leaf-spine variant ``dgx_h100x4_2to1`` and the heterogeneous point-to-point ``he
 0.1 to 0.4, solved by greedy, greedy_plus, the FAST-like and the DeepEP-like baselines (direct takes only
 unicast tables: it runs on the layer's per-pair matrix as All-to-Allv, row ``a2av``), each schedule verified,
 against the best lower bound of its demand. The layer is DeepSeek-V3's shape (hidden 7,168 in bf16, top-8 of 64
-experts) with ``--tokens`` tokens per GPU (default 16: the fabric greedy is a Python loop on chunk tables, so a
-full 4,096-token layer is out of a study's reach; bench_demand.py measures that).
+experts) with ``--tokens`` tokens per GPU (default 16: a study of 141 runs in minutes; on fabrics greedy_plus's
+``subset_trees`` candidate scans holdings word by word, and a full 4,096-token layer is past its budget:
+bench_demand.py measures that).
 
 Part ``concurrent``: an All-Reduce of ``--ar-mib`` and an All-to-All of ``--a2a-mib`` on every NPU of the same
 three networks, ``mode=sequential,priority,joint``, greedy_plus; each part's own lower bound alone.

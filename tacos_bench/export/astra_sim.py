@@ -8,7 +8,8 @@ replays as a dataflow graph on its simulated network. :func:`export_astra_sim`
 writes everything that takes::
 
     DIR/run.sh                 DIR/run.sh PATH/TO/AstraSim_Analytical_Congestion_Aware  (or set ASTRA_SIM)
-    DIR/workload.<rank>.et     one COMM_COLL_NODE (ALL_GATHER / REDUCE_SCATTER / ALL_REDUCE / ALL_TO_ALL)
+    DIR/workload.<rank>.et     one COMM_COLL_NODE (ALL_GATHER / REDUCE_SCATTER / ALL_REDUCE / ALL_TO_ALL; a
+                               chunk table: ALL_TO_ALL, the most general, whose custom path replays any traces)
     DIR/chakra/algo.<rank>.et  the synthesized schedule (sends, receives, reductions)
     DIR/system.json            "preferred-dataset-splits": 1, "<coll>-implementation-custom"
     DIR/network.yml            the exact embedding of the topology (FullyConnected, Ring or Switch)
@@ -140,10 +141,8 @@ def astra_collective(kind: str) -> tuple[str, str]:
     """
     if kind in ASTRA_COLLECTIVES:
         return ASTRA_COLLECTIVES[kind]
-    if kind in DEMAND_KINDS:
-        raise ExportError(f"cannot export {kind} to ASTRA-sim: a chunk table has no collective node there (its "
-                          "custom path hooks ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER and ALL_TO_ALL of equal "
-                          "chunks); export it as chakra (the per-NPU sends and receives) or json instead")
+    if kind in DEMAND_KINDS:   # hosted by an ALL_TO_ALL node: its custom path replays whatever the traces hold
+        return ASTRA_COLLECTIVES["all_to_all"]
     why = UNSUPPORTED.get(kind, "ASTRA-sim's custom path serves only ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER "
                                 "and ALL_TO_ALL")
     others = "; export it as msccl, json or chakra instead" if kind in UNSUPPORTED else ""
@@ -498,7 +497,7 @@ def export_astra_sim(problem: Problem, schedule: Schedule, out_dir: str | os.Pat
     for old in [*out.glob(f"{WORKLOAD_PREFIX}.*.et"), *(out / "chakra").glob("algo.*.et")]:
         old.unlink()
     export_chakra(problem, schedule, out / TRACE_PREFIX, reduce_time_us=reduce_time_us,
-                  pin_scale=scale if pinned else 0)
+                  pin_scale=scale if pinned else 0, idle_node=True)
 
     n = problem.num_npus
     comm_bytes = int(problem.chunk_bytes) * int(problem.num_chunks)

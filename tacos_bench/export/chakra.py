@@ -215,8 +215,10 @@ def _canonical_order(schedule: Schedule) -> np.ndarray:
 
 
 def export_chakra(problem: Problem, schedule: Schedule, prefix: str | os.PathLike, *,
-                  reduce_time_us: int = 0, pin_scale: int = 0) -> list[Path]:
-    """Write ``<prefix>.<rank>.et`` for every NPU; returns the paths.
+                  reduce_time_us: int = 0, pin_scale: int = 0, idle_node: bool = False) -> list[Path]:
+    """Write ``<prefix>.<rank>.et`` for every NPU; returns the paths. ``idle_node``: an NPU that neither sends
+    nor receives (a chunk table may leave some out) gets one ``COMP_NODE`` of duration 0, since ASTRA-sim cannot
+    open a trace without nodes ("Cannot access et file").
 
     Examples
     --------
@@ -232,6 +234,11 @@ def export_chakra(problem: Problem, schedule: Schedule, prefix: str | os.PathLik
     """
     _, encode = _chakra()
     meta, nodes = build_chakra_nodes(problem, schedule, reduce_time_us=reduce_time_us, pin_scale=pin_scale)
+    if idle_node:
+        pb, _ = _chakra()
+        for rank_nodes in nodes:
+            if not rank_nodes:
+                rank_nodes.append(pb.Node(id=0, name="idle", type=pb.COMP_NODE, duration_micros=0))
     prefix = Path(prefix)
     prefix.parent.mkdir(parents=True, exist_ok=True)
     paths = []
