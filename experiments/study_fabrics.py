@@ -2,6 +2,7 @@
 oversubscription, greedy_plus against every baseline, and ASTRA-sim's Switch(N).
 
     python experiments/study_fabrics.py [--jobs 2] [--quick] [--out DIR] [--docs DIR] [--plot-only] [--no-astra]
+                                        [--cpsat S]
 
 Every run goes through the pipeline's one path, ``tacos_bench.runner.solve_and_verify``: the fabric lower
 bounds (``tacos_bench.bounds.lower_bounds``), the solve, and the verifier's replay (``tacos_bench.verify.check``)
@@ -29,6 +30,9 @@ Parts (a case can belong to several; each case runs once):
    ``Switch(8)``), All-Gather, Reduce-Scatter, All-Reduce, All-to-All, 1 chunk per NPU, 1 MiB and 1 GiB, exported
    with ``tacos_bench.export.astra_sim`` pinned (every send held to its start: our schedule) and unpinned (each
    send once ready) and run through ASTRA-sim (skipped, with the reason, when the binary does not run here).
+
+6. ``--cpsat S``: CP-SAT on every case with a time limit of S seconds (the continuous-time fabric model, cold, on
+   switched fabrics), and greedy_plus against the best verified schedule of any backend (*gp / best*).
 
 Seeds: the randomized backends (greedy, greedy_plus) run seeds 0, 1, 2; the deterministic baselines seed 0.
 Writes ``fabrics.md``, ``fabrics.png`` and ``results.parquet`` under ``--out`` (default results/fabrics) and, unless
@@ -58,6 +62,7 @@ SEEDS = (0, 1, 2)
 RANDOMIZED = ("greedy", "greedy_plus")
 BASELINES = ("ring", "direct", "rhd", "dbt", "pairwise", "bruck", "binomial", "chain", "nvls", "sharp")
 SOLVERS = RANDOMIZED + BASELINES
+EXACT = "cpsat"     # --cpsat S: the exact backend beside them (section 6), not one of the compared SOLVERS
 TIE = 1e-9          # relative: two verified times closer than this are equal
 AT_BOUND = 1e-6     # relative: a time within this of the bound is at the bound
 FAR = 0.10          # greedy_plus more than 10 % above the bound is listed
@@ -156,8 +161,9 @@ def applicable(solver: str, kind: str, is_fabric: bool) -> bool:
     return not (CAP_FABRIC_ONLY in caps and not is_fabric)
 
 
-def tasks(g: dict) -> list[dict]:
-    """One task per (case, solver, seed); a case in several parts runs once."""
+def tasks(g: dict, cpsat_s: float = 0.0) -> list[dict]:
+    """One task per (case, solver, seed); a case in several parts runs once. ``cpsat_s`` > 0: also CP-SAT
+    (the continuous-time model on fabrics, cold; seed 0) with that time limit on every case it declares."""
     parts_of: dict[tuple, list[str]] = {}
     for part in PARTS:
         for case in g[part]:
@@ -172,11 +178,17 @@ def tasks(g: dict) -> list[dict]:
                 out.append({"topology": topo, "collective": kind, "chunks_per_npu": cpn, "buffer_mib": mib,
                              "solver": s, "seed": seed, "parts": ",".join(parts),
                              "astra": "astra" in parts and s in RANDOMIZED})
+        if cpsat_s > 0 and applicable(EXACT, kind, t.is_fabric):
+            out.append({"topology": topo, "collective": kind, "chunks_per_npu": cpn, "buffer_mib": mib,
+                        "solver": EXACT, "seed": 0, "parts": ",".join(parts), "astra": False,
+                        "time_limit_s": float(cpsat_s)})
     # longest first (All-to-All on the 32-NPU fabrics dominates), so two workers finish together
     def cost(tk):
         n = topology(tk["topology"]).num_npus
         w = n * n if tk["collective"] == "all_to_all" else n
-        return w * tk["chunks_per_npu"] * (3 if tk["solver"] == "greedy_plus" else 1)
+        if tk["solver"] == EXACT:   # runs to its time limit on most cases
+            return float("inf"), tk["time_limit_s"]
+        return 0.0, w * tk["chunks_per_npu"] * (3 if tk["solver"] == "greedy_plus" else 1)
 
     return sorted(out, key=cost, reverse=True)
 
@@ -209,6 +221,8 @@ def run_task(task: dict, astra_dir: str | None) -> dict:
         opts = {"seed": task["seed"], "threads": 1}
         if task["solver"] in RANDOMIZED:
             opts["progress"] = False
+        if task["solver"] == EXACT:
+            opts["time_limit_s"] = task["time_limit_s"]
         _, sched = solve_and_verify(problem, task["solver"], opts, fields=rec)
         if task.get("astra"):
             stage = "ASTRA-sim"
@@ -778,11 +792,57 @@ def report(df: pd.DataFrame, g: dict, args, wall_s: float | None, cmd: str, fig:
     L.append(tab or why)
     if tab:
         L.append(astra_notes(df, g))
+    if (df["solver"] == EXACT).any():
+        L.append(best_known_section(c, df))
     L.append("\n## Errors\n")
     L.append(error_summary(df))
     L.append(f"\n![{fig.stem}]({fig.name})\n")
     body = "\n".join(L) + "\n"
     return f"# Study: switched fabrics\n\nProduced by:\n\n```bash\n{cmd}\n```\n\n{body}"
+
+
+def best_known_section(c: Cases, df: pd.DataFrame) -> str:
+    """Section 6: CP-SAT beside the heuristics, and greedy_plus against the best verified time of any backend."""
+    ex = df[df["solver"] == EXACT]
+    limit = float(ex["time_limit_s"].dropna().iloc[0]) if "time_limit_s" in ex and ex["time_limit_s"].notna().any() \
+        else float("nan")
+    L = [f"\n## 6. CP-SAT and the best known schedule\n",
+         f"`cpsat` on every case ({len(ex)}), seed 0, `time_limit_s={limit:g}`, its default 8 workers sharing the "
+         "job's core: on a switched fabric the continuous-time fabric model (`solvers.exact.fabric`, cold: no warm "
+         "start), on the unwound `switch8` the TEN model with the greedy's warm start. *best known*: the fastest "
+         "verified schedule of any backend of this study (every seed) on the case; *gp / best*: greedy_plus's best "
+         "seed over it (> 1: another backend, CP-SAT included, found a faster schedule). CP-SAT's status: "
+         "`optimal` (proved), `feasible` (its time limit ended the search), else its error row.\n"]
+    st = ex.groupby("case")["status"].first()
+    L.append("CP-SAT outcomes: " + ", ".join(f"{k} {v}" for k, v in st.value_counts().items()) + ".\n")
+    rows, differ = [], []
+    for case in sorted(df["case"].unique()):
+        good = df[(df["case"] == case) & df["ok"]]
+        if good.empty:
+            continue
+        best = float(good["collective_time_us"].min())
+        who = sorted(set(good.loc[good["collective_time_us"] <= best * (1 + TIE), "solver"]))
+        gp = good.loc[good["solver"] == "greedy_plus", "collective_time_us"]
+        cp = good.loc[good["solver"] == EXACT, "collective_time_us"]
+        bound = c.bound.get(case, float("nan"))
+        r = {"case": case, "bound µs": fmt_us(bound), "greedy_plus µs": fmt_us(gp.min() if len(gp) else None),
+             "cpsat µs": fmt_us(cp.min() if len(cp) else None), "cpsat status": st.get(case, ""),
+             "best known µs": fmt_us(best), "by": ", ".join(who),
+             "gp / best": fmt_r(gp.min() / best if len(gp) else None),
+             "best / bound": fmt_r(best / bound if bound == bound and bound > 0 else None)}
+        rows.append(r)
+        if len(gp) and gp.min() > best * (1 + TIE):
+            differ.append(r)
+    ratios = [float(r["gp / best"]) for r in rows if r["gp / best"]]
+    L.append(f"greedy_plus's best seed is the best known on {sum(x <= 1 + TIE for x in ratios)} of {len(ratios)} "
+             f"cases and behind it on {len(differ)}" + (" (listed first, with who found it)" if differ else "")
+             + f"; the worst *gp / best* is {max(ratios, default=1.0):.3f}.\n")
+    if differ:
+        L.append("Cases where greedy_plus is not the best known:\n")
+        L.append(to_markdown(pd.DataFrame(differ)))
+    L.append("\nEvery case:\n")
+    L.append(to_markdown(pd.DataFrame(rows)))
+    return "\n".join(L)
 
 
 def not_compared() -> str:
@@ -1062,6 +1122,8 @@ def parse_args():
                     help="also copy figure, table and markdown here (default: docs/studies, none with --quick)")
     ap.add_argument("--plot-only", action="store_true", help="re-report from the existing results.parquet")
     ap.add_argument("--no-astra", action="store_true", help="skip the ASTRA-sim runs of part 5")
+    ap.add_argument("--cpsat", type=float, default=0.0, metavar="S",
+                    help="also run cpsat with this time limit (s) on every case (section 6; 0: not)")
     a = ap.parse_args()
     if a.docs is None and not a.quick:
         a.docs = str(ROOT / "docs" / "studies")
@@ -1079,7 +1141,7 @@ def main():
         if (out / "wall_time_s.txt").exists():
             wall = float((out / "wall_time_s.txt").read_text())
     else:
-        todo = tasks(g)
+        todo = tasks(g, args.cpsat)
         print(f"{len(todo)} runs, {args.jobs} job(s)", flush=True)
         (out / "uncommitted.txt").write_text(uncommitted())
         t0 = time.perf_counter()
@@ -1095,7 +1157,8 @@ def main():
     args.uncommitted = [ln for ln in unc.read_text().splitlines() if ln.strip()] if unc.exists() else []
     df = prepare(df)
     cmd = "python experiments/study_fabrics.py" + (" --quick" if args.quick else "") + (
-        f" --jobs {args.jobs}" if args.jobs > 1 else "") + (" --no-astra" if args.no_astra else "")
+        f" --jobs {args.jobs}" if args.jobs > 1 else "") + (" --no-astra" if args.no_astra else "") + (
+        f" --cpsat {args.cpsat:g}" if args.cpsat else "")
     fig = plot(Cases(df), df, g, out / f"{NAME}.png")
     text = report(df, g, args, wall, cmd, fig)
     if not args.quick:
