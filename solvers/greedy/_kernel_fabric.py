@@ -56,15 +56,19 @@ def _best_in_words(cand, holders, key, rarest, cap, start):
 
 @njit(cache=True)
 def _offer(h, v, hsrc, has, coming, picked, near_ptr, near_npu, near_dur, hdur, holders, key, rarest,
-           local_first, cand, cap, needbits, subset, relay_ptr, relay_idx):
+           local_first, cand, cap, needbits, mode, relay_ptr, relay_idx, kept):
     """Fill ``cand`` with the chunks hop ``h`` may bring ``v``; return its best (chunk, holders, key).
-    ``subset``: only chunks ``v`` needs or relays: chunks an NPU ``relay_idx[relay_ptr[h]:relay_ptr[h + 1]]``
-    (those ``h`` is on a shortest way to) needs and lacks (a chunk table's multicast to some NPUs)."""
+    ``mode`` 0: every NPU needs every chunk; 1 (``SUBSET_SCAN``): only chunks ``v`` needs or relays: chunks an
+    NPU ``relay_idx[relay_ptr[h]:relay_ptr[h + 1]]`` (those ``h`` is on a shortest way to) needs and lacks (a
+    chunk table's multicast to some NPUs); 2 (``SUBSET_KEPT``): the same chunks, from the hop's candidate set
+    kept up to date by :func:`_kept_arrival` and :func:`_kept_receiving` (``kept``) instead of rebuilt."""
+    if mode == SUBSET_KEPT:
+        return _offer_kept(h, v, picked, holders, key, rarest, local_first, cap, kept)
     u = hsrc[h]
     W = cand.shape[0]
     for wi in range(W):
         cand[wi] = has[u, wi] & ~(has[v, wi] | coming[v, wi] | picked[v, wi])
-    if subset:
+    if mode == SUBSET_SCAN:
         for wi in range(W):
             m = needbits[v, wi]
             for j in range(relay_ptr[h], relay_ptr[h + 1]):
@@ -84,6 +88,141 @@ def _offer(h, v, hsrc, has, coming, picked, near_ptr, near_npu, near_dur, hdur, 
     return _best_in_words(cand, holders, key, rarest, cap, (h + v) % W)
 
 
+# how the multicast kernel finds a hop's candidate chunks (its ``mode``)
+EVERY_NPU = 0        # All-Gather, Broadcast: every NPU needs every chunk, the sets rebuilt per offer
+SUBSET_SCAN = 1      # a table's multicast to subsets, the sets rebuilt per offer (the reference)
+SUBSET_KEPT = 2      # the same, each hop's set kept up to date as chunks arrive and leave (the fast path)
+
+
+@njit(cache=True)
+def _offer_kept(h, v, picked, holders, key, rarest, local_first, cap, kept):
+    """:func:`_best_in_words` over hop ``h``'s kept candidate set less this event's picks (``v``'s, and with
+    ``local_first`` those of the NPUs nearer ``v`` than the hop), in the same order: words cyclic from
+    ``(h + v) % W``, bits upwards, the non-empty words found through the set's summary bits."""
+    hcand, summ, count, nsl_ptr, nsl_idx = kept[0], kept[1], kept[2], kept[3], kept[4]
+    best_c = -1
+    best_h = BIG
+    best_k = 2.0
+    if count[h] == 0:
+        return best_c, best_h, best_k
+    W = hcand.shape[1]
+    W2 = summ.shape[1]
+    start = (h + v) % W
+    s_word = start // 64
+    s_bit = np.uint64(start % 64)
+    seen = 0
+    for k in range(W2 + 1):
+        sw = (s_word + k) % W2
+        m = summ[h, sw]
+        if k == 0:
+            m &= ~((np.uint64(1) << s_bit) - np.uint64(1))
+        elif k == W2:
+            m &= (np.uint64(1) << s_bit) - np.uint64(1)
+        while m:
+            low = m & (~m + np.uint64(1))
+            wi = sw * 64 + _DB_TABLE[(low * _DEBRUIJN) >> np.uint64(58)]
+            m ^= low
+            x = hcand[h, wi] & ~picked[v, wi]
+            if local_first:
+                for j in range(nsl_ptr[h], nsl_ptr[h + 1]):
+                    x &= ~picked[nsl_idx[j], wi]
+            while x:
+                lowc = x & (~x + np.uint64(1))
+                c = wi * 64 + _DB_TABLE[(lowc * _DEBRUIJN) >> np.uint64(58)]
+                hh = holders[c] if rarest else 0
+                kk = key[c]
+                if hh < best_h or (hh == best_h and kk < best_k):
+                    best_c = c
+                    best_h = hh
+                    best_k = kk
+                x ^= lowc
+                seen += 1
+                if cap > 0 and seen >= cap:
+                    return best_c, best_h, best_k
+    return best_c, best_h, best_k
+
+
+@njit(cache=True)
+def _kept_set(kept, h, c):
+    hcand, summ, count = kept[0], kept[1], kept[2]
+    wi = c // 64
+    b = np.uint64(1) << np.uint64(c % 64)
+    if not (hcand[h, wi] & b):
+        hcand[h, wi] |= b
+        count[h] += 1
+        summ[h, wi // 64] |= np.uint64(1) << np.uint64(wi % 64)
+
+
+@njit(cache=True)
+def _kept_clear(kept, h, c):
+    hcand, summ, count = kept[0], kept[1], kept[2]
+    wi = c // 64
+    b = np.uint64(1) << np.uint64(c % 64)
+    if hcand[h, wi] & b:
+        hcand[h, wi] &= ~b
+        count[h] -= 1
+        if hcand[h, wi] == 0:
+            summ[h, wi // 64] &= ~(np.uint64(1) << np.uint64(wi % 64))
+
+
+@njit(cache=True)
+def _wanted(h, c, hdst, has, coming, needbits, relay_ptr, relay_idx):
+    """Whether hop ``h``'s receiver needs chunk ``c``, or relays it to an NPU that needs and lacks it."""
+    wi = c // 64
+    b = np.uint64(1) << np.uint64(c % 64)
+    if needbits[hdst[h], wi] & b:
+        return True
+    for j in range(relay_ptr[h], relay_ptr[h + 1]):
+        w = relay_idx[j]
+        if (needbits[w, wi] & b) and not ((has[w, wi] | coming[w, wi]) & b):
+            return True
+    return False
+
+
+@njit(cache=True)
+def _kept_arrival(x, c, hdst, has, coming, needbits, relay_ptr, relay_idx, local_first, kept):
+    """``x`` now holds ``c``: each hop out of ``x`` whose receiver lacks it and wants it (and, with
+    ``local_first``, no NPU nearer the receiver holds or receives it) gains it. Every other term of that test
+    only turns false later, so a hop that does not gain ``c`` now never will."""
+    nsl_ptr, nsl_idx, out_ptr, out_idx = kept[3], kept[4], kept[9], kept[10]
+    wi = c // 64
+    b = np.uint64(1) << np.uint64(c % 64)
+    for j in range(out_ptr[x], out_ptr[x + 1]):
+        h = out_idx[j]
+        v = hdst[h]
+        if (has[v, wi] | coming[v, wi]) & b:
+            continue
+        if not _wanted(h, c, hdst, has, coming, needbits, relay_ptr, relay_idx):
+            continue
+        ok = True
+        if local_first:
+            for q in range(nsl_ptr[h], nsl_ptr[h + 1]):
+                w = nsl_idx[q]
+                if (has[w, wi] | coming[w, wi]) & b:
+                    ok = False
+                    break
+        if ok:
+            _kept_set(kept, h, c)
+
+
+@njit(cache=True)
+def _kept_receiving(x, c, into_ptr, into_idx, hdst, has, coming, needbits, relay_ptr, relay_idx, kept):
+    """``x`` now receives ``c``: hops into ``x`` and hops for which ``x`` is a nearer NPU lose it; hops that
+    relayed it towards ``x`` keep it only while another NPU they lead to wants it."""
+    ninv_ptr, ninv_idx, rinv_ptr, rinv_idx = kept[5], kept[6], kept[7], kept[8]
+    for j in range(into_ptr[x], into_ptr[x + 1]):
+        _kept_clear(kept, into_idx[j], c)
+    for j in range(ninv_ptr[x], ninv_ptr[x + 1]):
+        _kept_clear(kept, ninv_idx[j], c)
+    hcand = kept[0]
+    wi = c // 64
+    b = np.uint64(1) << np.uint64(c % 64)
+    for j in range(rinv_ptr[x], rinv_ptr[x + 1]):
+        h = rinv_idx[j]
+        if (hcand[h, wi] & b) and not _wanted(h, c, hdst, has, coming, needbits, relay_ptr, relay_idx):
+            _kept_clear(kept, h, c)
+
+
 @njit(cache=True)
 def _hop_free(h, t, eps, busy, link_pad, off_pad, owner):
     for k in range(link_pad.shape[1]):
@@ -96,7 +235,7 @@ def _hop_free(h, t, eps, busy, link_pad, off_pad, owner):
 @njit(cache=True)
 def _best_free_hop(v, skip, t, eps, into_ptr, into_idx, busy, link_pad, off_pad, owner, hsrc, has, coming, picked,
                    near_ptr, near_npu, near_dur, hdur, holders, key, rarest, local_first, cand, cap, needbits,
-                   subset, relay_ptr, relay_idx):
+                   mode, relay_ptr, relay_idx, kept):
     """The free hop into ``v`` (not ``skip``) whose offer is best — fewest holders, then the shortest hop, then
     the key — and its chunk, or (-1, -1)."""
     bh = -1
@@ -109,7 +248,7 @@ def _best_free_hop(v, skip, t, eps, into_ptr, into_idx, busy, link_pad, off_pad,
         if h == skip or not _hop_free(h, t, eps, busy, link_pad, off_pad, owner):
             continue
         c, hh, kk = _offer(h, v, hsrc, has, coming, picked, near_ptr, near_npu, near_dur, hdur, holders, key,
-                           rarest, local_first, cand, cap, needbits, subset, relay_ptr, relay_idx)
+                           rarest, local_first, cand, cap, needbits, mode, relay_ptr, relay_idx, kept)
         if c < 0:
             continue
         d = hdur[h]
@@ -146,12 +285,12 @@ def _next_time(events, busy, t, eps):
 
 
 @njit(cache=True)
-def fabric_multicast_kernel(n, C, init_v, init_c, init_t, needbits, need0, key, seed, rarest, local_first, cap, subset,
+def fabric_multicast_kernel(n, C, init_v, init_c, init_t, needbits, need0, key, seed, rarest, local_first, cap, mode,
                             busy0,
                             hsrc, hdst, hdur, link_pad, off_pad, end_pad, hlen,
                             into_ptr, into_idx, grp, grp_ptr, grp_idx, mc_pos,
                             seg_ptr, seg_a, seg_b, seg_start_node,
-                            near_ptr, near_npu, near_dur, relay_ptr, relay_idx):
+                            near_ptr, near_npu, near_dur, relay_ptr, relay_idx, kept):
     np.random.seed(seed)
     W = (C + 63) // 64
     L1 = busy0.shape[0]           # links + the padding link (always free)
@@ -205,6 +344,8 @@ def fabric_multicast_kernel(n, C, init_v, init_c, init_t, needbits, need0, key, 
                 coming[v, wi] &= ~bit
                 if needbits[v, wi] & bit:
                     need -= 1
+                if mode == SUBSET_KEPT:
+                    _kept_arrival(v, c, hdst, has, coming, needbits, relay_ptr, relay_idx, local_first, kept)
         if need == 0:
             break
         n_events += 1
@@ -217,7 +358,7 @@ def fabric_multicast_kernel(n, C, init_v, init_c, init_t, needbits, need0, key, 
             while True:
                 bh, bc = _best_free_hop(v, -1, t, eps, into_ptr, into_idx, busy, link_pad, off_pad, owner, hsrc, has,
                                         coming, picked, near_ptr, near_npu, near_dur, hdur, holders, key, rarest,
-                                        local_first, cand, cap, needbits, subset, relay_ptr, relay_idx)
+                                        local_first, cand, cap, needbits, mode, relay_ptr, relay_idx, kept)
                 if bh < 0:
                     break
                 _place(npk, v, bh, bc, pk_v, pk_h, pk_c, hlen, link_pad, owner, picked)
@@ -247,7 +388,7 @@ def fabric_multicast_kernel(n, C, init_v, init_c, init_t, needbits, need0, key, 
                 if not ok or k_block < 0:
                     continue
                 c, hh, kk = _offer(h, v, hsrc, has, coming, picked, near_ptr, near_npu, near_dur, hdur, holders,
-                                   key, rarest, local_first, cand, cap, needbits, subset, relay_ptr, relay_idx)
+                                   key, rarest, local_first, cand, cap, needbits, mode, relay_ptr, relay_idx, kept)
                 if c < 0:
                     continue
                 w = pk_v[k_block]
@@ -261,7 +402,7 @@ def fabric_multicast_kernel(n, C, init_v, init_c, init_t, needbits, need0, key, 
                 picked[w, cw // 64] &= ~(np.uint64(1) << np.uint64(cw % 64))
                 h2, c2 = _best_free_hop(w, hw, t, eps, into_ptr, into_idx, busy, link_pad, off_pad, owner, hsrc, has,
                                         coming, picked, near_ptr, near_npu, near_dur, hdur, holders, key, rarest,
-                                        local_first, cand, cap, needbits, subset, relay_ptr, relay_idx)
+                                        local_first, cand, cap, needbits, mode, relay_ptr, relay_idx, kept)
                 for k in range(hlen[h]):
                     owner[link_pad[h, k]] = -1
                 if h2 >= 0:
@@ -371,6 +512,9 @@ def fabric_multicast_kernel(n, C, init_v, init_c, init_t, needbits, need0, key, 
                     if sidx == seg_ptr[x + 1] - 1:
                         w = hdst[x]
                         coming[w, wi] |= bit
+                        if mode == SUBSET_KEPT:
+                            _kept_receiving(w, c, into_ptr, into_idx, hdst, has, coming, needbits, relay_ptr,
+                                            relay_idx, kept)
                         holders[c] += 1
                         got[w] += 1
                         heapq.heappush(events, (en, np.int64(w), np.int64(c)))

@@ -339,8 +339,9 @@ def _nearest_holders(hv, hc, ht, dst_of, dist, C: int) -> tuple[np.ndarray, np.n
 
 
 def _subset_trees(problem: Problem, hops: Hops, key, seed: int, rarest: bool, local_first: bool, holds, alive,
-                  link_free, chunk_ready, stats, engine: str) -> Schedule:
-    """A copy table with subsets of destinations on the multicast kernel (``fabric_copy(subset_trees=True)``)."""
+                  link_free, chunk_ready, stats, engine: str, kept: bool = True) -> Schedule:
+    """A copy table with subsets of destinations on the multicast kernel (``fabric_copy(subset_trees=True)``);
+    ``kept=False``: each offer rebuilds its hop's candidates (the reference the kept sets are tested against)."""
     c = problem.collective
     if not (c.general and c.copies):
         raise SolverError(f"subset trees schedule copy chunk tables, not {problem.kind}")
@@ -360,7 +361,7 @@ def _subset_trees(problem: Problem, hops: Hops, key, seed: int, rarest: bool, lo
     if not (need & ~_held(n, C, hv, hc)).any():
         return Schedule.empty()
     return _compiled_multicast(problem, hops, key, seed, rarest, local_first, (hv, hc, ht, need), link_free, stats,
-                               relays=_relays(n, hops))
+                               relays=_relays(n, hops), kept=kept)
 
 
 def _relays(n: int, hops: Hops) -> tuple[np.ndarray, np.ndarray]:
@@ -380,8 +381,52 @@ def _relays(n: int, hops: Hops) -> tuple[np.ndarray, np.ndarray]:
     return ptr, w.astype(np.int64)
 
 
+def _kept_arrays(n: int, C: int, hops: Hops, arr: dict, relays: tuple, local_first: bool) -> tuple:
+    """The kernel's kept candidate sets (``SUBSET_KEPT``): per hop a bitset of chunks, its summary (a bit per
+    non-empty word) and count, and the hop lists its updates walk: the NPUs nearer the receiver than the hop
+    (``local_first``), their inverse, the relays' inverse and the hops out of each NPU."""
+    H = len(hops)
+    W = (C + 63) // 64
+    src = np.asarray(hops.src, np.int64)
+    dst = np.asarray(hops.dst, np.int64)
+    nsl = [[] for _ in range(H)]
+    if local_first:
+        ptr, npu, dur = arr["near_ptr"], arr["near_npu"], arr["near_dur"]
+        for h in range(H):
+            v, lim = dst[h], hops.dur[h] * (1.0 - 1e-9)
+            for j in range(ptr[v], ptr[v + 1]):
+                if dur[j] >= lim:
+                    break
+                if npu[j] != src[h]:
+                    nsl[h].append(int(npu[j]))
+
+    def csr(lists):
+        p = np.zeros(len(lists) + 1, np.int64)
+        p[1:] = np.cumsum([len(x) for x in lists])
+        return p, (np.concatenate([np.asarray(x, np.int64) for x in lists]) if p[-1] else np.zeros(0, np.int64))
+
+    def inverse(ptr, idx):
+        by = [[] for _ in range(n)]
+        for h in range(H):
+            for w in idx[ptr[h]:ptr[h + 1]].tolist():
+                by[w].append(h)
+        return csr(by)
+
+    nsl_ptr, nsl_idx = csr(nsl)
+    out = [[] for _ in range(n)]
+    for h in range(H):
+        out[src[h]].append(h)
+    return (np.zeros((H, W), np.uint64), np.zeros((H, (W + 63) // 64), np.uint64), np.zeros(H, np.int64),
+            nsl_ptr, nsl_idx, *inverse(nsl_ptr, nsl_idx), *inverse(*relays), *csr(out))
+
+
+def _no_kept() -> tuple:
+    z = np.zeros(1, np.int64)
+    return (np.zeros((1, 1), np.uint64), np.zeros((1, 1), np.uint64), z, z, z, z, z, z, z, z, z)
+
+
 def _compiled_multicast(problem: Problem, hops: Hops, key, seed: int, rarest: bool, local_first: bool, holds,
-                        link_free, stats, relays: tuple | None = None) -> Schedule:
+                        link_free, stats, relays: tuple | None = None, kept: bool = False) -> Schedule:
     """All-Gather / Broadcast on the compiled kernel; rows per segment, as :func:`_reserve` writes them."""
     from ._kernel_fabric import fabric_multicast_kernel
 
@@ -396,14 +441,18 @@ def _compiled_multicast(problem: Problem, hops: Hops, key, seed: int, rarest: bo
     bits = np.zeros((n, W * 64), dtype=bool)
     bits[:, :C] = need
     needbits = np.packbits(bits, axis=1, bitorder="little").view("<u8").astype(np.uint64)
-    subset = relays is not None        # only the NPUs that need a chunk, or relay it, receive it
-    relay_ptr, relay_idx = relays if subset else (np.zeros(len(hops) + 1, np.int64), np.zeros(0, np.int64))
+    from ._kernel_fabric import EVERY_NPU, SUBSET_KEPT, SUBSET_SCAN
+
+    # with relays, only the NPUs that need a chunk, or relay it, receive it
+    mode = EVERY_NPU if relays is None else SUBSET_KEPT if kept else SUBSET_SCAN
+    relay_ptr, relay_idx = (np.zeros(len(hops) + 1, np.int64), np.zeros(0, np.int64)) if relays is None else relays
+    sets = _kept_arrays(n, C, hops, arr, relays, local_first) if mode == SUBSET_KEPT else _no_kept()
     ch, hop, seg, start, end, left, n_events = fabric_multicast_kernel(
-        n, C, hv, hc, ht, needbits, int(need.sum()), key, int(seed) % (2**32), rarest, local_first, cap, subset,
+        n, C, hv, hc, ht, needbits, int(need.sum()), key, int(seed) % (2**32), rarest, local_first, cap, mode,
         busy0, hops.src, hops.dst, hops.dur, hops.link_pad, hops.off_pad,
         hops.end_pad, arr["hlen"], arr["into_ptr"], arr["into_idx"], arr["grp"], arr["grp_ptr"], arr["grp_idx"],
         arr["mc_pos"], arr["seg_ptr"], arr["seg_a"], arr["seg_b"], arr["seg_start_node"], arr["near_ptr"],
-        arr["near_npu"], arr["near_dur"], relay_ptr, relay_idx)
+        arr["near_npu"], arr["near_dur"], relay_ptr, relay_idx, sets)
     if left:
         raise SolverError(f"{topo.name}: the fabric greedy is stuck with {left} (NPU, chunk) pairs unreached "
                           "(no hop reaches them)")
