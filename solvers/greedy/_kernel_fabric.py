@@ -63,7 +63,7 @@ def _offer(h, v, hsrc, has, coming, picked, near_ptr, near_npu, near_dur, hdur, 
     chunk table's multicast to some NPUs); 2 (``SUBSET_KEPT``): the same chunks, from the hop's candidate set
     kept up to date by :func:`_kept_arrival` and :func:`_kept_receiving` (``kept``) instead of rebuilt."""
     if mode == SUBSET_KEPT:
-        return _offer_kept(h, v, picked, holders, key, rarest, local_first, cap, kept)
+        return _offer_cached(h, v, picked, holders, key, rarest, local_first, cap, kept)
     u = hsrc[h]
     W = cand.shape[0]
     for wi in range(W):
@@ -140,6 +140,39 @@ def _offer_kept(h, v, picked, holders, key, rarest, local_first, cap, kept):
                 if cap > 0 and seen >= cap:
                     return best_c, best_h, best_k
     return best_c, best_h, best_k
+
+
+@njit(cache=True)
+def _offer_cached(h, v, picked, holders, key, rarest, local_first, cap, kept):
+    """:func:`_offer_kept`, computed once per event and hop until :func:`_kept_picked` says a pick changed it
+    (within an event's matching the candidate sets and holder counts stand still; only the picks move)."""
+    oc, oh, ok, stamp, epoch = kept[11], kept[12], kept[13], kept[14], kept[15]
+    if stamp[h] == epoch[0]:
+        return oc[h], oh[h], ok[h]
+    c, hh, kk = _offer_kept(h, v, picked, holders, key, rarest, local_first, cap, kept)
+    oc[h] = c
+    oh[h] = hh
+    ok[h] = kk
+    stamp[h] = epoch[0]
+    return c, hh, kk
+
+
+@njit(cache=True)
+def _kept_picked(v, c, into_ptr, into_idx, local_first, kept):
+    """``v``'s picks gained or lost ``c``: the cached offers of the hops that have ``c`` as a candidate and
+    exclude ``v``'s picks (the hops into ``v``; with ``local_first`` those ``v`` is nearer the receiver than)."""
+    hcand, ninv_ptr, ninv_idx, stamp = kept[0], kept[5], kept[6], kept[14]
+    wi = c // 64
+    b = np.uint64(1) << np.uint64(c % 64)
+    for j in range(into_ptr[v], into_ptr[v + 1]):
+        g = into_idx[j]
+        if hcand[g, wi] & b:
+            stamp[g] = -1
+    if local_first:
+        for j in range(ninv_ptr[v], ninv_ptr[v + 1]):
+            g = ninv_idx[j]
+            if hcand[g, wi] & b:
+                stamp[g] = -1
 
 
 @njit(cache=True)
@@ -351,6 +384,8 @@ def fabric_multicast_kernel(n, C, init_v, init_c, init_t, needbits, need0, key, 
         n_events += 1
         # the neediest receivers first, ties at random
         order = np.argsort(got + np.random.random(n) * 0.5)
+        if mode == SUBSET_KEPT:
+            kept[15][0] += 1          # a new event: every cached offer is stale
         # ---- greedy matching
         npk = 0
         for oi in range(n):
@@ -362,6 +397,8 @@ def fabric_multicast_kernel(n, C, init_v, init_c, init_t, needbits, need0, key, 
                 if bh < 0:
                     break
                 _place(npk, v, bh, bc, pk_v, pk_h, pk_c, hlen, link_pad, owner, picked)
+                if mode == SUBSET_KEPT:
+                    _kept_picked(v, bc, into_ptr, into_idx, local_first, kept)
                 npk += 1
         # ---- augment: a receiver without a pick takes a hop held by one other pick that can move
         for q in range(npk):
@@ -400,6 +437,8 @@ def fabric_multicast_kernel(n, C, init_v, init_c, init_t, needbits, need0, key, 
                 for k in range(hlen[h]):
                     owner[link_pad[h, k]] = -2
                 picked[w, cw // 64] &= ~(np.uint64(1) << np.uint64(cw % 64))
+                if mode == SUBSET_KEPT:
+                    _kept_picked(w, cw, into_ptr, into_idx, local_first, kept)
                 h2, c2 = _best_free_hop(w, hw, t, eps, into_ptr, into_idx, busy, link_pad, off_pad, owner, hsrc, has,
                                         coming, picked, near_ptr, near_npu, near_dur, hdur, holders, key, rarest,
                                         local_first, cand, cap, needbits, mode, relay_ptr, relay_idx, kept)
@@ -408,12 +447,17 @@ def fabric_multicast_kernel(n, C, init_v, init_c, init_t, needbits, need0, key, 
                 if h2 >= 0:
                     _place(k_block, w, h2, c2, pk_v, pk_h, pk_c, hlen, link_pad, owner, picked)
                     _place(npk, v, h, c, pk_v, pk_h, pk_c, hlen, link_pad, owner, picked)
+                    if mode == SUBSET_KEPT:
+                        _kept_picked(w, c2, into_ptr, into_idx, local_first, kept)
+                        _kept_picked(v, c, into_ptr, into_idx, local_first, kept)
                     npk += 1
                     in_tree[v] = True
                     break
                 for k in range(hlen[hw]):
                     owner[link_pad[hw, k]] = k_block
                 picked[w, cw // 64] |= np.uint64(1) << np.uint64(cw % 64)
+                if mode == SUBSET_KEPT:
+                    _kept_picked(w, cw, into_ptr, into_idx, local_first, kept)
         # ---- commit: each pick grows its multicast tree and reserves its links
         for q in range(npk):
             in_tree[pk_v[q]] = False
@@ -518,11 +562,10 @@ def fabric_multicast_kernel(n, C, init_v, init_c, init_t, needbits, need0, key, 
                         holders[c] += 1
                         got[w] += 1
                         heapq.heappush(events, (en, np.int64(w), np.int64(c)))
-        # reset this event's marks
+        # reset this event's marks (a pick's own bit: the picks are all the bits set, and rows are W words long)
         for q in range(npk):
-            v = pk_v[q]
-            for wi in range(W):
-                picked[v, wi] = np.uint64(0)
+            c = pk_c[q]
+            picked[pk_v[q], c // 64] &= ~(np.uint64(1) << np.uint64(c % 64))
             for k in range(hlen[pk_h[q]]):
                 owner[link_pad[pk_h[q], k]] = -1
         # the next event: an arrival, or a link becoming free

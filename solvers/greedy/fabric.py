@@ -383,8 +383,8 @@ def _relays(n: int, hops: Hops) -> tuple[np.ndarray, np.ndarray]:
 
 def _kept_arrays(n: int, C: int, hops: Hops, arr: dict, relays: tuple, local_first: bool) -> tuple:
     """The kernel's kept candidate sets (``SUBSET_KEPT``): per hop a bitset of chunks, its summary (a bit per
-    non-empty word) and count, and the hop lists its updates walk: the NPUs nearer the receiver than the hop
-    (``local_first``), their inverse, the relays' inverse and the hops out of each NPU."""
+    non-empty word) and count, the hop lists its updates walk (the NPUs nearer the receiver than the hop with
+    ``local_first``, their inverse, the relays' inverse, the hops out of each NPU), and the offer cache."""
     H = len(hops)
     W = (C + 63) // 64
     src = np.asarray(hops.src, np.int64)
@@ -416,13 +416,16 @@ def _kept_arrays(n: int, C: int, hops: Hops, arr: dict, relays: tuple, local_fir
     out = [[] for _ in range(n)]
     for h in range(H):
         out[src[h]].append(h)
+    # then each hop's offer cached within an event: chunk, holders, key, the event it was computed at
     return (np.zeros((H, W), np.uint64), np.zeros((H, (W + 63) // 64), np.uint64), np.zeros(H, np.int64),
-            nsl_ptr, nsl_idx, *inverse(nsl_ptr, nsl_idx), *inverse(*relays), *csr(out))
+            nsl_ptr, nsl_idx, *inverse(nsl_ptr, nsl_idx), *inverse(*relays), *csr(out),
+            np.zeros(H, np.int64), np.zeros(H, np.int64), np.zeros(H), np.full(H, -1, np.int64), np.zeros(1, np.int64))
 
 
 def _no_kept() -> tuple:
     z = np.zeros(1, np.int64)
-    return (np.zeros((1, 1), np.uint64), np.zeros((1, 1), np.uint64), z, z, z, z, z, z, z, z, z)
+    return (np.zeros((1, 1), np.uint64), np.zeros((1, 1), np.uint64), z, z, z, z, z, z, z, z, z, z, z, np.zeros(1),
+            z, z)
 
 
 def _compiled_multicast(problem: Problem, hops: Hops, key, seed: int, rarest: bool, local_first: bool, holds,
