@@ -126,3 +126,17 @@ def test_kept_sets_past_the_scan_cap_are_the_rebuilt_sets_schedule():
     a, b = (F._subset_trees(p, hops, key, 0, True, True, None, None, None, None, None, "auto", kept=k)
             for k in (False, True))
     assert len(a) == len(b) and np.array_equal(a.end_us, b.end_us) and np.array_equal(a.chunk, b.chunk)
+
+
+def test_large_tables_leave_the_per_destination_copies_to_subset_trees():
+    t = named_topology("dgx_h100x2")
+    coll = Collective("moe_dispatch", demand=dispatch_demand(moe_routing(16, tokens_per_npu=4, seed=0)))
+    s = synthesize(t, coll, solver="greedy_plus", per_destination_max_deliveries=10)
+    assert s.valid and s.record["candidate"] == "subset_trees"
+    assert '"rules", "reason": "' in s.record["candidates_skipped"]
+    assert "per_destination_max_deliveries (10)" in s.record["candidates_skipped"]
+    # only when subset_trees is there to take the table
+    alone = synthesize(t, coll, solver="greedy_plus", per_destination_max_deliveries=10, candidates=["rules"])
+    assert alone.valid and alone.record["candidate"] == "rules"
+    off = synthesize(t, coll, solver="greedy_plus", per_destination_max_deliveries=10, subset_tree_candidate=False)
+    assert off.valid and off.record["candidate"] != "subset_trees"

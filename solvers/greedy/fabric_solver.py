@@ -129,9 +129,28 @@ class _Seeded(Candidate):
 
 
 class FabricRules(_Seeded):
-    """The fabric greedy with the options' rules, the best of the seeds' runs."""
+    """The fabric greedy with the options' rules, the best of the seeds' runs. On a chunk table that multicasts
+    to subsets it sends one unicast copy per destination, and there, past ``per_destination_max_deliveries``
+    copies, it leaves the table to candidate ``subset_trees`` when that runs (the copies cost minutes: the
+    64-GPU MoE dispatch's 2.06 M took more than 7 minutes)."""
 
     name = "rules"
+    budget = ("per_destination_max_deliveries",)
+
+    def applies(self, problem, ctx):
+        limit = getattr(ctx.opts, "per_destination_max_deliveries", None)
+        if limit is None or not problem.collective.general:
+            return None
+        trees = SubsetTrees()
+        chosen = getattr(ctx.opts, "candidates", None)
+        if (chosen is not None and trees.name not in chosen) or trees.switched_on(ctx.opts) is not None \
+                or trees.applies(problem, ctx) is not None:
+            return None
+        d = deliveries(problem)
+        if d > limit:
+            return (f"{d} per-destination copies > per_destination_max_deliveries ({limit}); candidate "
+                    f"subset_trees multicasts the table")
+        return None
 
     def _rule(self, opts):
         return fabric_rules(opts)

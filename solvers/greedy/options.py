@@ -71,9 +71,13 @@ MULTICAST_WORK = 1 << 21
 # the fabric portfolio (solvers/greedy/fabric_solver.py): measured on dgx_h100x128, the TACOS rule takes 247 s and
 # ends 7.4x later than the rules (8.7 s), so beyond this many NPUs x chunks it is not a candidate
 TACOS_CANDIDATE_MAX_PAIRS = 1 << 18
-# candidate subset_trees scans the sender's holdings word by word for every hop at every event: MoE dispatch on
-# dgx_h100x8 took 1.5 s at 64 NPUs x 4,096 chunks, 24 s at x 16,384, 352 s at x 65,536 (synthesis, 2 cores)
-SUBSET_TREE_MAX_PAIRS = 1 << 19
+# candidate subset_trees keeps a bitset of candidate chunks per hop (hops x chunks / 8 bytes: 29 MB for the
+# 64-GPU MoE dispatch, 262,144 chunks); its cost is per event and hop: MoE dispatch on dgx_h100x8 took 6.8 s at
+# 64 NPUs x 16,384 chunks, 39 s at x 65,536 (2 cores)
+SUBSET_TREE_MAX_PAIRS = 1 << 24
+# the per-destination copies of a large table with multicast to subsets cost minutes (the 64-GPU MoE dispatch's
+# 2.06 M deliveries: 27 s greedy, > 7 min with greedy_plus's rules); past this, subset_trees alone takes the table
+PER_DESTINATION_MAX_DELIVERIES = 1 << 18
 # the baselines on a fabric are candidates while the collective delivers at most this many (NPU, chunk) pairs
 # (NPUs x chunks; chunks alone for the unicast collectives). Each baseline's transfers are placed on the hops by a
 # Python loop (solvers/baselines/fabric.py), 20-90 µs a delivery: next to the greedy's Python loop of the unicast
@@ -82,9 +86,10 @@ SUBSET_TREE_MAX_PAIRS = 1 << 19
 # on 0.04 s; dgx_h100x16 1.1 s on 0.27 s, dgx_h100x32 4.3 s on 1.6 s). At this cap the baselines add at most about
 # 1 s (leafspine4x8 All-Reduce, 4 chunks per NPU) and cover every 32-NPU case of the fabric study
 BASELINE_CANDIDATE_MAX_DELIVERIES = 1 << 12
-# a chunk table's baselines (FAST-like, DeepEP-like, direct) are built for tables: a 64-GPU MoE layer of 4,096
-# tokens per GPU is about 1.3 M (chunk, destination) deliveries
-TABLE_BASELINE_MAX_DELIVERIES = 1 << 21
+# a chunk table's baselines (FAST-like, DeepEP-like, direct) are built for tables, in Python: on the 32-GPU MoE
+# layer of 4,096 tokens per GPU (dgx_h100x4, 1.0 M (chunk, destination) deliveries) each took 31-34 s and ended
+# 1.41x behind candidate subset_trees (2 cores, with another job)
+TABLE_BASELINE_MAX_DELIVERIES = 1 << 19
 # the list schedule (solvers/list_schedule.py) runs while (NPU, chunk) receipts x hops over its runs stays within
 # this: one run of dgx_h100x8 at 4 chunks per NPU is 1.4e7 (0.3-0.4 s), dgx_h100x16 at 1 chunk 4.6e7 (about 0.5 s);
 # dgx_h100x16 at 4 chunks, 1.8e8, took 8.8 s before the lazy offers (about half now), so it stops below that
@@ -201,6 +206,10 @@ class GreedyOptions(SolverOptions):
                                              "x runs (none when one run exceeds it)")
     subset_tree_max_pairs: int = option(SUBSET_TREE_MAX_PAIRS, minimum=0,
                                         doc="budget of candidate subset_trees: at most this many NPUs x chunks")
+    per_destination_max_deliveries: int = option(PER_DESTINATION_MAX_DELIVERIES, minimum=0,
+                                                 doc="budget of candidate rules on a fabric chunk table that "
+                                                     "multicasts to subsets: at most this many per-destination "
+                                                     "copies while subset_trees takes the table")
     tacos_max_pairs: int = option(TACOS_CANDIDATE_MAX_PAIRS, minimum=0,
                                   doc="budget of candidate tacos on a switched fabric: at most this many NPUs x "
                                       "chunks")
