@@ -445,7 +445,13 @@ def test_astra_sim_switch_round_trip_of_the_greedy(kind, mib, tmp_path):
     # pinned (the default for Switch): every send held to its start, the simulator 1000x slower, so ASTRA-sim
     # replays the schedule and any port it shares or data it lacks would make it later
     p, s = greedy(switched(8, mode="store_forward"), kind, mib)
-    astra, ours, depth = _astra_ns(p, s, tmp_path, pin="auto")
+    try:
+        astra, ours, depth = _astra_ns(p, s, tmp_path, pin="auto")
+    except ExportError as e:
+        # 1 GiB pinned is 2e10 simulator ns: one build of the binary replays it, another's 32-bit clock stops at
+        # 2^31 - 1 ns, which run_bundle reports instead of a wrong time
+        assert mib == 1024 and "clock stopped at 2147483647 ns" in str(e) and "pin=off" in str(e), e
+        pytest.skip(f"this ASTRA-sim binary's clock saturates: {e}")
     assert abs(astra - ours) <= depth, f"ours {ours / 1000} µs, ASTRA-sim {astra / 1000} µs, bound {depth} ns"
 
 

@@ -22,12 +22,12 @@ from numba import njit
 from ._kernel_fabric import _DB_TABLE, _DEBRUIJN, _next_time
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _bit(c):
     return np.uint64(1) << np.uint64(c % 64)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _next_on_route(c, u, rptr, rnode):
     """The NPU after ``u`` on chunk ``c``'s planned route, or -1 (``u`` not on it)."""
     for j in range(rptr[c], rptr[c + 1] - 1):
@@ -36,7 +36,7 @@ def _next_on_route(c, u, rptr, rnode):
     return -1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _first_valid(u, v, d, bits, hint, off, pos_chunk, has, coming, moving, routed, rptr, rnode):
     """The first chunk (in key order) of the bucket of chunks at ``u`` bound for ``d`` that may go to ``v``
     now, or -1. Empty leading words move the bucket's hint on (chunks only leave a bucket at or after it)."""
@@ -71,7 +71,7 @@ def _first_valid(u, v, d, bits, hint, off, pos_chunk, has, coming, moving, route
     return -1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _best_chunk(h, v, hsrc, qual_ptr, qual_d, bits, bcnt, hint, off, pos_chunk, has, coming, moving, dist, key,
                 rarest, routed, rptr, rnode):
     """The chunk hop ``h`` would bring ``v`` and its score ``(lead, key)`` (the hop's duration is the score's
@@ -100,7 +100,7 @@ def _best_chunk(h, v, hsrc, qual_ptr, qual_d, bits, bcnt, hint, off, pos_chunk, 
     return best_c, best_a, best_k
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _blocked(h, owner, link_pad, hlen):
     for k in range(hlen[h]):
         if owner[link_pad[h, k]] != -1:
@@ -108,7 +108,7 @@ def _blocked(h, owner, link_pad, hlen):
     return False
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _best_option(v, skip, free, into_ptr, into_idx, owner, link_pad, hlen, hsrc, hdur, qual_ptr, qual_d, bits, bcnt,
                  hint, off, pos_chunk, has, coming, moving, dist, key, rarest, routed, rptr, rnode):
     """The least ``(score, hop, chunk)`` over the free, unblocked hops into ``v`` other than ``skip``: the
@@ -148,7 +148,7 @@ def _best_option(v, skip, free, into_ptr, into_idx, owner, link_pad, hlen, hsrc,
     return bh, bc
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _place(q, v, h, c, pk_v, pk_h, pk_c, hlen, link_pad, owner, moving, had_pick):
     pk_v[q] = v
     pk_h[q] = h
@@ -159,7 +159,7 @@ def _place(q, v, h, c, pk_v, pk_h, pk_c, hlen, link_pad, owner, moving, had_pick
     had_pick[v] = True
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _leave(c, at, dst_of, pos, bits, bcnt, counted, scnt1, scnt2, routed):
     """Chunk ``c`` leaves ``at[c]``: out of its bucket and the senders' counts."""
     u = at[c]
@@ -176,7 +176,7 @@ def _leave(c, at, dst_of, pos, bits, bcnt, counted, scnt1, scnt2, routed):
         counted[c] = -2
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _join(c, at, dst_of, pos, bits, bcnt, hint, counted, scnt1, scnt2, need_c, has, routed, rptr, rnode):
     """Chunk ``c`` is at ``at[c]``: into its bucket (a chunk at its destination never moves on) and, while it is
     still on its way, the senders' counts."""

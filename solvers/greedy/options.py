@@ -72,8 +72,8 @@ MULTICAST_WORK = 1 << 21
 # ends 7.4x later than the rules (8.7 s), so beyond this many NPUs x chunks it is not a candidate
 TACOS_CANDIDATE_MAX_PAIRS = 1 << 18
 # candidate subset_trees keeps a bitset of candidate chunks per hop (hops x chunks / 8 bytes: 29 MB for the
-# 64-GPU MoE dispatch, 262,144 chunks); its cost is per event and hop: MoE dispatch on dgx_h100x8 took 6.8 s at
-# 64 NPUs x 16,384 chunks, 39 s at x 65,536 (2 cores)
+# 64-GPU MoE dispatch, 262,144 chunks); its cost is per event and hop: MoE dispatch on dgx_h100x8 took 5.1 s at
+# 64 NPUs x 16,384 chunks, 89 s at x 262,144 (2 cores)
 SUBSET_TREE_MAX_PAIRS = 1 << 24
 # the per-destination copies of a large table with multicast to subsets cost minutes (the 64-GPU MoE dispatch's
 # 2.06 M deliveries: 27 s greedy, > 7 min with greedy_plus's rules); past this, subset_trees alone takes the table

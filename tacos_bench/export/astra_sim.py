@@ -119,6 +119,7 @@ WORKLOAD_PREFIX = "workload"
 BUNDLE_SCHEMA = "tacos-bench/astra-sim-bundle"
 BUNDLE_VERSION = 1
 PIN_TIME_SCALE = 1000   # a pinned bundle's simulator ns per our ns (Chakra durations are whole µs)
+CLOCK_LIMIT_NS = 2**31 - 1   # a finish at this many simulator ns is the binary's 32-bit clock saturating
 _FINISHED = re.compile(r"sys\[(\d+)\] finished, (\d+) cycles")
 
 
@@ -702,6 +703,12 @@ def run_bundle(bundle_dir: str | os.PathLike, binary: str | os.PathLike | None =
         scale = int(json.loads((d / "bundle.json").read_text()).get("time_scale", 1))
     except (OSError, ValueError):
         scale = 1
+    if finish and max(finish.values()) >= CLOCK_LIMIT_NS:
+        # measured with the prebuilt binary: a pinned 1 GiB All-Gather on switched8_sf (22.5 ms, 2.25e10 simulator
+        # ns) "finished" at 2147483647 cycles; an earlier build of it replayed the same bundle to our time
+        raise ExportError(f"{script}: ASTRA-sim's clock stopped at {CLOCK_LIMIT_NS} ns (2^31 - 1), so its time is "
+                          f"not the collective's" + (f" (this bundle is pinned and runs {scale}x slower: export it "
+                                                     "with pin=off, or a shorter schedule)" if scale != 1 else ""))
     if scale != 1:
         finish = {r: ns / scale for r, ns in finish.items()}
     return AstraSimRun(time_us=t, finish_ns=finish, stdout=p.stdout, stderr=p.stderr)
