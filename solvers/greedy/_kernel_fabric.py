@@ -40,21 +40,31 @@ def _best_in_words(cand, holders, key, rarest, cap, start):
     seen = 0
     for step in range(W):
         wi = (start + step) % W
-        x = cand[wi]
-        while x:
-            low = x & (~x + np.uint64(1))
-            c = wi * 64 + _DB_TABLE[(low * _DEBRUIJN) >> np.uint64(58)]
-            h = holders[c] if rarest else 0
-            k = key[c]
-            if h < best_h or (h == best_h and k < best_k):
-                best_c = c
-                best_h = h
-                best_k = k
-            x ^= low
-            seen += 1
-            if cap > 0 and seen >= cap:
-                return best_c, best_h, best_k
+        best_c, best_h, best_k, seen, full = _best_of_word(cand[wi], wi, holders, key, rarest, best_c, best_h,
+                                                           best_k, seen, cap)
+        if full:
+            break
     return best_c, best_h, best_k
+
+
+@njit(cache=True, inline="always")
+def _best_of_word(x, wi, holders, key, rarest, best_c, best_h, best_k, seen, cap):
+    """The chunks of word ``wi``'s set bits ``x`` folded into the best so far (min holders, then key; or min
+    key) and counted in ``seen``; ``full``: ``cap`` (> 0) candidates seen, look no further."""
+    while x:
+        low = x & (~x + np.uint64(1))
+        c = wi * 64 + _DB_TABLE[(low * _DEBRUIJN) >> np.uint64(58)]
+        h = holders[c] if rarest else 0
+        k = key[c]
+        if h < best_h or (h == best_h and k < best_k):
+            best_c = c
+            best_h = h
+            best_k = k
+        x ^= low
+        seen += 1
+        if cap > 0 and seen >= cap:
+            return best_c, best_h, best_k, seen, True
+    return best_c, best_h, best_k, seen, False
 
 
 @njit(cache=True, inline="always")
@@ -129,19 +139,10 @@ def _offer_kept(h, v, picked, holders, key, rarest, local_first, cap, kept):
             if local_first:
                 for j in range(nsl_ptr[h], nsl_ptr[h + 1]):
                     x &= ~picked[nsl_idx[j], wi]
-            while x:
-                lowc = x & (~x + np.uint64(1))
-                c = wi * 64 + _DB_TABLE[(lowc * _DEBRUIJN) >> np.uint64(58)]
-                hh = holders[c] if rarest else 0
-                kk = key[c]
-                if hh < best_h or (hh == best_h and kk < best_k):
-                    best_c = c
-                    best_h = hh
-                    best_k = kk
-                x ^= lowc
-                seen += 1
-                if cap > 0 and seen >= cap:
-                    return best_c, best_h, best_k
+            best_c, best_h, best_k, seen, full = _best_of_word(x, wi, holders, key, rarest, best_c, best_h, best_k,
+                                                               seen, cap)
+            if full:
+                return best_c, best_h, best_k
     return best_c, best_h, best_k
 
 

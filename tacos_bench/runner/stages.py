@@ -144,13 +144,19 @@ def check_memory(problem: Problem, available: int | None = None) -> None:
     if have is None or need <= have:
         return
     gib = 2 ** 30
+    what, knob = _sizes(problem)
+    raise CollectiveError(
+        f"{what} needs at least {need / gib:,.1f} GiB ({deliveries(problem):,} deliveries), and "
+        f"{have / gib:,.1f} GiB are available: lower {knob} or use fewer NPUs")
+
+
+def _sizes(problem: Problem) -> tuple[str, str]:
+    """The problem in a refusal's words, and the setting that sizes it."""
     c = problem.collective
     sizes = (f"{problem.num_chunks:,} chunks" if c.general else
              f"collective.chunks_per_npu={c.chunks_per_npu:,} ({problem.num_chunks:,} chunks)")
-    raise CollectiveError(
-        f"{problem.kind} with {sizes} on {problem.num_npus} NPUs needs at least {need / gib:,.1f} GiB "
-        f"({deliveries(problem):,} deliveries), and {have / gib:,.1f} GiB are available: lower "
-        f"{'the chunk count' if c.general else 'collective.chunks_per_npu'} or use fewer NPUs")
+    return (f"{problem.kind} with {sizes} on {problem.num_npus} NPUs",
+            "the chunk count" if c.general else "collective.chunks_per_npu")
 
 
 def check_size(problem: Problem, max_deliveries: int) -> None:
@@ -166,13 +172,10 @@ def check_size(problem: Problem, max_deliveries: int) -> None:
     d = deliveries(problem)
     if problem.kind == ALL_GATHER or d <= max_deliveries:
         return
-    c = problem.collective
-    sizes = (f"{problem.num_chunks:,} chunks" if c.general else
-             f"collective.chunks_per_npu={c.chunks_per_npu:,} ({problem.num_chunks:,} chunks)")
+    what, knob = _sizes(problem)
     raise CollectiveError(
-        f"{problem.kind} with {sizes} on {problem.num_npus} NPUs asks for {d:,} deliveries, above "
-        f"max_deliveries={max_deliveries:,} (the guard against runs of minutes): lower "
-        f"{'the chunk count' if c.general else 'collective.chunks_per_npu'}, or set max_deliveries={d} to run it")
+        f"{what} asks for {d:,} deliveries, above max_deliveries={max_deliveries:,} (the guard against runs of "
+        f"minutes): lower {knob}, or set max_deliveries={d} to run it")
 
 
 def _configured_release(topo, release, topo_cfg: Mapping[str, Any]) -> tuple:
