@@ -146,7 +146,7 @@ def _offer_kept(h, v, picked, holders, key, rarest, local_first, cap, kept):
     return best_c, best_h, best_k
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _offer_cached(h, v, picked, holders, key, rarest, local_first, cap, kept):
     """:func:`_offer_kept`, computed once per event and hop until :func:`_kept_picked` says a pick changed it
     (within an event's matching the candidate sets and holder counts stand still; only the picks move)."""

@@ -99,37 +99,21 @@ def fabric_copy(problem: Problem, *, seed: int = 0, max_switches: int = 0, chunk
         return _subset_trees(problem, hops, key, seed, chunk_order == "rarest", local_first, holds, alive,
                              link_free, chunk_ready, stats, engine)
 
-    has = np.zeros((n, C), dtype=bool)     # holds the chunk (arrived)
-    coming = np.zeros((n, C), dtype=bool)  # a transfer of the chunk to it is under way
-    holders = np.zeros(C, dtype=np.int64)  # NPUs holding or receiving each chunk
-    got = np.zeros(n, dtype=np.int64)      # chunks each NPU holds or receives
-    ready = np.zeros(C) if chunk_ready is None else np.asarray(chunk_ready, dtype=np.float64)
     busy = np.zeros(topo.num_links) if link_free is None else np.array(link_free, dtype=np.float64)
     live = np.ones(n, dtype=bool) if alive is None else np.asarray(alive, dtype=bool)
     dist = route_next = None
     if not multicast_kind:
         dist = _hop_distances(n, hops)
-    if holds is None:
-        hv, hc, ht = np.asarray(src_of, np.int64), np.arange(C, dtype=np.int64), ready
-    else:
-        hv, hc, ht = (np.asarray(x) for x in holds)
-        hv, hc, ht = hv.astype(np.int64), hc.astype(np.int64), ht.astype(np.float64)
-        if not multicast_kind:
-            # each unicast chunk moves on from the holder whose copy can reach its destination first
-            src_of, ready = _nearest_holders(hv, hc, ht, dst_of, dist, C)
-            hv, hc, ht = src_of, np.arange(C, dtype=np.int64), ready
+    hv, hc, ht = _start_state(problem, holds, chunk_ready)
+    if holds is not None and not multicast_kind:
+        # each unicast chunk moves on from the holder whose copy can reach its destination first
+        src_of, ready = _nearest_holders(hv, hc, ht, dst_of, dist, C)
+        hv, hc, ht = src_of, np.arange(C, dtype=np.int64), ready
     if multicast_kind:
         need = np.repeat(live[:, None], C, axis=1)        # need[v, c]: v must end up with c
     else:
         need = np.zeros((n, C), dtype=bool)
         need[dst_of, np.arange(C)] = live[dst_of]
-    events: list = []                      # (time, kind, npu, chunk): kind 0 = arrival
-    for s, c, t0 in zip(hv.tolist(), hc.tolist(), ht.tolist()):
-        if not coming[s, c]:
-            holders[c] += 1
-            coming[s, c] = True
-            got[s] += 1
-        heapq.heappush(events, (float(t0), 0, s, c))
     if not multicast_kind:
         at = src_of.copy()                 # the one holder of each unicast chunk (-1 while moving)
         # greedy_plus: every chunk follows a route of hops chosen up front to spread the links' load
@@ -142,6 +126,18 @@ def fabric_copy(problem: Problem, *, seed: int = 0, max_switches: int = 0, chunk
     if engine != "python":
         return _compiled_unicast(problem, hops, key, rng, chunk_order == "rarest", route_next, dist,
                                  (hv, hc, ht, need[dst_of, np.arange(C)]), dst_of, link_free, stats)
+    # the Python loop's own state (the kernels build theirs)
+    has = np.zeros((n, C), dtype=bool)     # holds the chunk (arrived)
+    coming = np.zeros((n, C), dtype=bool)  # a transfer of the chunk to it is under way
+    holders = np.zeros(C, dtype=np.int64)  # NPUs holding or receiving each chunk
+    got = np.zeros(n, dtype=np.int64)      # chunks each NPU holds or receives
+    events: list = []                      # (time, kind, npu, chunk): kind 0 = arrival
+    for s, c, t0 in zip(hv.tolist(), hc.tolist(), ht.tolist()):
+        if not coming[s, c]:
+            holders[c] += 1
+            coming[s, c] = True
+            got[s] += 1
+        heapq.heappush(events, (float(t0), 0, s, c))
     missing = int(need.sum())              # arrivals count down, the start's own copies too
 
     rows: list[tuple] = []
@@ -352,16 +348,22 @@ def _subset_trees(problem: Problem, hops: Hops, key, seed: int, rarest: bool, lo
     need = np.zeros((n, C), dtype=bool)
     dv, dc = problem.demand.required_pairs()
     need[dv, dc] = live[dv]
-    if holds is None:
-        ready = np.zeros(C) if chunk_ready is None else np.asarray(chunk_ready, dtype=np.float64)
-        hv, hc, ht = np.asarray(problem.sources, np.int64), np.arange(C, dtype=np.int64), ready
-    else:
-        hv, hc, ht = (np.asarray(x) for x in holds)
-        hv, hc, ht = hv.astype(np.int64), hc.astype(np.int64), ht.astype(np.float64)
+    hv, hc, ht = _start_state(problem, holds, chunk_ready)
     if not (need & ~_held(n, C, hv, hc)).any():
         return Schedule.empty()
     return _compiled_multicast(problem, hops, key, seed, rarest, local_first, (hv, hc, ht, need), link_free, stats,
                                relays=_relays(n, hops), kept=kept)
+
+
+def _start_state(problem: Problem, holds, chunk_ready) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(npu, chunk, time)`` of every copy held at the start: a fault's ``holds``, else each chunk at its source
+    from ``chunk_ready`` (0 without)."""
+    if holds is not None:
+        hv, hc, ht = (np.asarray(x) for x in holds)
+        return hv.astype(np.int64), hc.astype(np.int64), ht.astype(np.float64)
+    C = problem.num_chunks
+    ready = np.zeros(C) if chunk_ready is None else np.asarray(chunk_ready, dtype=np.float64)
+    return np.asarray(problem.sources, np.int64), np.arange(C, dtype=np.int64), ready
 
 
 def _relays(n: int, hops: Hops) -> tuple[np.ndarray, np.ndarray]:
