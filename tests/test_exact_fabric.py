@@ -13,6 +13,7 @@ import pytest
 from solvers import get_solver
 from solvers.base import CAP_FABRIC
 from solvers.exact.fabric import (
+    ListScheduleTimeout,
     fabric_hops,
     fabric_instance,
     list_schedule,
@@ -212,6 +213,22 @@ def test_list_schedule_is_valid_and_the_unit_exact():
         assert ms > 0 and len(tr) == 4 * 2 * 3
 
 
+def test_the_cold_start_keeps_to_the_time_limit():
+    """A list schedule past its deadline stops (the 32-NPU leaf-spine All-to-All once ran minutes of it under a
+    20 s limit); with no start at all the outcome is no schedule, said so, and the backend's no_solution."""
+    import time
+
+    p = Problem(_leafspine2x2(), Collective("all_to_all", 2, 64.0))
+    with pytest.raises(ListScheduleTimeout, match="receipts left"):
+        list_schedule(fabric_instance(p), "ect", deadline=time.perf_counter() - 1.0)
+    o = solve_fabric(p, time_limit_s=1e-9)
+    assert o.native_status == "UNKNOWN" and o.schedule is None and not o.proved_optimal
+    assert "did not finish within the time limit" in o.stats["list_schedule_note"]
+    big = Problem(named_topology("leafspine4x8"), Collective("all_to_all", 1, 1024.0))   # hops alone: 0.4 s
+    r = get_solver("cpsat").solve(big, time_limit_s=0.05)
+    assert r.status == "no_solution" and r.schedule is None and r.stop_reason == "time_limit"
+
+
 def test_hint_is_used_and_never_returned_worse():
     p = Problem(_leafspine2x2(), Collective("broadcast", 4, 64.0, root=0))
     g = get_solver("greedy_plus").solve(p, seed=0).schedule
@@ -255,7 +272,7 @@ def test_cpsat_reports_the_bound_met_without_search():
 def test_time_limit_gives_feasible_with_time_limit_stop():
     """switched8 Broadcast of 8 chunks with CP-SAT given almost no time: the start comes back, honestly."""
     p = Problem(named_topology("switched8"), Collective("broadcast", 8, 1024.0, root=0))
-    o = solve_fabric(p, time_limit_s=0.05, skip_search_at_bound=False, cold_restarts=0)
+    o = solve_fabric(p, time_limit_s=0.3, skip_search_at_bound=False, cold_restarts=0)
     _verified(p, o.schedule)
     if o.native_status != "OPTIMAL":
         assert o.native_status in ("FEASIBLE", "UNKNOWN") and not o.proved_optimal

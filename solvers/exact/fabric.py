@@ -112,8 +112,8 @@ from .continuous import (
     dijkstra_arcs,
 )
 
-__all__ = ["MAX_HOPS", "MAX_INTERVALS", "FabricInstance", "fabric_copy_result", "fabric_hops", "fabric_instance",
-           "fabric_refusal", "list_schedule", "overlap_all_reduce", "solve_fabric"]
+__all__ = ["MAX_HOPS", "MAX_INTERVALS", "FabricInstance", "ListScheduleTimeout", "fabric_copy_result", "fabric_hops",
+           "fabric_instance", "fabric_refusal", "list_schedule", "overlap_all_reduce", "solve_fabric"]
 
 MAX_HOPS = 20_000            # every simple NPU -> switches -> NPU path up to this many; beyond: shortest hops only
 MAX_INTERVALS = 150_000      # optional segment intervals; beyond, refused before building
@@ -364,15 +364,24 @@ def _commit(inst: FabricInstance, free: np.ndarray, h: int, ready: int) -> tuple
     return tuple(starts)
 
 
-def list_schedule(inst: FabricInstance, rule: str = "ect", rng: random.Random | None = None
-                  ) -> tuple[list[Transfer], int]:
+class ListScheduleTimeout(Exception):
+    """The list schedule passed its deadline (the caller's time limit): it returns no schedule."""
+
+
+def list_schedule(inst: FabricInstance, rule: str = "ect", rng: random.Random | None = None,
+                  deadline: float | None = None) -> tuple[list[Transfer], int]:
     """A valid schedule over hops (integer units) and its makespan: repeatedly the (chunk, hop) that completes
     first among those whose sender holds the chunk and whose receiver still needs it (unicast: hops on a
     shortest hop path to the destination), appended to its links.
 
     ``rule``: ``ect`` (ties: lowest chunk, hop), ``rarest`` (ties: the chunk fewest NPUs hold, then lowest ids),
     ``rarest_random`` (ties: the chunk fewest NPUs hold, then at random from ``rng``), ``random`` (completion plus
-    a random jitter of up to the shortest segment time)."""
+    a random jitter of up to the shortest segment time). ``deadline`` (a ``time.perf_counter()`` value): raises
+    :class:`ListScheduleTimeout` once past it, so that the cold start keeps to the caller's time limit.
+
+    A unicast chunk is at one NPU at a time, so only the hops out of it are scored at a commit (not every hop
+    of every chunk: the 32-NPU leaf-spine All-to-All took 91 s that way, 1 s this way); the order of the
+    scored pairs is the (chunk, hop) order, so the ties fall as in a full scan."""
     H = len(inst.hop_src)
     n = inst.n
     if not inst.chunks:
@@ -393,52 +402,105 @@ def list_schedule(inst: FabricInstance, rule: str = "ect", rng: random.Random | 
     Cm = len(ch)
     R = np.full((Cm, n), np.inf)                 # when each chunk is (or will be) at each NPU
     R[np.arange(Cm), np.array(inst.source)[ch]] = 0.0
+    free = np.zeros(inst.num_links + 1, dtype=np.int64)
+    free[inst.num_links] = -1
     if inst.multicast:
         pending = np.ones((Cm, n), dtype=bool)
         pending[np.arange(Cm), np.array(inst.source)[ch]] = False
-        onpath = None
         left = int(pending.sum())
+        # scores kept between commits: a commit changes the free times of its links (the hops through them)
+        # and one chunk's holders and needs (the hops out of and into its receiver); only those are rescored
+        segfree = free[pad].max(axis=2).astype(np.float64)       # (H, K)
+        link_hops = [[] for _ in range(inst.num_links + 1)]
+        for h in range(H):
+            for l in np.unique(pad[h]).tolist():
+                if l < inst.num_links:         # the padding link is never reserved
+                    link_hops[l].append(h)
+        link_hops = [np.array(x, dtype=np.int64) for x in link_hops]
+        out_of = [np.flatnonzero(hsrc == u) for u in range(n)]
+        into = [np.flatnonzero(hdst == u) for u in range(n)]
+
+        def rescore(rows, cols) -> np.ndarray:
+            """``score[rows, cols]``: completion where the sender holds the chunk and the receiver needs it."""
+            r = R[rows][:, hsrc[cols]]
+            t = np.maximum(r, segfree[cols, 0]) + dpad[cols, 0]
+            for k in range(1, K):
+                t = np.where(nseg[cols] > k, np.maximum(t, segfree[cols, k]) + dpad[cols, k], t)
+            valid = np.isfinite(r) & pending[rows][:, hdst[cols]]
+            return np.where(valid, t, np.inf)
+
+        all_rows = np.arange(Cm)
+        kept = rescore(all_rows, np.arange(H))
+        colmin = kept.min(axis=0)
     else:
         dst_c = np.array(inst.dest)[ch]
         dist_to = {t: np.array(d) for t, d in inst.dist_to.items()}
-        # onpath[i, h]: hop h lies on a shortest hop path to chunk i's destination
-        onpath = np.zeros((Cm, H), dtype=bool)
-        for i, t in enumerate(dst_c.tolist()):
-            D = dist_to[t]
-            onpath[i] = (D[hdst] + total == D[hsrc]) & np.isfinite(D[hsrc])
-        pending = None
+        out_of = [np.flatnonzero(hsrc == u) for u in range(n)]
+        at = np.array(inst.source)[ch]
+
+        def hops_on_path(i: int, u: int) -> np.ndarray:
+            """The hops out of ``u`` on a shortest hop path to chunk ``i``'s destination (ascending)."""
+            D = dist_to[int(dst_c[i])]
+            hs = out_of[u]
+            if not np.isfinite(D[u]):
+                return hs[:0]
+            return hs[D[hdst[hs]] + total[hs] == D[u]]
+
+        cand = [hops_on_path(i, int(at[i])) for i in range(Cm)]
         done = np.zeros(Cm, dtype=bool)
         left = Cm
     holders = np.ones(Cm)
-    free = np.zeros(inst.num_links + 1, dtype=np.int64)
-    free[inst.num_links] = -1
     dmin = float(dpad[dpad > 0].min())
     out: list[Transfer] = []
     makespan = 0
     while left:
-        segfree = free[pad].max(axis=2).astype(np.float64)       # (H, K)
-        t = np.maximum(R[:, hsrc], segfree[None, :, 0]) + dpad[None, :, 0]
-        for k in range(1, K):
-            more = nseg > k
-            t = np.where(more[None, :], np.maximum(t, segfree[None, :, k]) + dpad[None, :, k], t)
+        if deadline is not None and time.perf_counter() > deadline:
+            raise ListScheduleTimeout(f"{rule} list schedule: {left} receipts left at the deadline")
+        fast = None
         if inst.multicast:
-            valid = np.isfinite(R[:, hsrc]) & pending[:, hdst]
+            score = kept
+            m = colmin.min()
+            if not np.isfinite(m):
+                raise SolverError(f"{inst.problem.topology.name}: the fabric list schedule is stuck ({left} "
+                                  "receipts unreachable over hops)")
+            rows = all_rows[:, None]
+            if rule in ("ect", "rarest"):
+                # the first (chunk, hop) in row-major order among the earliest (then rarest) completions, found in
+                # the columns whose minimum is the earliest: the same pick as an argmin over the whole matrix
+                cols = np.flatnonzero(colmin == m)
+                sub = kept[:, cols] == m
+                if rule == "rarest":
+                    sub &= holders[:, None] == holders[sub.any(axis=1)].min()
+                r = int(np.argmax(sub.any(axis=1)))
+                fast = r, int(cols[np.argmax(sub[r])])
         else:
-            valid = np.isfinite(R[:, hsrc]) & onpath & ~done[:, None]
-        if not valid.any():
-            raise SolverError(f"{inst.problem.topology.name}: the fabric list schedule is stuck ({left} receipts "
-                              "unreachable over hops)")
-        score = np.where(valid, t, np.inf)
-        if rule == "random" and rng is not None:
-            jitter = np.array([rng.random() for _ in range(Cm)])[:, None] * dmin
-            score = score + jitter
-        if rule in ("rarest", "rarest_random"):
+            live = np.flatnonzero(~done)
+            I = np.repeat(live, [cand[i].size for i in live.tolist()])
+            Hh = np.concatenate([cand[i] for i in live.tolist()]) if live.size else np.zeros(0, np.int64)
+            if not Hh.size:
+                raise SolverError(f"{inst.problem.topology.name}: the fabric list schedule is stuck ({left} "
+                                  "receipts unreachable over hops)")
+            segfree = free[pad[Hh]].max(axis=2).astype(np.float64)   # (pairs, K)
+            score = np.maximum(R[I, hsrc[Hh]], segfree[:, 0]) + dpad[Hh, 0]
+            for k in range(1, K):
+                score = np.where(nseg[Hh] > k, np.maximum(score, segfree[:, k]) + dpad[Hh, k], score)
+            rows = I
+        if fast is None and rule == "random" and rng is not None:
+            jitter = np.array([rng.random() for _ in range(Cm)]) * dmin
+            score = score + (jitter[:, None] if inst.multicast else jitter[I])
+        if fast is None and rule in ("rarest", "rarest_random"):
             # the earliest completion; among those, the chunk fewest NPUs hold (then at random, or lowest ids)
-            tie = np.broadcast_to(holders[:, None], score.shape)
+            tie = np.broadcast_to(holders[rows], score.shape)
             if rule == "rarest_random" and rng is not None:
-                tie = tie + np.array([rng.random() for _ in range(Cm * H)]).reshape(Cm, H) * 0.5
+                tie = tie + np.array([rng.random() for _ in range(score.size)]).reshape(score.shape) * 0.5
             score = np.where(score == score.min(), tie, np.inf)
-        i, h = divmod(int(np.argmin(score)), H)
+        if fast is not None:
+            i, h = fast
+        elif inst.multicast:
+            i, h = divmod(int(np.argmin(score)), H)
+        else:
+            j = int(np.argmin(score))
+            i, h = int(I[j]), int(Hh[j])
         u, v = int(hsrc[h]), int(hdst[h])
         c = int(ch[i])
         starts = _commit(inst, free, h, int(R[i, u]))
@@ -450,12 +512,23 @@ def list_schedule(inst: FabricInstance, rule: str = "ect", rng: random.Random | 
             pending[i, v] = False
             holders[i] += 1
             left -= 1
+            touched = np.unique(np.concatenate([link_hops[l] for l in np.unique(pad[h]).tolist()]))
+            segfree[touched] = free[pad[touched]].max(axis=2)
+            kept[:, touched] = rescore(all_rows, touched)
+            row = np.array([i])
+            for cols in (out_of[v], into[v]):
+                kept[i, cols] = rescore(row, cols)[0]
+            changed = np.unique(np.concatenate([touched, out_of[v], into[v]]))
+            colmin[changed] = kept[:, changed].min(axis=0)
         else:
             R[i, u] = np.inf
             R[i, v] = end
+            at[i] = v
             if v == inst.dest[c]:
                 done[i] = True
                 left -= 1
+            else:
+                cand[i] = hops_on_path(i, v)
     return out, int(makespan)
 
 
@@ -1073,10 +1146,16 @@ def solve_fabric(problem: Problem, *, time_limit_s: float | None = 60.0, num_wor
         return ContinuousOutcome("TRIVIAL", Schedule.empty(), 0.0, 0.0, float(inst.unit_us), inst.exact,
                                  build_time_s=time.perf_counter() - t_call, stats=stats, solution_source="model",
                                  time_unit=inst.unit_us)
-    heur, heur_ms = list_schedule(inst, "ect")
-    if heur_ms > MAX_HORIZON_UNITS:
-        inst = fabric_instance(problem, max_hops=max_hops, horizon_us=float(heur_ms * inst.unit_us))
-        heur, heur_ms = list_schedule(inst, "ect")
+    try:
+        heur, heur_ms = list_schedule(inst, "ect", deadline=deadline)
+        if heur_ms > MAX_HORIZON_UNITS:
+            inst = fabric_instance(problem, max_hops=max_hops, horizon_us=float(heur_ms * inst.unit_us))
+            heur, heur_ms = list_schedule(inst, "ect", deadline=deadline)
+    except ListScheduleTimeout as e:
+        # no schedule at all within the time limit: said so, not waited for
+        stats["list_schedule_note"] = f"the cold start did not finish within the time limit ({e})"
+        return ContinuousOutcome("UNKNOWN", None, None, None, float(inst.unit_us), inst.exact,
+                                 build_time_s=time.perf_counter() - t_call, stats=stats, time_unit=inst.unit_us)
     unit = inst.unit_us
     unit_f = float(unit)
     base = {"time_unit_us": unit_f, "exact_time": inst.exact, "time_unit": unit}
@@ -1122,7 +1201,11 @@ def solve_fabric(problem: Problem, *, time_limit_s: float | None = 60.0, num_wor
             break
         if i >= 1 and time.perf_counter() - t_r > budget:
             break
-        tr, ms = list_schedule(inst, "rarest" if i == 0 else ("rarest_random", "random")[i % 2], rng)
+        try:
+            tr, ms = list_schedule(inst, "rarest" if i == 0 else ("rarest_random", "random")[i % 2], rng,
+                                   deadline=deadline if i == 0 or deadline is None else min(deadline, t_r + budget))
+        except ListScheduleTimeout:
+            break
         runs += 1
         if ms < heur_ms:
             heur, heur_ms = tr, ms

@@ -133,6 +133,8 @@ _SEARCH = StatsSchema(
     Stat("list_schedule_us", float, "µs", "makespan of the best list schedule (the cold start)"),
     Stat("list_schedule_runs", int, "", "list-schedule variants run"),
     Stat("list_schedule_time_s", float, "s", "time of the list-schedule variants"),
+    Stat("list_schedule_note", str, "", "why there is no start: the list schedule did not finish within the time "
+                                        "limit"),
     Stat("horizon_units", int, "units", "the model's horizon: the start's makespan"),
 )
 
