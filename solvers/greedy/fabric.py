@@ -442,6 +442,7 @@ def _compiled_multicast(problem: Problem, hops: Hops, key, seed: int, rarest: bo
     busy0[:L] = 0.0 if link_free is None else np.asarray(link_free, dtype=np.float64)
     cap = 0 if n * C <= SCAN_ALL_MAX_PAIRS else SCAN_CAP
     hv, hc, ht, need = holds
+    hv = np.require(hv, np.int64, "W")   # the sources are read-only, a fault's holders not: one kernel signature
     W = (C + 63) // 64
     bits = np.zeros((n, W * 64), dtype=bool)
     bits[:, :C] = need
@@ -481,6 +482,7 @@ def _compiled_unicast(problem: Problem, hops: Hops, key, rng, rarest: bool, rout
     busy0 = np.full(L + 1, -np.inf)
     busy0[:L] = 0.0 if link_free is None else np.asarray(link_free, dtype=np.float64)
     hv, hc, ht, need_c = holds
+    hv = np.require(hv, np.int64, "W")   # the sources are read-only, a fault's holders not: one kernel signature
     src_of = hv.copy()                     # one holder per chunk (the nearest, after a fault)
     rptr, rnode = _route_csr(route_next, src_of, C)
     draws = rng.random(n * (256 + 4 * (C // max(n, 1))))

@@ -77,29 +77,38 @@ def _distance_row(out_ptr, dst, w, source, uniform):
     return dist
 
 
+def _readonly(a: np.ndarray) -> np.ndarray:
+    """A read-only view: the arrays the kernels read have the same flags (a topology's own are read-only)
+    whether they come from a topology, a fault's survivors or :meth:`_Graph.reversed`, so numba compiles
+    each kernel once, not once per combination of flags."""
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
 class _Graph:
     """CSR views of a topology with one weight per link (internal)."""
 
     def __init__(self, topo: Topology, w: np.ndarray):
         self.n = topo.num_npus
         self.src = np.asarray(topo.src, dtype=np.int64)
-        self.dst = np.asarray(topo.dst, dtype=np.int64)
-        self.w = np.ascontiguousarray(w, dtype=np.float64)
-        self.out_ptr = np.asarray(topo.out_ptr, dtype=np.int64)
+        self.dst = _readonly(np.asarray(topo.dst, dtype=np.int64))
+        self.w = _readonly(np.ascontiguousarray(w, dtype=np.float64))
+        self.out_ptr = _readonly(np.asarray(topo.out_ptr, dtype=np.int64))
         self.in_order = np.asarray(topo.in_order, dtype=np.int64)
-        self.in_ptr = np.asarray(topo.in_ptr, dtype=np.int64)
-        self.in_src = self.src[self.in_order]
+        self.in_ptr = _readonly(np.asarray(topo.in_ptr, dtype=np.int64))
+        self.in_src = _readonly(self.src[self.in_order])
         self.uniform = bool(self.w.size == 0 or np.ptp(self.w) == 0)
 
     def reversed(self) -> "_Graph":
         g = object.__new__(_Graph)
         g.n = self.n
         order = np.lexsort((self.src, self.dst))       # reversed link u->v becomes v->u, sorted by new src
-        g.src, g.dst, g.w = self.dst[order], self.src[order], self.w[order]
-        g.out_ptr = np.searchsorted(g.src, np.arange(g.n + 1)).astype(np.int64)
+        g.src, g.dst, g.w = self.dst[order], _readonly(self.src[order]), _readonly(self.w[order])
+        g.out_ptr = _readonly(np.searchsorted(g.src, np.arange(g.n + 1)).astype(np.int64))
         g.in_order = np.lexsort((g.src, g.dst)).astype(np.int64)
-        g.in_ptr = np.searchsorted(g.dst[g.in_order], np.arange(g.n + 1)).astype(np.int64)
-        g.in_src = g.src[g.in_order]
+        g.in_ptr = _readonly(np.searchsorted(g.dst[g.in_order], np.arange(g.n + 1)).astype(np.int64))
+        g.in_src = _readonly(g.src[g.in_order])
         g.uniform = self.uniform
         return g
 
