@@ -37,8 +37,11 @@ def warm_all(verbose: bool = True) -> dict[str, float]:
 
     def fabric():
         from solvers.greedy.fabric import warmup_fabric
+        from tacos_bench.topology.fabrics import switched
 
         warmup_fabric()
+        # unicast chunks (gather, scatter, all-to-all) have a kernel of their own
+        get_solver("greedy_plus").solve(Problem(switched(3), Collective("all_to_all", 1, 1)))
 
     part("fabric", fabric)
 
@@ -48,8 +51,19 @@ def warm_all(verbose: bool = True) -> dict[str, float]:
         reserve_warmup()
 
     part("reserve", reserve)
-    part("bounds", lambda: [lower_bounds(Problem(t, Collective(k, 1, 1)))
-                            for t in (ring(4), het) for k in ("all_gather", "all_reduce", "broadcast", "all_to_all")])
+    def bounds():
+        import numpy as np
+
+        from tacos_bench.bounds import _drain_infeasible
+
+        for t in (ring(4), het):
+            for k in ("all_gather", "all_reduce", "broadcast", "all_to_all"):
+                lower_bounds(Problem(t, Collective(k, 1, 1)))
+        # the drain bound's check for one makespan (the tests compare the search with it)
+        one, ptr = np.ones(1), np.arange(2, dtype=np.int64)
+        _drain_infeasible(1.0, 1.0, one, one, ptr, one, ptr, one)
+
+    part("bounds", bounds)
     def flow():
         from tacos_bench.bounds.flow import lb_flow_us
 
@@ -90,11 +104,15 @@ def warm_all(verbose: bool = True) -> dict[str, float]:
                 raise RuntimeError(f"warm-up run failed: {rec.get('error')}")
 
         with tempfile.TemporaryDirectory() as d:
+            fabric = {"kind": "named", "name": "leafspine2x2"}   # NPUs 0-3, leaves 4-5, spines 6-7
             for solver in ("greedy", "greedy_plus"):
                 for kind in ("all_gather", "broadcast", "gather", "scatter", "all_to_all"):
                     run({"solver": {"name": solver}, "topo": {"kind": "torus", "dims": [3, 3]},
                          "collective": {"kind": kind, "buffer_mib": 1}, "seed": 0,
                          "fault": {"at_fraction": 0.5, "links": [[0, 1, "both"]]}}, d)
+                for kind in ("all_gather", "scatter"):  # a switched fabric resumes on the fabric kernels
+                    run({"solver": {"name": solver}, "topo": fabric, "collective": {"kind": kind, "buffer_mib": 1},
+                         "seed": 0, "fault": {"at_fraction": 0.5, "links": [[4, 6, "both"]]}}, d)
                 run({"solver": {"name": solver}, "topo": {"kind": "torus", "dims": [3, 3], "failed_links": [[0, 1]]},
                      "collective": {"kind": "all_to_all", "buffer_mib": 1}, "seed": 0}, d)
             run({"solver": {"name": "greedy"}, "topo": {"kind": "torus", "dims": [3, 3], "failed_npus": [4]},
@@ -136,6 +154,14 @@ def warm_all(verbose: bool = True) -> dict[str, float]:
         p = Problem(hetero_cluster(2, 2, 4), Collective("all_gather", 1, 1))
         check(p, hier_compact_all_gather(p, in_memory=True))
         check(p, hier_compact_all_gather(p))
+        # wider link ids (more than 65,536 links), and the search for an NPU left without a chunk
+        from tacos_bench.compact import CompactSchedule
+        from tacos_bench.schedule import Schedule
+        from tacos_bench.topology.generators import fully_connected
+
+        p = Problem(fully_connected(257), Collective("all_gather", 1, 1))
+        t = float(p.link_time_us[0])
+        check(p, CompactSchedule.from_schedule(p, Schedule.from_rows([(0, 0, 1, 0.0, t, "copy")])))
 
     part("compact", compact)
     return parts
