@@ -26,6 +26,7 @@ import numpy as np
 
 from tacos_bench.cost import link_time_us
 from tacos_bench.errors import SolverError
+from tacos_bench.graph import undirected_components
 from tacos_bench.schedule import row_links
 from tacos_bench.topology import CUT_THROUGH, Topology
 
@@ -247,3 +248,17 @@ def _connected(topo: Topology, m: int) -> bool:
 def route_links(topo: Topology, schedule) -> list[np.ndarray]:
     """The link ids each row of ``schedule`` occupies (:func:`tacos_bench.schedule.row_links`)."""
     return row_links(topo, schedule)
+
+
+def fastest_groups(hops: Hops, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The NPUs joined by the fastest hops (a node's NVSwitch on a rail cluster; the whole topology when every
+    hop is as fast): per NPU its group (numbered by lowest member) and rank in it, and each group's size."""
+    fast = hops.dur <= float(hops.dur.min()) * (1 + 1e-9)
+    gid = undirected_components(n, hops.src[fast], hops.dst[fast])
+    size = np.bincount(gid)
+    pos = np.zeros(n, dtype=np.int64)
+    seen = np.zeros(len(size), dtype=np.int64)
+    for x in range(n):
+        pos[x] = seen[gid[x]]
+        seen[gid[x]] += 1
+    return gid, pos, size

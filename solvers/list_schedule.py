@@ -36,12 +36,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from tacos_bench.graph import undirected_components
 from tacos_bench.errors import SolverError
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import Schedule
 
-from .fabric_routes import Hops, build_hops
+from .fabric_routes import Hops, build_hops, fastest_groups
 
 __all__ = ["RULES", "applies", "list_copy", "list_work", "warmup"]
 
@@ -161,30 +160,16 @@ def _near(hops: Hops, n: int, local: bool) -> tuple[np.ndarray, np.ndarray]:
 
 def _hop_keys(hops: Hops, n: int, ties: str) -> np.ndarray:
     """Each hop's tie key after the rarest chunk (``ring``: how far the receiver follows the sender; ``group``:
-    the same within a group and between groups, :func:`_groups`)."""
+    the same within a group and between groups, :func:`solvers.fabric_routes.fastest_groups`)."""
     if ties == "ring":
         return ((hops.dst - hops.src) % n).astype(np.float64)
     if ties == "group":
-        gid, pos, size = _groups(hops, n)
+        gid, pos, size = fastest_groups(hops, n)
         u, v = hops.src, hops.dst
         inside = gid[u] == gid[v]
         return np.where(inside, (pos[v] - pos[u]) % size[gid[u]],
                         n + (gid[v] - gid[u]) % len(size)).astype(np.float64)
     return np.zeros(len(hops))
-
-
-def _groups(hops: Hops, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The NPUs joined by the fastest hops (a node's NVSwitch on a rail cluster; the whole topology when every
-    hop is as fast): per NPU its group (numbered by lowest member) and rank in it, and each group's size."""
-    fast = hops.dur <= float(hops.dur.min()) * (1 + 1e-9)
-    gid = undirected_components(n, hops.src[fast], hops.dst[fast])
-    size = np.bincount(gid)
-    pos = np.zeros(n, dtype=np.int64)
-    seen = np.zeros(len(size), dtype=np.int64)
-    for x in range(n):
-        pos[x] = seen[gid[x]]
-        seen[gid[x]] += 1
-    return gid, pos, size
 
 
 def _link_hops(hops: Hops, L: int) -> tuple[np.ndarray, np.ndarray]:

@@ -1,4 +1,5 @@
-"""Rail-optimized clusters: greedy_plus's list-schedule candidate (solvers/list_schedule.py, docs/rails.md)."""
+"""Rail-optimized clusters: greedy_plus's list-schedule candidate (solvers/list_schedule.py) and rail
+decomposition (solvers/greedy/rails.py), docs/rails.md."""
 
 from __future__ import annotations
 
@@ -28,12 +29,12 @@ def test_greedy_plus_meets_the_bound_on_a_small_rail_cluster(kind):
     p = Problem(_rails(), Collective(kind, 1, 64.0))
     bound = lower_bound_us(p)
     plus = get_solver("greedy_plus")
-    r = plus.solve(p)
+    r = plus.solve(p, {"rails_candidate": False})
     v = verify(p, r.schedule)
     assert v.valid, v.message
     assert v.collective_time_us <= 1.01 * bound
     assert r.candidate == "list"
-    without = plus.solve(p, {"list_candidate": False})
+    without = plus.solve(p, {"list_candidate": False, "rails_candidate": False})
     assert verify(p, without.schedule).collective_time_us > 1.1 * bound
 
 
@@ -100,3 +101,76 @@ def test_the_near_rule_leaves_no_duplicate_imports():
     cross = (s.src // 8) != (s.dst // 8)
     pairs = list(zip((s.dst[cross] // 8).tolist(), s.chunk[cross].tolist()))
     assert len(pairs) == len(set(pairs)) == 3 * 16 * 2
+
+
+# ------------------------------------------------------------------------------------------ rail decomposition
+@pytest.mark.parametrize("nodes,gpus,cpn", [(3, 4, 1), (5, 4, 4), (6, 4, 1), (5, 8, 2)])
+@pytest.mark.parametrize("kind", ["all_gather", "reduce_scatter"])
+def test_the_rail_decomposition_meets_the_bound_and_wins_first(nodes, gpus, cpn, kind):
+    """3, 5 and 6 nodes (3-, 5- and 6-cycles on every rail), 1-4 chunks per NPU, 1 GiB: at the bound, run
+    first, and nothing after it."""
+    p = Problem(rail_cluster(nodes, gpus, nvlink_GiBps=400.0, nic_GiBps=50.0), Collective(kind, cpn, 1024.0))
+    r = get_solver("greedy_plus").solve(p)
+    v = verify(p, r.schedule)
+    assert v.valid, v.message
+    assert v.collective_time_us <= lower_bound_us(p) * (1 + 1e-9)
+    assert r.candidate == "rails" and [t["name"] for t in r.candidates_tried] == ["rails"]
+
+
+def test_the_rail_decomposition_of_an_all_reduce_meets_the_phase_bound_sum():
+    t = named_topology("dgx_h100x4")
+    p = Problem(t, Collective("all_reduce", 2, 256.0))
+    phases = sum(lower_bound_us(Problem(t, Collective(k, 2, 256.0))) for k in ("reduce_scatter", "all_gather"))
+    from solvers.greedy.fabric_solver import RailsCandidate
+
+    cand = RailsCandidate()
+    opts = get_solver("greedy_plus").options({})
+    with shared_hops():
+        s = validate(cand, p, opts, bound_us=lower_bound_us(p))
+    assert s is not None
+    assert verify(p, s).collective_time_us <= phases * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_rail_layout_is_read_off_the_hops_whatever_the_labels(seed):
+    from tacos_bench.topology.relabel import random_relabelling, relabel_problem
+
+    base = Problem(_rails(3, 4), Collective("all_gather", 2, 64.0))
+    perm = random_relabelling(base.topology, seed).meta["permutation"]
+    p = relabel_problem(base, perm)
+    r = get_solver("greedy_plus").solve(p)
+    assert r.candidate == "rails"
+    assert verify(p, r.schedule).collective_time_us <= lower_bound_us(p) * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("name,why", [("leafspine4x8", "do not form rails"), ("switched8", "one group"),
+                                      ("dgx_h100x1", "one group")])
+def test_the_rail_decomposition_says_why_it_does_not_apply(name, why):
+    from solvers.greedy.rails import rail_layout, rails_all_gather
+
+    p = Problem(named_topology(name), Collective("all_gather", 1, 64.0))
+    lay = rail_layout(build_hops(p.topology, p.chunk_bytes), p.num_npus, p.topology.num_links)
+    assert isinstance(lay, str) and why in lay
+    with pytest.raises(SolverError, match=why):
+        rails_all_gather(p)
+    r = get_solver("greedy_plus").solve(p)
+    assert why in dict((s["name"], s["reason"]) for s in r.candidates_skipped)["rails"]
+    r = get_solver("greedy_plus").solve(Problem(_rails(), Collective("all_gather", 1, 64.0)),
+                                        {"rails_min_pairs": 10**6})
+    assert "rails_min_pairs" in dict((s["name"], s["reason"]) for s in r.candidates_skipped)["rails"]
+
+
+def test_identical_rails_are_solved_once():
+    """The 8 rails of dgx_h100x4 share their links' speeds and start state: one rail problem is solved and
+    relabelled onto the others (and the groups likewise)."""
+    from unittest import mock
+
+    from solvers.greedy import fabric, rails
+    from solvers import list_schedule
+
+    p = Problem(named_topology("dgx_h100x4"), Collective("all_gather", 1, 64.0))
+    with mock.patch.object(fabric, "fabric_copy", wraps=fabric.fabric_copy) as fc, \
+            mock.patch.object(list_schedule, "list_copy", wraps=list_schedule.list_copy) as lc:
+        s = rails.rails_all_gather(p)
+    assert fc.call_count == 1 and lc.call_count <= 4
+    assert verify(p, s).collective_time_us <= lower_bound_us(p) * (1 + 1e-9)

@@ -1,6 +1,9 @@
 """``greedy`` and ``greedy_plus`` on a switched fabric (docs/fabrics.md): every collective from
 :func:`solvers.greedy.fabric.fabric_copy`, as a portfolio of candidates (:mod:`solvers.portfolio`).
 
+``rails``
+    (``rails_candidate``) All-Gather and its mirrors on a rail-optimized fabric: the rail decomposition
+    (:mod:`solvers.greedy.rails`), first, from ``rails_min_pairs`` NPUs x chunks on;
 ``rules``
     the greedy with the options' rules: TACOS's random chunk order, or (``chunk_order`` other than ``random``)
     the rarest chunk first; with ``imports`` other than ``all`` or a non-random order, NPUs import from their
@@ -31,7 +34,7 @@ import time
 
 import numpy as np
 
-from tacos_bench.collective import ALL_GATHER, ALL_REDUCE
+from tacos_bench.collective import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER
 from tacos_bench.errors import SolverError
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import Schedule
@@ -202,6 +205,51 @@ class FabricTacos(_Seeded):
 
     def _rule(self, opts):
         return "random", False
+
+
+class RailsCandidate(Candidate):
+    """All-Gather, Reduce-Scatter and All-Reduce on a rail-optimized fabric: the rail decomposition
+    (:mod:`solvers.greedy.rails`: each rail's All-Gather with the options' rules, each node spreading what lands
+    over its own switch), from ``rails_min_pairs`` NPUs x chunks on."""
+
+    name = "rails"
+    switch = "rails_candidate"
+    budget = ("rails_min_pairs",)
+
+    def applies(self, problem, ctx):
+        if problem.collective.general or problem.kind not in (ALL_GATHER, REDUCE_SCATTER, ALL_REDUCE):
+            return f"All-Gather, Reduce-Scatter and All-Reduce only (this is {problem.kind})"
+        pairs = problem.num_npus * problem.num_chunks
+        if pairs < ctx.opts.rails_min_pairs:
+            return f"{problem.num_npus} NPUs x {problem.num_chunks} chunks < rails_min_pairs ({ctx.opts.rails_min_pairs})"
+        return None
+
+    def run(self, problem, ctx):
+        from .rails import rail_layout, rails_all_gather
+
+        # the layout needs the hops, which only the timed run builds (not the warm-up before it)
+        lay = rail_layout(build_hops(problem.topology, problem.chunk_bytes), problem.num_npus,
+                          problem.topology.num_links)
+        if isinstance(lay, str):
+            raise Skip(lay)
+        order, local = fabric_rules(ctx.opts)
+
+        def copy(p, **start):
+            return rails_all_gather(p, hops=build_hops(p.topology, p.chunk_bytes), seed=ctx.opts.seed,
+                                    chunk_order=order, local_first=local, **start)
+
+        try:
+            s = _composed(problem, copy)
+        except SolverError as e:     # a mirror without the layout
+            raise Skip(str(e)) from None
+        ctx.run_stats[self.name] = {"engine": "rails", "chunk_order_used": order, "transfers": len(s)}
+        return s
+
+    def warmup(self, problem, opts):
+        from .fabric import warmup_fabric
+        from ..list_schedule import warmup
+
+        return _once("fabric", warmup_fabric) + _once("list", warmup)
 
 
 class ListCandidate(Candidate):
@@ -388,8 +436,8 @@ def baseline_candidates() -> tuple[Baseline, ...]:
 
 def fabric_candidates() -> tuple[Candidate, ...]:
     """The fabric portfolio, in run (and tie) order."""
-    return (FabricRules(), SubsetTrees(), ListCandidate(), InSwitchInterleaved(), InSwitchPipeline(),
-            FabricTacos()) + baseline_candidates()
+    return (RailsCandidate(), FabricRules(), SubsetTrees(), ListCandidate(), InSwitchInterleaved(),
+            InSwitchPipeline(), FabricTacos()) + baseline_candidates()
 
 
 _LOADED: dict[str, float] = {}

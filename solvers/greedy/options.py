@@ -182,6 +182,11 @@ class GreedyOptions(SolverOptions):
                                              "point-to-point topologies; the transfer that completes first, the "
                                              "rarest chunk on ties, its tie rules in turn), the faster kept (up "
                                              "to list_max_work)")
+    rails_candidate: bool = option(False, doc="All-Gather (Reduce-Scatter, All-Reduce) on a rail-optimized "
+                                              "fabric: also run the rail decomposition first (each rail's "
+                                              "All-Gather, each node spreading the rails' arrivals over its own "
+                                              "switch as they land; solvers.greedy.rails), the faster kept, "
+                                              "from rails_min_pairs NPUs x chunks on")
     flow_candidate: bool = option(False, doc="Gather, Scatter, All-to-All on point-to-point links: also route "
                                              "each pair's chunks along the multicommodity-flow LP's paths and "
                                              "list-schedule them (candidate flow), the faster kept")
@@ -217,6 +222,8 @@ class GreedyOptions(SolverOptions):
                                                               "(NPU, chunk) receipts x hops in all its runs (one "
                                                               "run at least; on a fabric both phases of an "
                                                               "All-Reduce)")
+    rails_min_pairs: int = option(0, minimum=0, doc="candidate rails runs on problems of at least this many NPUs x "
+                                                    "chunks (0: every size)")
     baseline_max_deliveries: int = option(BASELINE_CANDIDATE_MAX_DELIVERIES, minimum=0,
                                           doc="budget of the baseline candidates on a switched fabric: at most "
                                               "this many (NPU, chunk) deliveries")
@@ -296,6 +303,9 @@ class GreedyPlusOptions(GreedyOptions):
     # bound where the rules end 1.03-1.19x above it; the MI250X node All-Gather 1.002x where the rest end 1.168x
     # (docs/rails.md)
     list_candidate: bool = option(True, doc="also run the list schedule, the faster kept (see greedy)")
+    # rail-optimized clusters: the bound from two kinds of small problems, 10-80 ms up to 128 GPUs, 1.7 s on the
+    # 1,024-GPU dgx_h100x128 (1.00000x where the rules took 16.7 s for 1.002x; docs/rails.md)
+    rails_candidate: bool = option(True, doc="also run the rail decomposition first, the faster kept (see greedy)")
     subset_tree_candidate: bool = option(True, doc="fabric chunk tables multicasting to subsets: also run "
                                                    "multicast trees, the faster kept (see greedy)")
     # the AMD MI250 node of ForestColl (links of multiplicity 1, 2, 4): the tiered rules trail the plain rarest
