@@ -82,6 +82,20 @@ def test_the_candidate_wins_the_moe_layer_on_a_rail_cluster(kind):
     assert plus.collective_time_us <= 1.4 * plus.record["lower_bound_us"]
 
 
+@pytest.mark.parametrize("kind", ["moe_dispatch", "moe_combine"])
+def test_the_candidate_multicasts_over_point_to_point_links_too(kind):
+    """hetero2x2x4 (servers of 4 NPUs on a 2x2 torus of servers): the kernel's hops are the links, a token for
+    several NPUs of a server crosses between servers once; greedy_plus keeps it where it beats one unicast copy
+    per destination and the baselines."""
+    t = named_topology("hetero2x2x4")
+    r = moe_routing(t.num_npus, tokens_per_npu=8, gini=0.3, seed=0)
+    coll = Collective(kind, demand=(dispatch_demand if kind == "moe_dispatch" else combine_demand)(r))
+    plus = synthesize(t, coll, solver="greedy_plus", bounds=True)
+    others = synthesize(t, coll, solver="greedy_plus", subset_tree_candidate=False)
+    assert plus.valid and others.valid and plus.record["candidate"] == "subset_trees"
+    assert plus.collective_time_us < others.collective_time_us
+
+
 def test_the_candidate_keeps_to_tables_with_subsets_and_to_its_budget():
     t = named_topology("dgx_h100x2")
     r = moe_routing(t.num_npus, tokens_per_npu=4, gini=0.1, seed=0)

@@ -141,29 +141,36 @@ class FabricRules(_Seeded):
     budget = ("per_destination_max_deliveries",)
 
     def applies(self, problem, ctx):
-        limit = getattr(ctx.opts, "per_destination_max_deliveries", None)
-        if limit is None or not problem.collective.general:
-            return None
-        trees = SubsetTrees()
-        chosen = getattr(ctx.opts, "candidates", None)
-        if (chosen is not None and trees.name not in chosen) or trees.switched_on(ctx.opts) is not None \
-                or trees.applies(problem, ctx) is not None:
-            return None
-        d = deliveries(problem)
-        if d > limit:
-            return (f"{d} per-destination copies > per_destination_max_deliveries ({limit}); candidate "
-                    f"subset_trees multicasts the table")
-        return None
+        return expansion_too_big(problem, ctx)
 
     def _rule(self, opts):
         return fabric_rules(opts)
+
+
+def expansion_too_big(problem: Problem, ctx: RunContext) -> str | None:
+    """Why a chunk table is not expanded into one unicast copy per destination: more than
+    ``per_destination_max_deliveries`` copies while candidate ``subset_trees`` takes the table; else None."""
+    limit = getattr(ctx.opts, "per_destination_max_deliveries", None)
+    if limit is None or not problem.collective.general:
+        return None
+    trees = SubsetTrees()
+    chosen = getattr(ctx.opts, "candidates", None)
+    if (chosen is not None and trees.name not in chosen) or trees.switched_on(ctx.opts) is not None \
+            or trees.applies(problem, ctx) is not None:
+        return None
+    d = deliveries(problem)
+    if d > limit:
+        return (f"{d} per-destination copies > per_destination_max_deliveries ({limit}); candidate "
+                f"subset_trees multicasts the table")
+    return None
 
 
 class SubsetTrees(_Seeded):
     """A chunk table that multicasts to subsets of the NPUs (MoE dispatch; combine through its mirror) as
     multicast trees on the fabric kernel with the options' rules: only a chunk's destinations receive it, so a
     token for several GPUs of one node crosses the NIC once and spreads over the NVSwitch (candidate ``rules``
-    sends one unicast copy per destination)."""
+    sends one unicast copy per destination). On point-to-point links the kernel's hops are the links, and a
+    token for several NPUs of a server crosses between servers once as well."""
 
     name = "subset_trees"
     switch = "subset_tree_candidate"

@@ -155,9 +155,10 @@ class GreedyOptions(SolverOptions):
                                               "pack spanning trees by link load and run a greedy that sends each "
                                               "chunk along its tree first, the faster kept (up to TREE_MAX_PAIRS "
                                               "NPUs x chunks)")
-    subset_tree_candidate: bool = option(False, doc="switched fabrics, a chunk table that multicasts to subsets "
-                                                     "(MoE dispatch, combine mirrored): also run multicast trees "
-                                                     "that only the chunk's destinations receive, beside one "
+    subset_tree_candidate: bool = option(False, doc="a chunk table that multicasts to subsets (MoE dispatch, "
+                                                     "combine mirrored), on a switched fabric or point-to-point "
+                                                     "links: also run multicast trees that only the chunk's "
+                                                     "destinations (and relays toward them) receive, beside one "
                                                      "unicast copy per destination, the faster kept")
     baseline_candidates: bool = option(False, doc="switched fabrics, and chunk tables anywhere: also run every "
                                                   "registered baseline (the baselines family) that takes the "
@@ -306,8 +307,8 @@ class GreedyPlusOptions(GreedyOptions):
     # rail-optimized clusters: the bound from two kinds of small problems, 10-80 ms up to 128 GPUs, 1.7 s on the
     # 1,024-GPU dgx_h100x128 (1.00000x where the rules took 16.7 s for 1.002x; docs/rails.md)
     rails_candidate: bool = option(True, doc="also run the rail decomposition first, the faster kept (see greedy)")
-    subset_tree_candidate: bool = option(True, doc="fabric chunk tables multicasting to subsets: also run "
-                                                   "multicast trees, the faster kept (see greedy)")
+    subset_tree_candidate: bool = option(True, doc="chunk tables multicasting to subsets: also run multicast "
+                                                   "trees, the faster kept (see greedy)")
     # the AMD MI250 node of ForestColl (links of multiplicity 1, 2, 4): the tiered rules trail the plain rarest
     # order by 6-8 % at 4 and 16 chunks per NPU (docs/peer_topologies.md)
     rarest_candidate: bool = option(True, doc="also run TACOS with the rarest chunk first, the faster kept "

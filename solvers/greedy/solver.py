@@ -286,14 +286,18 @@ def _solve_phases(problem: Problem, opts: GreedyOptions, cands, deadline) -> tup
         return out
 
     def copy_solve(phase: Problem) -> Schedule:
-        if phase.collective.general and opts.baseline_candidates:
-            # a chunk table: the greedy's portfolio (multicast subsets expanded) against the baselines that take
-            # the table as it is (DeepEP-like sends a chunk across a server pair once)
-            from .fabric_solver import baseline_candidates
+        if phase.collective.general and (opts.baseline_candidates or opts.subset_tree_candidate):
+            # a chunk table: the greedy's portfolio (multicast subsets expanded) against multicast trees over the
+            # links that only a chunk's destinations (and relays toward them) receive, and the baselines that
+            # take the table as it is (DeepEP-like sends a chunk across a server pair once)
+            from .fabric_solver import SubsetTrees, baseline_candidates
 
             ctx = RunContext(opts=opts, deadline=deadline, threads=threads, output="table",
                              bound=stop_bound(phase))
-            out = run_portfolio((_GreedyTable(portfolio_solve),) + baseline_candidates(), phase, ctx, prefer=("greedy",))
+            cands = (_GreedyTable(portfolio_solve), SubsetTrees())
+            if opts.baseline_candidates:
+                cands += baseline_candidates()
+            out = run_portfolio(cands, phase, ctx, prefer=("greedy",))
         else:
             out = portfolio_solve(phase)
         results.append(out)
@@ -306,12 +310,19 @@ def _solve_phases(problem: Problem, opts: GreedyOptions, cands, deadline) -> tup
 
 class _GreedyTable(Candidate):
     """The greedy's own portfolio on a chunk table (its multicast subsets expanded per destination), as one
-    candidate beside the table's baselines; its winner's statistics are the run's."""
+    candidate beside the table's baselines and multicast trees; its winner's statistics are the run's. Past
+    ``per_destination_max_deliveries`` copies it leaves the table to candidate ``subset_trees`` when that runs."""
 
     name = "greedy"
+    budget = ("per_destination_max_deliveries",)
 
     def __init__(self, solve):
         self._solve = solve
+
+    def applies(self, problem, ctx):
+        from .fabric_solver import expansion_too_big
+
+        return expansion_too_big(problem, ctx)
 
     def run(self, problem, ctx):
         out = self._solve(problem)
