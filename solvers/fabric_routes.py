@@ -27,7 +27,7 @@ import numpy as np
 from tacos_bench.cost import link_time_us
 from tacos_bench.errors import SolverError
 from tacos_bench.graph import undirected_components
-from tacos_bench.schedule import row_links
+from tacos_bench.schedule import Schedule, route_column, row_links
 from tacos_bench.topology import CUT_THROUGH, Topology
 
 MAX_ROUTE_SWITCHES = 6   # the auto search gives up beyond this many switches on a hop
@@ -262,3 +262,31 @@ def fastest_groups(hops: Hops, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarr
         pos[x] = seen[gid[x]]
         seen[gid[x]] += 1
     return gid, pos, size
+
+
+def hop_rows(hops: Hops, ch: np.ndarray, hop: np.ndarray, start: np.ndarray, sort: bool = True) -> Schedule:
+    """One row per (transfer, segment) of chunk ``ch[i]`` over hop ``hop[i]`` from ``start[i]``: the segment's nodes
+    (a route through its switches) and times; in the canonical row order unless ``sort`` is false."""
+    H = len(hops)
+    seg_ptr = np.zeros(H + 1, dtype=np.int64)
+    seg_ptr[1:] = np.cumsum([len(s) for s in hops.segments])
+    s_src, s_dst, s_off, s_end, s_route = [], [], [], [], []
+    for h in range(H):
+        nodes = hops.nodes[h]
+        for a, b in hops.segments[h]:
+            path = nodes[a:b + 2]
+            s_src.append(path[0])
+            s_dst.append(path[-1])
+            s_off.append(float(hops.off[h][a]))
+            s_end.append(float(hops.end[h][a]))
+            s_route.append(">".join(map(str, path)) if len(path) > 2 else "")
+    s_src, s_dst = np.array(s_src, dtype=np.int64), np.array(s_dst, dtype=np.int64)
+    s_off, s_end = np.array(s_off), np.array(s_end)
+    s_route = np.array(s_route, dtype=object)
+    nseg = seg_ptr[hop + 1] - seg_ptr[hop]
+    t = np.repeat(np.arange(len(hop)), nseg)
+    seg = seg_ptr[hop][t] + (np.arange(len(t)) - np.repeat(np.cumsum(nseg) - nseg, nseg))
+    routed = bool(np.any(s_route != ""))
+    out = Schedule(ch[t], s_src[seg], s_dst[seg], start[t] + s_off[seg], start[t] + s_end[seg],
+                   np.zeros(len(t), dtype=np.int8), route=route_column(s_route, seg) if routed else None)
+    return out.sorted() if sort else out

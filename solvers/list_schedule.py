@@ -40,7 +40,7 @@ from tacos_bench.errors import SolverError
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import Schedule
 
-from .fabric_routes import Hops, build_hops, fastest_groups
+from .fabric_routes import Hops, build_hops, fastest_groups, hop_rows
 
 __all__ = ["RULES", "applies", "list_copy", "list_work", "warmup"]
 
@@ -129,7 +129,7 @@ def list_copy(problem: Problem, *, hops: Hops | None = None, link_free: np.ndarr
     if stuck:
         raise SolverError(f"{topo.name}: the list schedule is stuck with {stuck} (NPU, chunk) receipts unreachable "
                           "over hops")
-    return _rows(hops, ch, hop, start)
+    return hop_rows(hops, ch, hop, start)
 
 
 def warmup() -> None:
@@ -183,32 +183,6 @@ def _link_hops(hops: Hops, L: int) -> tuple[np.ndarray, np.ndarray]:
     ptr = np.zeros(L + 1, dtype=np.int64)
     np.add.at(ptr, lk + 1, 1)
     return np.cumsum(ptr), ow[order]
-
-
-def _rows(hops: Hops, ch: np.ndarray, hop: np.ndarray, start: np.ndarray) -> Schedule:
-    """One row per (transfer, segment): the segment's nodes (a route through its switches) and times."""
-    H = len(hops)
-    seg_ptr = np.zeros(H + 1, dtype=np.int64)
-    seg_ptr[1:] = np.cumsum([len(s) for s in hops.segments])
-    s_src, s_dst, s_off, s_end, s_route = [], [], [], [], []
-    for h in range(H):
-        nodes = hops.nodes[h]
-        for a, b in hops.segments[h]:
-            path = nodes[a:b + 2]
-            s_src.append(path[0])
-            s_dst.append(path[-1])
-            s_off.append(float(hops.off[h][a]))
-            s_end.append(float(hops.end[h][a]))
-            s_route.append(">".join(map(str, path)) if len(path) > 2 else "")
-    s_src, s_dst = np.array(s_src, dtype=np.int64), np.array(s_dst, dtype=np.int64)
-    s_off, s_end = np.array(s_off), np.array(s_end)
-    s_route = np.array(s_route, dtype=object)
-    nseg = seg_ptr[hop + 1] - seg_ptr[hop]
-    t = np.repeat(np.arange(len(hop)), nseg)
-    seg = seg_ptr[hop][t] + (np.arange(len(t)) - np.repeat(np.cumsum(nseg) - nseg, nseg))
-    routed = bool(np.any(s_route != ""))
-    return Schedule(ch[t], s_src[seg], s_dst[seg], start[t] + s_off[seg], start[t] + s_end[seg],
-                    np.zeros(len(t), dtype=np.int8), route=s_route[seg] if routed else None).sorted()
 
 
 @njit(cache=True)

@@ -119,9 +119,11 @@ class Schedule:
             object.__setattr__(self, k, v)
         if n and (cols["op"].min() < 0 or cols["op"].max() >= len(OPS)):
             raise ScheduleError("schedule op codes must be 0 (copy) or 1 (reduce)")
+        if isinstance(self.route, _Routes):
+            route = self.route.values
+        elif self.route is not None:
+            route = _normalized_routes(self.route)
         if self.route is not None:
-            route = np.array(["" if r is None or (isinstance(r, float) and r != r) else str(r)
-                              for r in np.asarray(self.route, dtype=object).ravel()], dtype=object)
             if len(route) != n:
                 raise ScheduleError(f"schedule column 'route' has {len(route)} rows, expected {n}")
             route.setflags(write=False)
@@ -139,7 +141,8 @@ class Schedule:
             if k in cols:
                 return cols[k]
             v = getattr(self, k)
-            return v if idx is None or v is None else v[idx]
+            v = v if idx is None or v is None else v[idx]
+            return _Routes(v) if k == ROUTE and v is not None else v
         lines = None if cols or idx is None or self.lines is None else self.lines[idx]
         return Schedule(*(pick(k) for k in COLUMNS), route=pick(ROUTE), lines=lines)
 
@@ -172,8 +175,8 @@ class Schedule:
             return cls.empty()
         route = None
         if any(p.route is not None for p in parts):
-            route = np.concatenate([p.route if p.route is not None else np.full(len(p), "", dtype=object)
-                                    for p in parts])
+            route = _Routes(np.concatenate([p.route if p.route is not None else np.full(len(p), "", dtype=object)
+                                            for p in parts]))
         return cls(*(np.concatenate([getattr(p, k) for p in parts]) for k in COLUMNS), route=route)
 
     # ------------------------------------------------------------------ views
@@ -196,7 +199,8 @@ class Schedule:
         """
         T = self.makespan_us if horizon_us is None else float(horizon_us)
         new_op = self.op if op is None else np.full(len(self), op, dtype=np.int8)
-        route = None if self.route is None else [">".join(reversed(r.split(">"))) if r else "" for r in self.route]
+        route = None if self.route is None else _Routes(np.array(
+            [">".join(reversed(r.split(">"))) if r else "" for r in self.route.tolist()], dtype=object))
         return Schedule(self.chunk, self.dst, self.src, T - self.end_us, T - self.start_us, new_op,
                         route=route).sorted()
 
@@ -438,3 +442,31 @@ def row_links(topology, schedule) -> list[np.ndarray]:
         else:
             out.append(topology.link_ids([s], [d]))
     return out
+
+
+class _Routes:
+    """A route column already normalized (an object array of ``str``, "" for the link itself): a schedule takes it
+    as it is (a column of another schedule, or :func:`route_column`'s)."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, values: np.ndarray):
+        self.values = values
+
+
+def _normalized_routes(route) -> np.ndarray:
+    """``route`` as an object array of ``str``: None and NaN (an empty CSV cell) as "", anything else as ``str``."""
+    return np.array(["" if r is None or (isinstance(r, float) and r != r) else str(r)
+                     for r in np.asarray(route, dtype=object).ravel()], dtype=object)
+
+
+def route_column(routes, codes) -> _Routes:
+    """A route column for :class:`Schedule`: row ``i`` takes ``routes[codes[i]]``. Only the (few) distinct routes
+    are normalized, not every row, so a producer of millions of rows over a few routes pays for the routes.
+
+    >>> s = Schedule([0, 1], [0, 1], [1, 0], [0, 0], [1, 1], [0, 0], route=route_column(["0>2>1", None], [0, 1]))
+    >>> s.route.tolist()
+    ['0>2>1', '']
+    """
+    return _Routes(_normalized_routes(routes)[np.asarray(codes, dtype=np.int64)])
+

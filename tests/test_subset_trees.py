@@ -74,7 +74,7 @@ def test_the_candidate_wins_the_moe_layer_on_a_rail_cluster(kind):
     t = named_topology("dgx_h100x2")
     r = moe_routing(t.num_npus, tokens_per_npu=8, gini=0.1, seed=0)
     coll = Collective(kind, demand=(dispatch_demand if kind == "moe_dispatch" else combine_demand)(r))
-    plus = synthesize(t, coll, solver="greedy_plus", bounds=True)
+    plus = synthesize(t, coll, solver="greedy_plus", bounds=True, rail_slot_candidate=False)
     rules = synthesize(t, coll, solver="greedy_plus", candidates=["rules"])
     assert plus.valid and plus.record["candidate"] == "subset_trees"
     # measured on dispatch: 1.353x the bound against 2.595x per destination, FAST-like 2.863x, DeepEP-like 2.902x
@@ -149,7 +149,7 @@ def test_kept_sets_past_the_scan_cap_are_the_rebuilt_sets_schedule(monkeypatch):
 def test_large_tables_leave_the_per_destination_copies_to_subset_trees():
     t = named_topology("dgx_h100x2")
     coll = Collective("moe_dispatch", demand=dispatch_demand(moe_routing(16, tokens_per_npu=4, seed=0)))
-    s = synthesize(t, coll, solver="greedy_plus", per_destination_max_deliveries=10)
+    s = synthesize(t, coll, solver="greedy_plus", per_destination_max_deliveries=10, rail_slot_candidate=False)
     assert s.valid and s.record["candidate"] == "subset_trees"
     assert '"rules", "reason": "' in s.record["candidates_skipped"]
     assert "per_destination_max_deliveries (10)" in s.record["candidates_skipped"]

@@ -25,7 +25,7 @@ import numpy as np
 
 from tacos_bench.errors import SolverError
 from tacos_bench.problem import Problem
-from tacos_bench.schedule import COPY, Schedule
+from tacos_bench.schedule import COPY, Schedule, route_column
 
 from ..fabric_routes import Hops, build_hops
 
@@ -467,7 +467,7 @@ def _compiled_multicast(problem: Problem, hops: Hops, key, seed: int, rarest: bo
                      transfers=len(ch), events=int(n_events), scan_cap=cap)
     routed = bool(np.any(arr["seg_route"] != ""))
     return Schedule(ch, arr["seg_src"][seg], arr["seg_dst"][seg], start, end, np.zeros(len(ch), dtype=np.int8),
-                    route=arr["seg_route"][seg] if routed else None).sorted()
+                    route=route_column(arr["seg_route"], seg) if routed else None).sorted()
 
 
 def _compiled_unicast(problem: Problem, hops: Hops, key, rng, rarest: bool, route_next, dist, holds, dst_of,
@@ -504,10 +504,9 @@ def _compiled_unicast(problem: Problem, hops: Hops, key, rng, rarest: bool, rout
                      transfers=len(ch), events=int(n_events))
     if not len(ch):
         return Schedule.empty()
-    route = arr["seg_route"][seg]
-    routed = bool(np.any(route != ""))
+    routed = bool(np.any(arr["seg_route"][np.unique(seg)] != ""))
     return Schedule(ch, arr["seg_src"][seg], arr["seg_dst"][seg], start, end, np.full(len(ch), COPY, np.int8),
-                    route=list(route) if routed else None).sorted()
+                    route=route_column(arr["seg_route"], seg) if routed else None).sorted()
 
 
 def _route_csr(route_next, src_of, C: int) -> tuple[np.ndarray, np.ndarray]:

@@ -4,6 +4,9 @@
 ``rails``
     (``rails_candidate``) All-Gather and its mirrors on a rail-optimized fabric: the rail decomposition
     (:mod:`solvers.greedy.rails`), first, from ``rails_min_pairs`` NPUs x chunks on;
+``rail_slots``
+    (``rail_slot_candidate``) a chunk table on a rail-optimized fabric: crossings in NIC slots from a matching
+    decomposition, spreads over each node's switch (:mod:`solvers.greedy.rail_tables`), first;
 ``rules``
     the greedy with the options' rules: TACOS's random chunk order, or (``chunk_order`` other than ``random``)
     the rarest chunk first; with ``imports`` other than ``all`` or a non-random order, NPUs import from their
@@ -214,6 +217,24 @@ class FabricTacos(_Seeded):
         return "random", False
 
 
+def _decomposed(problem: Problem, ctx: RunContext, name: str, solve) -> Schedule:
+    """``solve`` (a copy problem, its hops, the options' rules and a start state -> a schedule) composed into
+    ``problem``'s collective; its :class:`SolverError` (no rail layout, a mirror without one, a start state it
+    does not take) is a skip."""
+    order, local = fabric_rules(ctx.opts)
+
+    def copy(p, **start):
+        return solve(p, hops=build_hops(p.topology, p.chunk_bytes), seed=ctx.opts.seed, chunk_order=order,
+                     local_first=local, **start)
+
+    try:
+        s = _composed(problem, copy)
+    except SolverError as e:
+        raise Skip(str(e)) from None
+    ctx.run_stats[name] = {"engine": name, "chunk_order_used": order, "transfers": len(s)}
+    return s
+
+
 class RailsCandidate(Candidate):
     """All-Gather, Reduce-Scatter and All-Reduce on a rail-optimized fabric: the rail decomposition
     (:mod:`solvers.greedy.rails`: each rail's All-Gather with the options' rules, each node spreading what lands
@@ -239,24 +260,41 @@ class RailsCandidate(Candidate):
                           problem.topology.num_links)
         if isinstance(lay, str):
             raise Skip(lay)
-        order, local = fabric_rules(ctx.opts)
-
-        def copy(p, **start):
-            return rails_all_gather(p, hops=build_hops(p.topology, p.chunk_bytes), seed=ctx.opts.seed,
-                                    chunk_order=order, local_first=local, **start)
-
-        try:
-            s = _composed(problem, copy)
-        except SolverError as e:     # a mirror without the layout
-            raise Skip(str(e)) from None
-        ctx.run_stats[self.name] = {"engine": "rails", "chunk_order_used": order, "transfers": len(s)}
-        return s
+        return _decomposed(problem, ctx, self.name, rails_all_gather)
 
     def warmup(self, problem, opts):
         from .fabric import warmup_fabric
         from ..list_schedule import warmup
 
         return _once("fabric", warmup_fabric) + _once("list", warmup)
+
+
+class RailSlots(Candidate):
+    """A chunk table (MoE dispatch; combine through its mirror; All-to-Allv) on a rail-optimized fabric: each
+    chunk crosses to another node once, on its source's rail, in NIC slots from a matching decomposition of
+    each rail's node x node crossings, and spreads over the node's switch as it lands
+    (:mod:`solvers.greedy.rail_tables`)."""
+
+    name = "rail_slots"
+    switch = "rail_slot_candidate"
+
+    def applies(self, problem, ctx):
+        c = problem.collective
+        if not c.general:
+            return f"chunk tables only (this is {problem.kind})"
+        if not (c.copies or (c.demand.reduces and c.demand.one_destination)):
+            return "a table mixing copies and reductions"
+        return None
+
+    def run(self, problem, ctx):
+        from .rail_tables import rail_slots_table
+
+        return _decomposed(problem, ctx, self.name, rail_slots_table)
+
+    def warmup(self, problem, opts):
+        from .rail_tables import warmup
+
+        return _once("rail_slots", warmup)
 
 
 class ListCandidate(Candidate):
@@ -443,7 +481,7 @@ def baseline_candidates() -> tuple[Baseline, ...]:
 
 def fabric_candidates() -> tuple[Candidate, ...]:
     """The fabric portfolio, in run (and tie) order."""
-    return (RailsCandidate(), FabricRules(), SubsetTrees(), ListCandidate(), InSwitchInterleaved(),
+    return (RailsCandidate(), RailSlots(), FabricRules(), SubsetTrees(), ListCandidate(), InSwitchInterleaved(),
             InSwitchPipeline(), FabricTacos()) + baseline_candidates()
 
 

@@ -188,6 +188,11 @@ class GreedyOptions(SolverOptions):
                                               "All-Gather, each node spreading the rails' arrivals over its own "
                                               "switch as they land; solvers.greedy.rails), the faster kept, "
                                               "from rails_min_pairs NPUs x chunks on")
+    rail_slot_candidate: bool = option(False, doc="a chunk table (MoE dispatch and combine, All-to-Allv) on a "
+                                                  "rail-optimized fabric: also run it in NIC slots first (each "
+                                                  "chunk across to a node once on its rail, the slots a matching "
+                                                  "decomposition of each rail's crossings, then spread over the "
+                                                  "node's switch; solvers.greedy.rail_tables), the faster kept")
     flow_candidate: bool = option(False, doc="Gather, Scatter, All-to-All on point-to-point links: also route "
                                              "each pair's chunks along the multicommodity-flow LP's paths and "
                                              "list-schedule them (candidate flow), the faster kept")
@@ -307,6 +312,10 @@ class GreedyPlusOptions(GreedyOptions):
     # rail-optimized clusters: the bound from two kinds of small problems, 10-80 ms up to 128 GPUs, 1.7 s on the
     # 1,024-GPU dgx_h100x128 (1.00000x where the rules took 16.7 s for 1.002x; docs/rails.md)
     rails_candidate: bool = option(True, doc="also run the rail decomposition first, the faster kept (see greedy)")
+    # MoE dispatch on dgx_h100x4 (16 tokens a GPU): 1.03-1.05x the bound at Gini 0.1-0.4, where the multicast
+    # trees end 1.01-1.33x; the 64-GPU layer of 512 tokens 1.010x in about a second (docs/studies/moe.md)
+    rail_slot_candidate: bool = option(True, doc="also run chunk tables in NIC slots first, the faster kept "
+                                                 "(see greedy)")
     subset_tree_candidate: bool = option(True, doc="chunk tables multicasting to subsets: also run multicast "
                                                    "trees, the faster kept (see greedy)")
     # the AMD MI250 node of ForestColl (links of multiplicity 1, 2, 4): the tiered rules trail the plain rarest

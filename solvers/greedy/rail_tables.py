@@ -1,0 +1,323 @@
+"""A chunk table on a rail-optimized fabric in NIC slots (``greedy_plus`` candidate ``rail_slots``): MoE dispatch
+(combine through its mirror), All-to-Allv, any copy table.
+
+On a rail cluster (:func:`solvers.greedy.rails.rail_layout`: nodes joined by their fastest hops, rail ``h``
+joining GPU ``h`` of every node) a chunk for the GPUs of another node crosses between the nodes once, on its
+source's rail, to that node's GPU of the rail, which then spreads it over the node's switch to the GPUs that
+need it (DeepEP's hierarchical dispatch); chunks for the source's own node go over the switch directly. What
+remains is *when* each NIC carries what:
+
+1. **slots**: on each rail the crossings form a bipartite multigraph, nodes sending to nodes, whose largest
+   degree ``D`` is what the busiest NIC must carry. It is split into ``D`` matchings (a Birkhoff-von Neumann
+   decomposition of the node x node count matrix padded to ``D``-regular: König's theorem says ``D`` suffice),
+   and matching ``k`` runs as slot ``k``, one NIC transfer per port, back to back: the rails take exactly the
+   time their busiest NIC needs, with no NIC idle while it has a chunk to send and its receiver a free port;
+   within a node pair, the chunk that then spreads to the most GPUs goes first;
+2. **spreads**: every node's switch forwards each arrival (and its source's chunks for its own GPUs) to the GPUs
+   that need it, in the order they land, each as early as its sender's and receivers' links allow after the
+   reservations before it (a compiled list schedule, :func:`_spread_kernel`): one copy to all of them where the
+   switch multicasts, else one after another; overlapped with the slots (the node's switch links are not the
+   rails').
+
+The node x node matrix is at most ``nodes`` x ``nodes`` per rail, so the decomposition costs milliseconds
+whatever the number of chunks, and the spreads are one pass over the deliveries.
+
+Examples
+--------
+>>> from tacos_bench import Collective, Problem
+>>> from tacos_bench.bounds import lower_bound_us
+>>> from tacos_bench.moe import dispatch_demand, moe_routing
+>>> from tacos_bench.topology.named import named_topology
+>>> from tacos_bench.verify import verify
+>>> t = named_topology("dgx_h100x2")
+>>> p = Problem(t, Collective("moe_dispatch", demand=dispatch_demand(moe_routing(16, tokens_per_npu=8, seed=0))))
+>>> v = verify(p, rail_slots_table(p))
+>>> v.valid, v.collective_time_us / lower_bound_us(p) < 1.15
+(True, True)
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+from numba import njit
+
+from tacos_bench.demand import Demand
+from tacos_bench.errors import SolverError
+from tacos_bench.problem import Problem
+from tacos_bench.schedule import Schedule
+
+from ..fabric_routes import Hops, build_hops, hop_rows
+from .rails import rail_layout
+
+__all__ = ["matchings", "rail_slots_table", "warmup"]
+
+
+def matchings(counts: np.ndarray) -> list[tuple[np.ndarray, int]]:
+    """``counts`` (``K x K``, non-negative integers) as ``(perm, weight)`` pairs: ``perm[i]`` the column row ``i``
+    is matched to, for ``weight`` slots; the weights sum to the largest row or column sum, and every entry is
+    covered by as many slots (the pairs include padding, which the caller leaves idle).
+
+    >>> m = matchings(np.array([[0, 2, 1], [1, 0, 0], [1, 1, 0]]))
+    >>> sum(w for _, w in m)
+    3
+    """
+    from scipy.optimize import linear_sum_assignment
+
+    M = np.asarray(counts, dtype=np.int64).copy()
+    K = M.shape[0]
+    D = int(max(M.sum(axis=0).max(initial=0), M.sum(axis=1).max(initial=0)))
+    # pad to D-regular: each row's deficit into the columns with room (a bipartite multigraph's padding)
+    rows, cols = D - M.sum(axis=1), D - M.sum(axis=0)
+    for i in range(K):
+        for j in range(K):
+            x = min(rows[i], cols[j])
+            if x:
+                M[i, j] += x
+                rows[i] -= x
+                cols[j] -= x
+    out = []
+    while D > 0:
+        r, c = linear_sum_assignment(-(M > 0).astype(np.int64))
+        perm = np.empty(K, np.int64)
+        perm[r] = c
+        if not np.all(M[np.arange(K), perm] > 0):
+            raise SolverError("rail slots: the padded count matrix has no perfect matching (not regular)")
+        w = int(M[np.arange(K), perm].min())
+        M[np.arange(K), perm] -= w
+        out.append((perm, w))
+        D -= w
+    return out
+
+
+def _hop_of(hops: Hops, hop_ids: np.ndarray) -> dict:
+    """``(sender, receiver) -> hop`` over ``hop_ids``, the least duration first."""
+    out: dict = {}
+    for h in sorted(hop_ids.tolist(), key=lambda h: float(hops.dur[h])):
+        out.setdefault((int(hops.src[h]), int(hops.dst[h])), h)
+    return out
+
+
+def rail_slots_table(problem: Problem, *, hops: Hops | None = None, link_free: np.ndarray | None = None,
+                     chunk_ready: np.ndarray | None = None, seed: int = 0, chunk_order: str = "rarest",
+                     local_first: bool = True) -> Schedule:
+    """A copy chunk table on a rail-optimized fabric in NIC slots (module docstring).
+
+    Parameters
+    ----------
+    problem : Problem
+        A copy chunk table (one source per chunk) on a fabric with a rail layout.
+    hops : Hops, optional
+        The fabric's hops (default :func:`solvers.fabric_routes.build_hops`).
+    link_free, chunk_ready : array, optional
+        A start state; only the empty one (every link free, every chunk ready at 0) is taken.
+    seed, chunk_order, local_first
+        The fabric greedy's rules in the nodes' spreads.
+
+    Raises
+    ------
+    SolverError
+        Not a copy table with one source per chunk, no rail layout, or a start state (the message says which).
+    """
+    from .fabric import fabric_copy
+
+    coll = problem.collective
+    if not (coll.general and coll.copies):
+        raise SolverError(f"rail slots: a copy chunk table only (this is {problem.kind})")
+    if (link_free is not None and np.any(np.asarray(link_free) > 0)) or \
+            (chunk_ready is not None and np.any(np.asarray(chunk_ready) > 0)):
+        raise SolverError("rail slots: from an empty start only (links busy or chunks late here)")
+    demand: Demand = problem.demand
+    src = demand.source
+    if np.any(src < 0):
+        raise SolverError("rail slots: every chunk needs one source")
+    topo = problem.topology
+    n, C = problem.num_npus, problem.num_chunks
+    hops = build_hops(topo, problem.chunk_bytes) if hops is None else hops
+    lay = rail_layout(hops, n, topo.num_links)
+    if isinstance(lay, str):
+        raise SolverError(f"rail slots: {lay}")
+    G, P = len(lay.groups), len(lay.rails)
+    grp = np.empty(n, np.int64)
+    rail = np.empty(n, np.int64)
+    member = np.empty((G, P), np.int64)
+    for r, m in enumerate(lay.rails):
+        rail[m] = r
+        member[np.arange(G), r] = m
+    for g, m in enumerate(lay.groups):
+        grp[m] = g
+
+    # every (chunk, node) crossing and every spread inside a node
+    dv, dc = demand.required_pairs()
+    a, b = grp[src[dc]], grp[dv]
+    cross = a != b
+    jobs = np.unique(dc[cross] * G + b[cross])                                 # (chunk, node) crossings
+    jc, jb = jobs // G, jobs % G
+    ja, jh = grp[src[jc]], rail[src[jc]]
+    relay = member[jb, jh]
+    # the holder a destination is served from: its node's relay, or the source in the source's node
+    holder = np.where(cross, member[b, rail[src[dc]]], src[dc])
+    # a crossing's urgency: the most deliveries any GPU it spreads to must take over its node's switch (that
+    # GPU's in-link is then busy from the first of them on), then how many GPUs it spreads to
+    spread = holder != dv
+    inbound = np.bincount(dv[spread], minlength=n)
+    fan = np.zeros(len(jc), np.int64)
+    urgent = np.zeros(len(jc), np.int64)
+    key = jc * G + jb
+    pos = np.searchsorted(key, dc[spread & cross] * G + b[spread & cross])
+    np.add.at(fan, pos, 1)
+    np.maximum.at(urgent, pos, inbound[dv[spread & cross]])
+
+    # 1. slots: per rail, the node x node crossings as matchings; slot k of rail h starts at k x its slot time
+    parts, arrive = [], np.zeros(len(jc))
+    for h in range(P):
+        on = np.flatnonzero(jh == h)
+        if not on.size:
+            continue
+        hop_of = _hop_of(hops, lay.rail_hops[h])
+        span = max(max(float(e) - float(o) for o, e in zip(hops.off[x], hops.end[x])) for x in lay.rail_hops[h])
+        counts = np.zeros((G, G), np.int64)
+        np.add.at(counts, (ja[on], jb[on]), 1)
+        # the slots of each node pair, in order (real crossings before the padding of the same matching)
+        slots: dict = {}
+        t = 0
+        left = counts.copy()
+        for perm, w in matchings(counts):
+            for i in range(G):
+                j = int(perm[i])
+                k = min(w, int(left[i, j]))
+                if k:
+                    slots.setdefault((i, j), []).extend(range(t, t + k))
+                    left[i, j] -= k
+            t += w
+        # within a node pair: the most urgent crossing first, then the chunk id
+        on = on[np.lexsort((jc[on], -fan[on], -urgent[on], jb[on], ja[on]))]
+        pair = ja[on] * G + jb[on]
+        first = np.r_[0, np.flatnonzero(np.diff(pair)) + 1]
+        slot = np.empty(on.size, np.int64)
+        for s0, s1 in zip(first.tolist(), np.r_[first[1:], on.size].tolist()):
+            slot[s0:s1] = slots[(int(ja[on[s0]]), int(jb[on[s0]]))]
+        try:
+            hop = np.array([hop_of[(int(u), int(v))] for u, v in zip(src[jc[on]].tolist(), relay[on].tolist())],
+                           np.int64)
+        except KeyError as e:
+            raise SolverError(f"rail slots: no hop between the rail's GPUs {e.args[0]}") from None
+        start = slot * span
+        arrive[on] = start + hops.dur[hop]
+        parts.append(hop_rows(hops, jc[on], hop, start, sort=False))
+
+    # 2. spreads: each (chunk, holder) to the GPUs of its node that need it, in the order the chunks land
+    sk, inv = np.unique(dc[spread] * n + holder[spread], return_inverse=True)   # (chunk, holder) spreads
+    sk = np.stack([sk // n, sk % n], axis=1)
+    d_order = np.argsort(inv, kind="stable")
+    d_ptr = np.zeros(len(sk) + 1, np.int64)
+    np.cumsum(np.bincount(inv, minlength=len(sk)), out=d_ptr[1:])
+    hop_at = np.full((n, n), -1, np.int64)
+    for g in range(G):
+        h = lay.group_hops[g]
+        best = np.argsort(-hops.dur[h], kind="stable")          # the least duration written last, kept
+        hop_at[hops.src[h][best], hops.dst[h][best]] = h[best]
+    d_hop = hop_at[holder[spread][d_order], dv[spread][d_order]]
+    if np.any(d_hop < 0):
+        raise SolverError("rail slots: a GPU of a node has no hop to another over the node's switch")
+    k_chunk, k_holder = sk[:, 0], sk[:, 1]
+    crossed = grp[src[k_chunk]] != grp[k_holder]
+    ready = np.zeros(len(sk))
+    if crossed.any():
+        at = np.searchsorted(jc * G + jb, k_chunk[crossed] * G + grp[k_holder[crossed]])
+        ready[crossed] = arrive[at]
+    d_dst = dv[spread][d_order]
+    per_row = np.repeat(np.arange(len(sk)), np.diff(d_ptr))
+    slot = np.empty(n, np.int64)
+    for members in lay.groups:
+        slot[members] = np.arange(len(members))
+    d_ready = ready[per_row]
+    pid = d_dst * P + slot[k_holder[per_row]]
+    start = _spread_kernel(d_ready, d_dst, d_hop, pid, np.lexsort((np.arange(pid.size), d_ready, pid)),
+                           hops.link_pad, hops.off_pad, hops.end_pad, topo.num_links, n, P)
+    parts.append(hop_rows(hops, k_chunk[per_row], d_hop, start, sort=False))
+    return Schedule.concat(parts).sorted()
+
+
+@njit(cache=True)
+def _spread_kernel(ready, d_dst, d_hop, pid, order, link_pad, off_pad, end_pad, L, n, P):
+    """Every delivery (a chunk from its holder to one GPU over the node's switch) as a non-delay schedule: at each
+    moment every GPU whose in-link is free, the one with the most deliveries still to take first, takes the
+    earliest-ready delivery whose chunk is there and whose hop's links are free. Deliveries queue per (receiver,
+    holder) in ready order (``slot[v]``: the holder's place in its node, ``P`` NPUs a node). Returns each
+    delivery's start."""
+    D = d_hop.shape[0]
+    W = link_pad.shape[1]
+    free = np.zeros(L + 1)
+    free[L] = -np.inf
+    start = np.full(D, -1.0)
+    qptr = np.zeros(n * P + 1, np.int64)
+    for k in range(D):
+        qptr[pid[k] + 1] += 1
+    for i in range(n * P):
+        qptr[i + 1] += qptr[i]
+    head = qptr[:-1].copy()
+    todo = np.zeros(n, np.int64)
+    for k in range(D):
+        todo[d_dst[k]] += 1
+    left = D
+    # the moments something may start: a link frees, a queue's first chunk is ready
+    times = [np.inf]
+    for q in range(n * P):
+        if head[q] < qptr[q + 1]:
+            heapq.heappush(times, ready[order[head[q]]])
+    t = 0.0 if D == 0 else ready.min()
+    while left:
+        eps = 1e-9 * max(1.0, abs(t))
+        for v in np.argsort(-todo, kind="mergesort"):
+            if todo[v] == 0:
+                break
+            best = -1
+            for j in range(P):
+                q = v * P + j
+                if head[q] == qptr[q + 1]:
+                    continue
+                k = order[head[q]]
+                if ready[k] > t + eps or (best >= 0 and ready[k] >= ready[best]):
+                    continue
+                h = d_hop[k]
+                ok = True
+                for x in range(W):
+                    if free[link_pad[h, x]] > t + off_pad[h, x] + eps:
+                        ok = False
+                        break
+                if ok:
+                    best = k
+            if best < 0:
+                continue
+            h = d_hop[best]
+            start[best] = t
+            for x in range(W):
+                lk = link_pad[h, x]
+                if lk < L:
+                    free[lk] = t + end_pad[h, x]
+                    heapq.heappush(times, t + end_pad[h, x] - off_pad[h, x])
+            q = pid[best]
+            head[q] += 1
+            if head[q] < qptr[q + 1]:
+                heapq.heappush(times, ready[order[head[q]]])
+            todo[v] -= 1
+            left -= 1
+        while times[0] <= t + eps:
+            heapq.heappop(times)
+        t = times[0]
+        if t == np.inf and left:
+            raise RuntimeError("spread kernel: deliveries left and nothing to wait for")
+    return start
+
+
+def warmup() -> None:
+    """Compile (or load from numba's cache) the spread kernel on a tiny problem."""
+    from tacos_bench.collective import Collective
+    from tacos_bench.moe import dispatch_demand, moe_routing
+    from tacos_bench.topology.fabrics import rail_cluster
+
+    t = rail_cluster(2, 2)
+    rail_slots_table(Problem(t, Collective("moe_dispatch", demand=dispatch_demand(
+        moe_routing(4, tokens_per_npu=2, hidden=8, experts=4, top_k=2, seed=0)))))
