@@ -57,3 +57,32 @@ def test_dgx_h100x4_value():
     nic = 1.35 + 1.35 + p.chunk_bytes / (float(t.bw_GiBps[t.link_id(36, 0)]) * 2**30) * 1e6
     nvl = 0.3 + 0.3 + p.chunk_bytes / (float(t.bw_GiBps[t.link_id(32, 0)]) * 2**30) * 1e6
     assert lower_bounds(p)["best_us"] == pytest.approx(3 * nic + 7 * nvl, rel=1e-9)
+
+
+# ------------------------------------------------------------------ All-Reduce over groups (Patarasuk-Yuan, groups)
+@pytest.mark.parametrize("topo", ["dgx_h100x2", "dgx_h100x4", "dgx_a100x4", "leafspine2x4", "leafspine2x4_2to1"])
+@pytest.mark.parametrize("cpn", [1, 4])
+def test_no_all_reduce_beats_the_group_count(topo, cpn):
+    """Each chunk enters groups 2 (G-1) times when nothing outside them reduces: never above a verified
+    All-Reduce of any backend that takes the fabric."""
+    t = named_topology(topo)
+    p = Problem(t, Collective("all_reduce", cpn, 64.0))
+    bound = lower_bounds(p)["best_us"]
+    for name in ("greedy_plus", "ring", "rhd"):
+        r = get_solver(name).solve(p)
+        v = verify(p, r.schedule)
+        assert v.valid and v.collective_time_us >= bound * (1 - 1e-9), name
+
+
+def test_the_group_count_on_four_dgx_nodes():
+    """4 nodes: 6 transfers per chunk into the nodes over their 32 NICs, 128 chunks of 8 MiB: 24 NIC times
+    each; the NVSwitch reduces, but inside the groups. A switch outside that reduces (SHARP leaves) voids it."""
+    from tacos_bench.bounds.fabric import _group_gossip_us, occupancy_us
+
+    t = named_topology("dgx_h100x4")
+    p = Problem(t, Collective("all_reduce", 4, 1024.0))
+    occ = occupancy_us(t, p.chunk_bytes)
+    nic = float(occ[t.link_id(36, 0)])        # leaf 0 -> GPU 0
+    assert _group_gossip_us(t, occ, p.num_chunks, None) == pytest.approx(24 * nic, rel=1e-12)
+    sharp = named_topology("leafspine4x8_sharp")
+    assert _group_gossip_us(sharp, occupancy_us(sharp, 1 << 20), 32, None) == 0.0

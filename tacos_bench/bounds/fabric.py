@@ -136,6 +136,42 @@ def _groups(topo: Topology) -> list[np.ndarray]:
     return out
 
 
+def _partitions(topo: Topology) -> list[list[np.ndarray]]:
+    """Families of switch groups (:func:`_groups`) of one size that split the NPUs: each NPU in exactly one."""
+    n = topo.num_npus
+    families: list[tuple[int, set, list]] = []     # (size, NPUs taken, groups): each group joins the first it fits
+    for X in _groups(topo):
+        mine = set(X[X < n].tolist())
+        for size, taken, groups in families:
+            if size == len(X) and not taken & mine:
+                taken |= mine
+                groups.append(X)
+                break
+        else:
+            families.append((len(X), set(mine), [X]))
+    return [groups for _, taken, groups in families if len(groups) > 1 and len(taken) == n]
+
+
+def _group_gossip_us(topo: Topology, occ: np.ndarray, C: int, lead) -> float:
+    """All-Reduce over groups that split the NPUs (a partition of :func:`_partitions`, ``G`` groups): without a
+    switch outside the groups that reduces, two groups' contributions only combine inside a group, so a chunk's
+    G contributions meet after at least G-1 transfers into groups, and its complete value, made in one group,
+    reaches the G-1 others by at least G-1 more (a multicast outside them still enters each group on its own
+    link): 2 (G-1) transfers per chunk over the links into the groups (Patarasuk and Yuan's count with groups for
+    NPUs; on a rail cluster the NICs)."""
+    best = 0.0
+    for family in _partitions(topo):
+        inside = np.full(topo.num_nodes, -1, dtype=np.int64)
+        for i, X in enumerate(family):
+            inside[X] = i
+        outside = np.flatnonzero(inside[topo.num_npus:] < 0) + topo.num_npus
+        if any(topo.switch(int(s)).reduce for s in outside):
+            continue
+        into = np.flatnonzero((inside[topo.dst] >= 0) & (inside[topo.src] != inside[topo.dst]))
+        best = max(best, _count(occ, into, 2 * (len(family) - 1) * C, lead=lead))
+    return best
+
+
 def _import_wave_us(topo: Topology, occ: np.ndarray, X: np.ndarray, late_need: int, into: np.ndarray) -> float:
     """The last import wave into the group ``X`` (a switch and its NPUs; every link into it ends at an NPU of
     it): ``late_need`` chunks from outside that every NPU of the group needs enter one at a time per link of
@@ -252,6 +288,9 @@ def _all_reduce_bounds(problem: Problem) -> dict:
     # (Patarasuk and Yuan's All-Reduce bandwidth bound, counted in whole chunks)
     if not any(sw.reduce for sw in topo.switches):
         ingress = max(ingress, _count(occ, np.concatenate(in_links), 2 * (n - 1) * C, lead=lead))
+    # the same count over groups: with no reducing switch outside them, each chunk's partial sums enter groups
+    # G-1 times before its complete value exists and the complete value enters the other G-1 groups after
+    ingress = max(ingress, _group_gossip_us(topo, occ, C, lead))
     # every chunk's complete value on each side of a cut needs a transfer of it across, each way
     cut = 0.0
     for X in _groups(topo):
