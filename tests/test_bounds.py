@@ -594,3 +594,22 @@ def test_first_last_hop_bounds_never_exceed_a_proved_optimum(name, kind, k, tigh
     assert o.exact_time and o.proved_optimal
     assert before * (1 + 1e-6) < b <= o.objective_us * (1 + 1e-9)
     assert (b == pytest.approx(o.objective_us, rel=1e-9)) == tight
+
+
+@pytest.mark.parametrize("topo", ["hetero2x2x4", "hetero_mesh4x4", "three_tier2x2x2", "unequal2-3-4"])
+@pytest.mark.parametrize("cpn", [1, 4])
+def test_no_all_reduce_beats_the_count_over_server_groups(topo, cpn):
+    """2 (G-1) transfers per chunk into groups of faster links: never above any backend's verified All-Reduce."""
+    from solvers import get_solver
+    from tacos_bench.bounds.point_to_point import _group_gossip_us
+    from tacos_bench.topology.named import named_topology
+
+    p = Problem(named_topology(topo), Collective("all_reduce", cpn, 64.0))
+    b = lower_bounds(p)
+    assert b["gossip_us"] >= _group_gossip_us(p.topology, np.asarray(p.link_time_us), p.num_chunks) > 0
+    for name in ("greedy_plus", "ring", "rhd", "hier"):
+        try:
+            r = get_solver(name).solve(p)
+        except SolverError:
+            continue
+        assert verify(p, r.schedule).collective_time_us >= b["best_us"] * (1 - 1e-9), name

@@ -29,6 +29,7 @@ from .cut import CUT_MAX_NPUS, CUT_SAMPLE_PINS, _ag_cut, _all_reduce_cut, _copy_
 from .distance import (DISTANCE_EXACT_MAX_NPUS, DISTANCE_SAMPLES, _copy_distance, _distances,
                        _source_distances)
 from .drain import _all_reduce_drain, _drain_bound
+from .load import count_time_us
 from .ingress import REFINE_MAX_NPUS, _all_reduce_ingress, _basic_ingress, _copy_ingress_egress, _refined_ingress
 from .load import _link_load_us
 from .pipeline import _pipeline_bounds
@@ -58,6 +59,22 @@ def _all_gather_bounds(topo: Topology, t: np.ndarray, cpn: int, chunk_bytes: int
     return out
 
 
+def _group_gossip_us(topo, t: np.ndarray, C: int) -> float:
+    """The one-way gossip count with groups for NPUs (docs/bounds.md, *All-Reduce over groups*): for each
+    partition into groups of faster links (servers, then pods; :func:`tacos_bench.topology.tiers.faster_link_components`),
+    ``2 (G-1)`` transfers per chunk into groups, over the links between groups (no switch reduces here)."""
+    from ..topology.tiers import faster_link_components
+
+    best = 0.0
+    for _, label in faster_link_components(topo.num_npus, topo.out_ptr, topo.dst, t):
+        G = int(label.max()) + 1
+        if 1 < G < topo.num_npus:
+            into = label[topo.src] != label[topo.dst]
+            best = max(best, float(count_time_us(t[into], np.array([0, int(into.sum())]),
+                                                 np.array([2 * (G - 1) * C]))[0]))
+    return best
+
+
 def _all_reduce_bounds(problem: Problem, opts: _Opts) -> dict:
     topo = problem.topology
     C = problem.num_chunks
@@ -67,6 +84,8 @@ def _all_reduce_bounds(problem: Problem, opts: _Opts) -> dict:
     diameter, d_exact, E = _distances(g, opts, want_entry=True)
     _, _, Er = _distances(rg, opts, want_entry=True) if E is not None else (None, None, None)
     out = _all_reduce_ingress(g, rg, t, C, E, Er)
+    grouped = _group_gossip_us(topo, t, C)
+    out.update(gossip_us=max(out["gossip_us"], grouped), ingress_us=max(out["ingress_us"], grouped))
     out.update(distance_us=diameter, distance_exact=d_exact)
     out.update(_all_reduce_cut(topo, g, t, C, problem.chunk_bytes, opts))
     if opts.drain:
