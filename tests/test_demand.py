@@ -2,8 +2,6 @@
 them through run.py, every backend that claims them, the verifier against the table, and bad input."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -20,7 +18,7 @@ from tacos_bench.schedule import Schedule
 from tacos_bench.topology.named import named_topology
 from tacos_bench.verify import check
 
-from cli import ROOT
+from cli import run_py_in_process
 
 REL = 1e-9
 
@@ -142,9 +140,8 @@ def test_gini_and_bad_tables_are_one_line_errors(tmp_path):
 def test_run_py_writes_the_table_and_the_matrix(tmp_path):
     np.savetxt(tmp_path / "m.csv", skewed(16), delimiter=",", fmt="%d")
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, str(ROOT / "run.py"), "collective=all_to_allv",
-                           f"collective.demand={tmp_path / 'm.csv'}", "topo=named", "topo.name=hetero2x2x4",
-                           "solver=greedy_plus", f"hydra.run.dir={out}"], capture_output=True, text=True, timeout=300)
+    proc = run_py_in_process("collective=all_to_allv", f"collective.demand={tmp_path / 'm.csv'}", "topo=named",
+                             "topo.name=hetero2x2x4", "solver=greedy_plus", f"hydra.run.dir={out}")
     assert proc.returncode == 0, proc.stderr
     rec = json.loads((out / "result.json").read_text())
     assert rec["valid"] and rec["collective"] == "all_to_allv" and rec["chunks_file"] == "chunks.csv"
@@ -152,8 +149,7 @@ def test_run_py_writes_the_table_and_the_matrix(tmp_path):
                 Collective("custom", demand=read_chunks_csv(out / "chunks.csv", 16, rec["chunk_bytes"])))
     assert check(p, Schedule.from_csv(out / "schedule.csv")).valid     # anyone can check it from the files
     assert np.allclose(np.loadtxt(out / "demand.csv", delimiter=","), skewed(16), atol=rec["chunk_bytes"])
-    bad = subprocess.run([sys.executable, str(ROOT / "run.py"), "collective=all_to_allv",
-                          f"collective.demand={tmp_path / 'nope.csv'}", f"hydra.run.dir={tmp_path / 'bad'}"],
-                         capture_output=True, text=True, timeout=300)
+    bad = run_py_in_process("collective=all_to_allv", f"collective.demand={tmp_path / 'nope.csv'}",
+                            f"hydra.run.dir={tmp_path / 'bad'}")
     assert bad.returncode != 0 and len(bad.stderr.strip().splitlines()) == 1 and "no such file" in bad.stderr
     assert json.loads((tmp_path / "bad" / "result.json").read_text())["status"] == "error"

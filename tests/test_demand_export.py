@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from cli import astra_sim_missing, run_in_process, run_module
+from cli import astra_sim_missing, run_in_process, run_module_in_process
 from tacos_bench.export import load_json
 from tacos_bench.rundir import load_run
 from tacos_bench.verify import verify
@@ -32,7 +32,7 @@ def test_a_table_run_reloads_from_its_chunks_csv(moe_run):
 
 
 def test_json_export_carries_the_table_and_round_trips(moe_run, tmp_path):
-    r = run_module("tacos_bench.export", "json", moe_run, "-o", tmp_path / "s.json")
+    r = run_module_in_process("tacos_bench.export", "json", moe_run, "-o", tmp_path / "s.json")
     assert r.returncode == 0, r.stderr
     doc = json.loads((tmp_path / "s.json").read_text())
     problem, _, _ = load_run(moe_run)
@@ -44,14 +44,14 @@ def test_json_export_carries_the_table_and_round_trips(moe_run, tmp_path):
 
 
 def test_msccl_refuses_a_table_in_one_line(moe_run, tmp_path):
-    r = run_module("tacos_bench.export", "msccl", moe_run, "-o", tmp_path / "x")
+    r = run_module_in_process("tacos_bench.export", "msccl", moe_run, "-o", tmp_path / "x")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "chunk table" in r.stderr and "json" in r.stderr
 
 
 def test_astra_sim_refuses_a_table_only_where_the_network_does_not_embed(moe_run, tmp_path):
     # hetero_mesh4x4 mixes link speeds: no exact ASTRA-sim network (the table itself is not the reason)
-    r = run_module("tacos_bench.export", "astra-sim", moe_run, "-o", tmp_path / "x")
+    r = run_module_in_process("tacos_bench.export", "astra-sim", moe_run, "-o", tmp_path / "x")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "chunk table" not in r.stderr and "mix speeds" in r.stderr
 

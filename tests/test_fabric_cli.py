@@ -1,7 +1,8 @@
 """run.py on switched fabrics: the run's files (schedule.csv's seventh column ``route`` only when the topology
 has switches), fabric edge-list files, and one-line errors (exit code 2, no traceback) for bad fabric files and
 for backends that refuse a fabric or need one; a run that fails after its problem was built keeps what it
-computed in result.json (9 subprocess runs in all)."""
+computed in result.json. The runs go through run.py's own entry point in this process
+(:func:`cli.run_py_in_process`); tests/test_run.py keeps a real process for the exit status and stderr."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import json
 
 import pandas as pd
 import pytest
-from cli import run_in_process, run_py
+from cli import run_in_process, run_py_in_process
 
 from tacos_bench import Collective, Problem, Schedule
 from tacos_bench.topology.io import load_topology
@@ -39,8 +40,8 @@ def one_line_error(r, needle: str) -> str:
 # ------------------------------------------------------------------------------------------------ good runs
 def test_switched_run_writes_a_route_column_and_replays(tmp_path):
     out = tmp_path / "run"
-    r = run_py("topo=switched8", "collective=broadcast", "collective.chunks_per_npu=8", "solver=greedy_plus",
-               f"hydra.run.dir={out}")
+    r = run_py_in_process("topo=switched8", "collective=broadcast", "collective.chunks_per_npu=8",
+                          "solver=greedy_plus", f"hydra.run.dir={out}")
     assert r.returncode == 0, r.stderr
     rec = record(out)
     assert rec["error"] is None and rec["valid"] is True and rec["status"] == "optimal"
@@ -74,8 +75,8 @@ def test_fabric_edge_list_file_runs(tmp_path):
     path.write_text("# name: star4\n# 4 NPUs on one multicast switch (node 4)\n4 1\nswitch 4 cut_through multicast\n"
                     + "".join(f"{u} 4 50 0.5\n4 {u} 50 0.5\n" for u in range(4)))
     out = tmp_path / "run"
-    r = run_py("topo=file", f"topo.path={path}", "collective=broadcast", "collective.chunks_per_npu=4",
-               "collective.buffer_mib=16", "solver=greedy_plus", f"hydra.run.dir={out}")
+    r = run_py_in_process("topo=file", f"topo.path={path}", "collective=broadcast", "collective.chunks_per_npu=4",
+                          "collective.buffer_mib=16", "solver=greedy_plus", f"hydra.run.dir={out}")
     assert r.returncode == 0, r.stderr
     rec = record(out)
     assert rec["valid"] is True and rec["topology"] == "star4" and rec["num_npus"] == 4 and rec["num_links"] == 8
@@ -102,7 +103,7 @@ def test_bad_fabric_file_one_line_error(tmp_path, text, needle):
     path = tmp_path / "fabric.txt"
     path.write_text(text)
     out = tmp_path / "out"
-    r = run_py("topo=file", f"topo.path={path}", "solver=greedy", f"hydra.run.dir={out}")
+    r = run_py_in_process("topo=file", f"topo.path={path}", "solver=greedy", f"hydra.run.dir={out}")
     line = one_line_error(r, needle)
     assert str(path) in line
     rec = record(out)   # the failing run still leaves its record behind
@@ -112,7 +113,7 @@ def test_bad_fabric_file_one_line_error(tmp_path, text, needle):
 # ------------------------------------------------------------------------------------------------ refusals
 def test_milp_refuses_a_fabric_and_keeps_the_bounds(tmp_path):
     out = tmp_path / "out"
-    r = run_py("solver=milp", "topo=switched8", f"hydra.run.dir={out}")
+    r = run_py_in_process("solver=milp", "topo=switched8", f"hydra.run.dir={out}")
     line = one_line_error(r, "solver 'milp' does not model switches, and 'switched8' is a switched fabric")
     assert "greedy_plus" in line   # names the backends that do
     rec = record(out)
@@ -125,7 +126,7 @@ def test_milp_refuses_a_fabric_and_keeps_the_bounds(tmp_path):
 
 def test_nvls_refuses_a_point_to_point_topology(tmp_path):
     out = tmp_path / "out"
-    r = run_py("solver=nvls", "topo=ring8", "collective=all_reduce", f"hydra.run.dir={out}")
+    r = run_py_in_process("solver=nvls", "topo=ring8", "collective=all_reduce", f"hydra.run.dir={out}")
     line = one_line_error(r, "solver 'nvls' runs inside switches, and 'ring8' has none")
     assert "switched8_nvls" in line
     rec = record(out)

@@ -1,5 +1,7 @@
 """run.py with failures: fault.at_us/links (repair mid-collective), topo.failed_links, collective.root through
-topo.failed_npus, and one-line errors for every bad fault/collective input (13 subprocess runs in all)."""
+topo.failed_npus, and one-line errors for every bad fault/collective input. The runs go through run.py's own entry
+point in this process (:func:`cli.run_py_in_process`); tests/test_run.py keeps a real process for the exit status
+and stderr."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from cli import run_py
+from cli import run_py_in_process
 from tacos_bench import Collective, Problem, Schedule
 from tacos_bench.faults import Fault
 from tacos_bench.topology.generators import mesh2d
@@ -30,8 +32,8 @@ def mesh4x4():
 def test_fault_run_records_healthy_repaired_and_scratch(tmp_path):
     out = tmp_path / "run"
     at = 3000.0   # healthy time on mesh4x4 is 8 link times of 1250.5 µs (K=2: 16 of 625.5 µs)
-    r = run_py("solver=greedy", "topo=mesh4x4", "collective.chunks_per_npu=2", "seed=1", f"fault.at_us={at}",
-            "fault.links=[[5,6,both]]", f"hydra.run.dir={out}")
+    r = run_py_in_process("solver=greedy", "topo=mesh4x4", "collective.chunks_per_npu=2", "seed=1",
+                          f"fault.at_us={at}", "fault.links=[[5,6,both]]", f"hydra.run.dir={out}")
     assert r.returncode == 0, r.stderr
     rec = record(out)
     assert rec["error"] is None and rec["valid"] is True and rec["status"] in ("optimal", "feasible")
@@ -61,8 +63,8 @@ def test_fault_run_records_healthy_repaired_and_scratch(tmp_path):
 
 def test_failed_links_run_on_the_degraded_topology(tmp_path):
     out = tmp_path / "run"
-    r = run_py("solver=greedy", "topo=mesh4x4", "topo.failed_links=[[0,1],[2,3,both]]",
-            f"hydra.run.dir={out}")
+    r = run_py_in_process("solver=greedy", "topo=mesh4x4", "topo.failed_links=[[0,1],[2,3,both]]",
+                          f"hydra.run.dir={out}")
     assert r.returncode == 0, r.stderr
     rec = record(out)
     assert rec["valid"] is True and rec["error"] is None
@@ -83,8 +85,8 @@ def test_root_is_mapped_through_failed_npus(tmp_path):
     in the saved topology are the originals 1, 4, 6, 9 (ids 1, 3, 5, 8); id 5 (original 6) has a different
     neighbourhood, so a root left unmapped would show."""
     out = tmp_path / "run"
-    r = run_py("solver=greedy", "topo=mesh4x4", "topo.failed_npus=[2]", "collective=broadcast",
-            "collective.root=5", "collective.chunks_per_npu=2", f"hydra.run.dir={out}")
+    r = run_py_in_process("solver=greedy", "topo=mesh4x4", "topo.failed_npus=[2]", "collective=broadcast",
+                          "collective.root=5", "collective.chunks_per_npu=2", f"hydra.run.dir={out}")
     assert r.returncode == 0, r.stderr
     rec = record(out)
     assert rec["valid"] is True and rec["root"] == 5 and rec["num_npus"] == 15
@@ -117,15 +119,15 @@ BAD = [
 ]
 IDS = ["collective-group", "collective-kind", "root-out-of-range", "root-failed", "no-such-link", "disconnected",
        "negative-fault-time", "links-without-time", "reducing-fault", "milp-fault"]
-# through the real CLI (Hydra, the exit code, stderr): a config-group error and one of the run's own errors;
-# the rest fail inside the run, which the CLI reports the same way: checked in process (test below)
+# through run.py's entry point (Hydra, the exit code, stderr): a config-group error and one of the run's own
+# errors; the rest fail inside the run, which the CLI reports the same way: checked with run_job (test below)
 CLI = ("collective-group", "negative-fault-time")
 
 
 @pytest.mark.parametrize("args,needle", [b for b, i in zip(BAD, IDS) if i in CLI], ids=list(CLI))
 def test_bad_input_one_line_error_and_record(tmp_path, args, needle):
     out = tmp_path / "out"
-    r = run_py("solver=greedy", "topo=mesh4x4", *args, f"hydra.run.dir={out}")
+    r = run_py_in_process("solver=greedy", "topo=mesh4x4", *args, f"hydra.run.dir={out}")
     assert r.returncode == 2, r.stderr
     assert "Traceback" not in r.stderr + r.stdout
     lines = [line for line in r.stderr.splitlines() if line.strip()]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 
-from cli import run_py
+from cli import run_py_in_process
 
 
 import json
@@ -294,7 +294,7 @@ def test_cli_one_line_error(root, tmp_path, kind):
         args, needle = ["topo=file", f"topo.path={bad}"], "duplicate link 0->1"
     else:
         args, needle = ["topo=mesh4x4", "topo.failed_npus=[3,99]"], "failed_npus: unknown NPU id 99"
-    r = run_py("solver=bfs", *args, f"hydra.run.dir={tmp_path / 'out'}")
+    r = run_py_in_process("solver=bfs", *args, f"hydra.run.dir={tmp_path / 'out'}")
     assert r.returncode == 2
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("tacos-bench: error: ") and needle in lines[0], r.stderr

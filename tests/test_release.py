@@ -20,7 +20,7 @@ from tacos_bench.topology.fabrics import switched
 from tacos_bench.topology.generators import mesh2d, ring
 from tacos_bench.verify import check, verify
 
-from cli import run_py
+from cli import run_module_in_process, run_py_in_process
 
 
 def late(problem: Problem, *pairs) -> Problem:
@@ -157,27 +157,26 @@ def test_a_release_on_an_npu_outside_the_topology_is_named():
 
 def test_run_py_takes_release_times_and_records_the_plan(tmp_path):
     out = tmp_path / "run"
-    r = run_py("solver=greedy", "topo=switched8", "collective=all_reduce", "collective.chunks_per_npu=2",
-               "collective.release_us=[[0,20000]]", f"hydra.run.dir={out}")
+    r = run_py_in_process("solver=greedy", "topo=switched8", "collective=all_reduce", "collective.chunks_per_npu=2",
+                          "collective.release_us=[[0,20000]]", f"hydra.run.dir={out}")
     assert r.returncode == 0, r.stderr
     rec = json.loads((out / "result.json").read_text())
     assert rec["valid"] and rec["release_plan"] in ("wait", "straggle") and rec["release_us"] == "[[0, 20000.0]]"
     assert rec["collective_time_us"] >= rec["lower_bound_us"] > 20000
     # the replay from the run's files holds the late NPU too: a schedule that ignores it is rejected
-    from cli import run_python
-
-    v = run_python("-m", "tacos_bench.verify", out)
+    v = run_module_in_process("tacos_bench.verify", out)
     assert v.returncode == 0 and "valid" in v.stdout, v.stdout + v.stderr
-    healthy = run_py("solver=greedy", "topo=switched8", "collective=all_reduce", "collective.chunks_per_npu=2",
-                     f"hydra.run.dir={tmp_path / 'healthy'}")
+    healthy = run_py_in_process("solver=greedy", "topo=switched8", "collective=all_reduce",
+                                "collective.chunks_per_npu=2", f"hydra.run.dir={tmp_path / 'healthy'}")
     assert healthy.returncode == 0
-    v = run_python("-m", "tacos_bench.verify", out, "--schedule", tmp_path / "healthy" / "schedule.csv")
+    v = run_module_in_process("tacos_bench.verify", out, "--schedule", tmp_path / "healthy" / "schedule.csv")
     assert v.returncode == 2 and "before NPU 0 joins" in v.stderr, v.stdout + v.stderr
-    bad = run_py("solver=greedy", "topo=mesh4x4", "collective.release_us=[[3,-1]]", f"hydra.run.dir={tmp_path / 'bad'}")
+    bad = run_py_in_process("solver=greedy", "topo=mesh4x4", "collective.release_us=[[3,-1]]",
+                            f"hydra.run.dir={tmp_path / 'bad'}")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     lines = [x for x in bad.stderr.splitlines() if x.strip()]
     assert len(lines) == 1 and "collective.release_us: NPU 3 joins at -1" in lines[0]
     assert json.loads((tmp_path / "bad" / "result.json").read_text())["status"] == "error"
-    outside = run_py("solver=greedy", "topo=mesh4x4", "topo.failed_npus=[5]", "collective.release_us=[[5,10]]",
-                     f"hydra.run.dir={tmp_path / 'outside'}")
+    outside = run_py_in_process("solver=greedy", "topo=mesh4x4", "topo.failed_npus=[5]",
+                                "collective.release_us=[[5,10]]", f"hydra.run.dir={tmp_path / 'outside'}")
     assert outside.returncode == 2 and "collective.release_us: NPU 5 is a failed NPU" in outside.stderr

@@ -18,7 +18,7 @@ from tacos_bench.topology.fabrics import switched
 from tacos_bench.topology.generators import mesh2d, ring, torus2d
 from tacos_bench.verify import check
 
-from cli import run_py, run_python
+from cli import run_module_in_process, run_py_in_process
 
 
 def test_the_pieces_partition_every_contribution():
@@ -90,10 +90,11 @@ def test_failed_npus_are_refused_for_a_reducing_collective():
 
 def test_run_py_repairs_an_all_reduce_and_the_verifier_replays_it(tmp_path):
     out = tmp_path / "run"
-    r = run_py("solver=greedy_plus", "topo=torus4x4", "collective=all_reduce", "collective.chunks_per_npu=2",
-               "fault.at_fraction=0.4", "fault.links=[[0,1,both]]", f"hydra.run.dir={out}")
+    r = run_py_in_process("solver=greedy_plus", "topo=torus4x4", "collective=all_reduce",
+                          "collective.chunks_per_npu=2", "fault.at_fraction=0.4", "fault.links=[[0,1,both]]",
+                          f"hydra.run.dir={out}")
     assert r.returncode == 0, r.stderr
     rec = json.loads((out / "result.json").read_text())
     assert rec["valid"] and rec["repair_plan"] in ("resume", "detour") and rec["repaired_time_us"] >= rec["repair_bound_us"]
-    v = run_python("-m", "tacos_bench.verify", out)
+    v = run_module_in_process("tacos_bench.verify", out)
     assert v.returncode == 0 and "valid" in v.stdout, v.stdout + v.stderr

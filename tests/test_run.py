@@ -1,11 +1,15 @@
-"""run.py end to end: output files, one-line errors without tracebacks, sweeps with error rows."""
+"""run.py end to end: output files, one-line errors without tracebacks, sweeps with error rows.
+
+A real process runs the default run (its files), one bad input and one bad setting (exit status, the one stderr
+line, the record kept), ``HYDRA_FULL_ERROR``'s traceback, HiGHS's banner (C output) and the sweep; the other
+cases go through run.py's own entry point in this process (:func:`cli.run_py_in_process`)."""
 
 import json
 
 import pandas as pd
 import pytest
 
-from cli import run_py_help, run_module, run_py
+from cli import run_module, run_py, run_py_help, run_py_in_process
 from tacos_bench import Collective, Problem, Schedule
 from tacos_bench.topology.named import build_topology
 from tacos_bench.verify import verify
@@ -33,27 +37,27 @@ def test_file_topology_and_overrides(tmp_path):
     topo = tmp_path / "tri.txt"
     topo.write_text("# a directed triangle\n3\n0 1 50 0.5\n1 2 50 0.5\n2 0 25 1.0  # slow link\n")
     out = tmp_path / "run"
-    r = run_py("solver=bfs", "topo=file", f"topo.path={topo}", "collective=all_reduce",
-            "collective.chunks_per_npu=2", "collective.buffer_mib=3", "seed=7", f"hydra.run.dir={out}")
+    r = run_py_in_process("solver=bfs", "topo=file", f"topo.path={topo}", "collective=all_reduce",
+                          "collective.chunks_per_npu=2", "collective.buffer_mib=3", "seed=7", f"hydra.run.dir={out}")
     assert r.returncode == 0, r.stderr
     rec = json.loads((out / "result.json").read_text())
     assert (rec["collective"], rec["chunks_per_npu"], rec["seed"], rec["num_links"]) == ("all_reduce", 2, 7, 3)
     assert rec["valid"]
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["topo=file", "topo.path=MISSING"], "no such file"),
-    (["topo=file", "topo.path=BAD"], ":3 [bw_GiBps]"),
-    (["topo=file", "topo.path=CUT"], "cannot be reached"),
-    (["collective.buffer_mib=-1"], "collective.buffer_mib must be a positive number"),
-    (["collective.chunks_per_npu=0"], "chunks_per_npu must be a positive integer"),
+@pytest.mark.parametrize("args,needle,run", [
+    (["topo=file", "topo.path=MISSING"], "no such file", run_py),   # a real process: exit status, stderr
+    (["topo=file", "topo.path=BAD"], ":3 [bw_GiBps]", run_py_in_process),
+    (["topo=file", "topo.path=CUT"], "cannot be reached", run_py_in_process),
+    (["collective.buffer_mib=-1"], "collective.buffer_mib must be a positive number", run_py_in_process),
+    (["collective.chunks_per_npu=0"], "chunks_per_npu must be a positive integer", run_py_in_process),
 ])
-def test_bad_input_one_line_error(tmp_path, args, needle):
+def test_bad_input_one_line_error(tmp_path, args, needle, run):
     (tmp_path / "bad.txt").write_text("3\n0 1 50 0.5\n1 2 0 0.5\n2 0 50 0.5\n")
     (tmp_path / "cut.txt").write_text("3\n0 1 50 0.5\n1 0 50 0.5\n2 0 50 0.5\n")
     args = [a.replace("MISSING", str(tmp_path / "none.txt")).replace("BAD", str(tmp_path / "bad.txt"))
             .replace("CUT", str(tmp_path / "cut.txt")) for a in args]
-    r = run_py("solver=bfs", *args, f"hydra.run.dir={tmp_path / 'out'}")
+    r = run("solver=bfs", *args, f"hydra.run.dir={tmp_path / 'out'}")
     assert r.returncode != 0
     assert "Traceback" not in r.stderr + r.stdout
     err_lines = [line for line in r.stderr.splitlines() if line.strip()]
@@ -63,17 +67,18 @@ def test_bad_input_one_line_error(tmp_path, args, needle):
     assert rec["status"] == "error" and needle in rec["error"]
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["topo=nosuch"], "Could not find 'topo/nosuch'"),
-    (["solver=nosuch"], "Could not find 'solver/nosuch'"),
-    (["collective=nosuch"], "Could not find 'collective/nosuch'"),
-    (["solver.nosuchkey=1"], "unknown setting solver.nosuchkey; valid keys of solver: name, time_limit_s"),
-    (["solver.time_limit=5"], "solver.time_limit (did you mean solver.time_limit_s?)"),
-    (["collective.sizes=3"], "unknown setting collective.sizes; valid keys of collective: kind,"),
-    (["seed=abc"], "seed"),
+@pytest.mark.parametrize("args,needle,run", [
+    (["topo=nosuch"], "Could not find 'topo/nosuch'", run_py),   # a real process: exit status, stderr
+    (["solver=nosuch"], "Could not find 'solver/nosuch'", run_py_in_process),
+    (["collective=nosuch"], "Could not find 'collective/nosuch'", run_py_in_process),
+    (["solver.nosuchkey=1"], "unknown setting solver.nosuchkey; valid keys of solver: name, time_limit_s",
+     run_py_in_process),
+    (["solver.time_limit=5"], "solver.time_limit (did you mean solver.time_limit_s?)", run_py_in_process),
+    (["collective.sizes=3"], "unknown setting collective.sizes; valid keys of collective: kind,", run_py_in_process),
+    (["seed=abc"], "seed", run_py_in_process),
 ])
-def test_bad_config_clear_message(tmp_path, args, needle):
-    r = run_py(*args, f"hydra.run.dir={tmp_path / 'out'}")
+def test_bad_config_clear_message(tmp_path, args, needle, run):
+    r = run(*args, f"hydra.run.dir={tmp_path / 'out'}")
     assert r.returncode == 2
     assert "Traceback" not in r.stderr
     err_lines = [line for line in r.stderr.splitlines() if line.strip()]

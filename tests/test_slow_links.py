@@ -17,7 +17,7 @@ from tacos_bench.topology.fabrics import switched
 from tacos_bench.topology.generators import mesh2d, ring
 from tacos_bench.verify import check
 
-from cli import run_py, run_python
+from cli import run_module_in_process, run_py_in_process
 
 
 def one_row(p: Problem, start: float) -> Schedule:
@@ -96,13 +96,14 @@ def test_run_py_slows_rails_mid_collective_and_the_record_replays(tmp_path):
     # a 16-GPU two-tier cluster, four rails (the NICs of GPUs 0-3 of each node) at half bandwidth from mid-way
     out = tmp_path / "run"
     nics = ",".join(f"[{g},0.5,nics]" for g in (0, 1, 2, 3, 8, 9, 10, 11))
-    r = run_py("solver=greedy_plus", "topo=dgx_h100x4", "topo.dims=[2,8]", "collective.chunks_per_npu=2",
-               "fault.at_fraction=0.5", f"fault.slow_npus=[{nics}]", f"hydra.run.dir={out}")
+    r = run_py_in_process("solver=greedy_plus", "topo=dgx_h100x4", "topo.dims=[2,8]",
+                          "collective.chunks_per_npu=2", "fault.at_fraction=0.5", f"fault.slow_npus=[{nics}]",
+                          f"hydra.run.dir={out}")
     assert r.returncode == 0, r.stderr
     rec = json.loads((out / "result.json").read_text())
     assert rec["valid"] and rec["repair_plan"] in ("resume", "keep", "replan")
     assert rec["repaired_over_bound"] <= 1.10          # measured 1.002
     slow = rec["fault_slow_links"]
     assert len(json.loads(slow) if isinstance(slow, str) else slow) == 16
-    v = run_python("-m", "tacos_bench.verify", out)
+    v = run_module_in_process("tacos_bench.verify", out)
     assert v.returncode == 0 and "valid" in v.stdout, v.stdout + v.stderr
