@@ -1,9 +1,13 @@
-"""Studies and launchers at tiny sizes: each study command runs end to end and writes its outputs."""
+"""Studies and launchers at tiny sizes: each study command runs end to end and writes its outputs.
+
+The study scripts and the ``run.py -m`` sweeps they launch run in this process (:func:`cli.run_study_in_process`:
+their own ``__main__``, arguments and exit status, without an interpreter start each); the parallel launchers run
+``run.py`` in a process of its own."""
 
 import pandas as pd
 import pytest
 
-from cli import run_in_process, run_module, run_py, run_python
+from cli import run_in_process, run_module, run_module_in_process, run_py, run_study_in_process
 
 
 @pytest.mark.parametrize("study,outputs", [
@@ -12,8 +16,8 @@ from cli import run_in_process, run_module, run_py, run_python
     ("study_collectives", ["collectives.md", "collectives.png", "collectives_failures.png", "results.parquet"]),
     ("study_message_size", ["message_size.md", "message_size_torus4x4_time.png", "results.parquet"]),
 ])
-def test_study_quick(root, tmp_path, study, outputs):
-    r = run_python(root / "experiments" / f"{study}.py", "--quick", "--out", tmp_path, timeout=600)
+def test_study_quick(tmp_path, study, outputs):
+    r = run_study_in_process(f"{study}.py", "--quick", "--out", tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     for name in outputs:
         assert (tmp_path / name).exists(), name
@@ -25,10 +29,10 @@ def test_study_quick(root, tmp_path, study, outputs):
         assert "## Every root" in md and "repair bound" in md
 
 
-def test_study_exact_vs_greedy_quick(root, tmp_path):
+def test_study_exact_vs_greedy_quick(tmp_path):
     """Every backend of the heuristic-vs-exact study (greedy, greedy_plus, milp and cpsat on the TEN cold, cpsat
     continuous cold and warm) on the tiny grid; the report names the largest N proven and the anytime figure."""
-    r = run_python(root / "experiments" / "study_exact_vs_greedy.py", "--quick", "--out", tmp_path, timeout=600)
+    r = run_study_in_process("study_exact_vs_greedy.py", "--quick", "--out", tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     for name in ("exact_vs_greedy.md", "exact_vs_greedy.png", "exact_vs_greedy_anytime.png", "results.parquet"):
         assert (tmp_path / name).exists(), name
@@ -72,7 +76,7 @@ def test_gantt_chart_of_a_run(tmp_path):
     rec = run_in_process(run_dir, solver="greedy", topo="ring8", collective="all_reduce")
     assert rec["error"] is None and rec["valid"], rec["error"]
     png = tmp_path / "g.png"
-    r = run_module("tacos_bench.plots", run_dir, "-o", png, timeout=300)
+    r = run_module_in_process("tacos_bench.plots", run_dir, "-o", png)
     assert r.returncode == 0, r.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     r = run_module("tacos_bench.plots", tmp_path / "nope", timeout=300)

@@ -3,11 +3,11 @@ report names the baselines and the modes."""
 
 import pandas as pd
 
-from cli import run_python
+from cli import run_study_in_process
 
 
-def test_study_moe_quick(root, tmp_path):
-    r = run_python(root / "experiments" / "study_moe.py", "--quick", "--out", tmp_path, timeout=300)
+def test_study_moe_quick(tmp_path):
+    r = run_study_in_process("study_moe.py", "--quick", "--out", tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     df = pd.read_parquet(tmp_path / "moe.parquet")
     assert df["error"].isna().all() and df["valid"].all()
