@@ -91,14 +91,6 @@ def matchings(counts: np.ndarray) -> list[tuple[np.ndarray, int]]:
     return out
 
 
-def _hop_of(hops: Hops, hop_ids: np.ndarray) -> dict:
-    """``(sender, receiver) -> hop`` over ``hop_ids``, the least duration first."""
-    out: dict = {}
-    for h in sorted(hop_ids.tolist(), key=lambda h: float(hops.dur[h])):
-        out.setdefault((int(hops.src[h]), int(hops.dst[h])), h)
-    return out
-
-
 def rail_slots_table(problem: Problem, *, hops: Hops | None = None, link_free: np.ndarray | None = None,
                      chunk_ready: np.ndarray | None = None, seed: int = 0, chunk_order: str = "rarest",
                      local_first: bool = True) -> Schedule:
@@ -152,7 +144,8 @@ def rail_slots_table(problem: Problem, *, hops: Hops | None = None, link_free: n
     dv, dc = demand.required_pairs()
     a, b = grp[src[dc]], grp[dv]
     cross = a != b
-    jobs = np.unique(dc[cross] * G + b[cross])                                 # (chunk, node) crossings
+    jobs = np.sort(dc[cross] * G + b[cross])                                   # (chunk, node) crossings
+    jobs = jobs[np.r_[True, jobs[1:] != jobs[:-1]]] if jobs.size else jobs
     jc, jb = jobs // G, jobs % G
     ja, jh = grp[src[jc]], rail[src[jc]]
     relay = member[jb, jh]
@@ -169,13 +162,18 @@ def rail_slots_table(problem: Problem, *, hops: Hops | None = None, link_free: n
     np.add.at(fan, pos, 1)
     np.maximum.at(urgent, pos, inbound[dv[spread & cross]])
 
+    # the hop between two GPUs of a node or of a rail (the least duration)
+    hop_at = np.full((n, n), -1, np.int64)
+    for h in lay.group_hops + lay.rail_hops:
+        best = h[np.argsort(-hops.dur[h], kind="stable")]       # the least duration written last, kept
+        hop_at[hops.src[best], hops.dst[best]] = best
+
     # 1. slots: per rail, the node x node crossings as matchings; slot k of rail h starts at k x its slot time
     parts, arrive = [], np.zeros(len(jc))
     for h in range(P):
         on = np.flatnonzero(jh == h)
         if not on.size:
             continue
-        hop_of = _hop_of(hops, lay.rail_hops[h])
         span = max(max(float(e) - float(o) for o, e in zip(hops.off[x], hops.end[x])) for x in lay.rail_hops[h])
         counts = np.zeros((G, G), np.int64)
         np.add.at(counts, (ja[on], jb[on]), 1)
@@ -198,57 +196,52 @@ def rail_slots_table(problem: Problem, *, hops: Hops | None = None, link_free: n
         slot = np.empty(on.size, np.int64)
         for s0, s1 in zip(first.tolist(), np.r_[first[1:], on.size].tolist()):
             slot[s0:s1] = slots[(int(ja[on[s0]]), int(jb[on[s0]]))]
-        try:
-            hop = np.array([hop_of[(int(u), int(v))] for u, v in zip(src[jc[on]].tolist(), relay[on].tolist())],
-                           np.int64)
-        except KeyError as e:
-            raise SolverError(f"rail slots: no hop between the rail's GPUs {e.args[0]}") from None
+        hop = hop_at[src[jc[on]], relay[on]]
+        if np.any(hop < 0):
+            raise SolverError("rail slots: two GPUs of a rail have no hop between them")
         start = slot * span
         arrive[on] = start + hops.dur[hop]
         parts.append(hop_rows(hops, jc[on], hop, start, sort=False))
 
-    # 2. spreads: each (chunk, holder) to the GPUs of its node that need it, in the order the chunks land
-    sk, inv = np.unique(dc[spread] * n + holder[spread], return_inverse=True)   # (chunk, holder) spreads
-    sk = np.stack([sk // n, sk % n], axis=1)
-    d_order = np.argsort(inv, kind="stable")
-    d_ptr = np.zeros(len(sk) + 1, np.int64)
-    np.cumsum(np.bincount(inv, minlength=len(sk)), out=d_ptr[1:])
-    hop_at = np.full((n, n), -1, np.int64)
-    for g in range(G):
-        h = lay.group_hops[g]
-        best = np.argsort(-hops.dur[h], kind="stable")          # the least duration written last, kept
-        hop_at[hops.src[h][best], hops.dst[h][best]] = h[best]
-    d_hop = hop_at[holder[spread][d_order], dv[spread][d_order]]
+    # 2. spreads: each chunk from its holder in a node to the node's GPUs that need it, as it lands there
+    sp = np.flatnonzero(spread)
+    d_chunk, d_hold, d_dst = dc[sp], holder[sp], dv[sp]
+    d_hop = hop_at[d_hold, d_dst]
     if np.any(d_hop < 0):
         raise SolverError("rail slots: a GPU of a node has no hop to another over the node's switch")
-    k_chunk, k_holder = sk[:, 0], sk[:, 1]
-    crossed = grp[src[k_chunk]] != grp[k_holder]
-    ready = np.zeros(len(sk))
-    if crossed.any():
-        at = np.searchsorted(jc * G + jb, k_chunk[crossed] * G + grp[k_holder[crossed]])
-        ready[crossed] = arrive[at]
-    d_dst = dv[spread][d_order]
-    per_row = np.repeat(np.arange(len(sk)), np.diff(d_ptr))
+    d_ready = np.zeros(sp.size)
+    crossed = cross[sp]
+    d_ready[crossed] = arrive[np.searchsorted(key, d_chunk[crossed] * G + b[sp][crossed])]
     slot = np.empty(n, np.int64)
     for members in lay.groups:
         slot[members] = np.arange(len(members))
-    d_ready = ready[per_row]
-    pid = d_dst * P + slot[k_holder[per_row]]
-    start = _spread_kernel(d_ready, d_dst, d_hop, pid, np.lexsort((np.arange(pid.size), d_ready, pid)),
-                           hops.link_pad, hops.off_pad, hops.end_pad, topo.num_links, n, P)
-    parts.append(hop_rows(hops, k_chunk[per_row], d_hop, start, sort=False))
-    return Schedule.concat(parts).sorted()
+    pid = d_dst * P + slot[d_hold]
+    members = np.stack(lay.groups).astype(np.int64)          # G x P
+    start = _spread_kernel(d_ready, d_dst, d_hop, d_hold, pid, np.lexsort((np.arange(pid.size), d_ready, pid)),
+                           hops.link_pad, hops.off_pad, hops.end_pad, topo.num_links, n, P, grp, members)
+    parts.append(hop_rows(hops, d_chunk, d_hop, start, sort=False))
+    # the rows as they were made (schedule.csv writes them in the canonical order)
+    return Schedule.concat(parts)
+
+
+@njit(cache=True, inline="always")
+def _earliest(h, t, free, link_pad, off_pad):
+    """When hop ``h`` may start, at ``t`` or later, as its links are reserved now."""
+    s = t
+    for x in range(link_pad.shape[1]):
+        s = max(s, free[link_pad[h, x]] - off_pad[h, x])
+    return s
 
 
 @njit(cache=True)
-def _spread_kernel(ready, d_dst, d_hop, pid, order, link_pad, off_pad, end_pad, L, n, P):
-    """Every delivery (a chunk from its holder to one GPU over the node's switch) as a non-delay schedule: at each
-    moment every GPU whose in-link is free, the one with the most deliveries still to take first, takes the
-    earliest-ready delivery whose chunk is there and whose hop's links are free. Deliveries queue per (receiver,
-    holder) in ready order (``slot[v]``: the holder's place in its node, ``P`` NPUs a node). Returns each
-    delivery's start."""
+def _spread_kernel(ready, d_dst, d_hop, d_hold, pid, order, link_pad, off_pad, end_pad, L, n, P, grp, members):
+    """Every delivery (a chunk from its holder to one GPU over the node's switch) as a non-delay schedule: a GPU
+    whose in-link is free takes the earliest-ready delivery whose chunk is there and whose hop's links are free
+    (GPUs with more deliveries still to take first when several wake at once). Deliveries queue per (receiver,
+    holder) (``pid``: receiver x ``P`` + the holder's place in its node; ``order`` sorts them by queue, then ready
+    time); a GPU wakes when its in-link frees, a delivery to it gets ready, or a holder's out-link frees.
+    Returns each delivery's start."""
     D = d_hop.shape[0]
-    W = link_pad.shape[1]
     free = np.zeros(L + 1)
     free[L] = -np.inf
     start = np.full(D, -1.0)
@@ -261,55 +254,66 @@ def _spread_kernel(ready, d_dst, d_hop, pid, order, link_pad, off_pad, end_pad, 
     todo = np.zeros(n, np.int64)
     for k in range(D):
         todo[d_dst[k]] += 1
-    left = D
-    # the moments something may start: a link frees, a queue's first chunk is ready
-    times = [np.inf]
-    for q in range(n * P):
-        if head[q] < qptr[q + 1]:
-            heapq.heappush(times, ready[order[head[q]]])
-    t = 0.0 if D == 0 else ready.min()
-    while left:
-        eps = 1e-9 * max(1.0, abs(t))
-        for v in np.argsort(-todo, kind="mergesort"):
-            if todo[v] == 0:
-                break
-            best = -1
+    wake = [(0.0, np.int64(0), np.int64(0))]
+    wake.pop()
+    due = np.full(n, np.inf)          # each GPU's one pending wake-up (later entries for it are stale)
+    for v in range(n):
+        if todo[v]:
+            t0 = np.inf
             for j in range(P):
                 q = v * P + j
-                if head[q] == qptr[q + 1]:
-                    continue
-                k = order[head[q]]
-                if ready[k] > t + eps or (best >= 0 and ready[k] >= ready[best]):
-                    continue
-                h = d_hop[k]
-                ok = True
-                for x in range(W):
-                    if free[link_pad[h, x]] > t + off_pad[h, x] + eps:
-                        ok = False
-                        break
-                if ok:
-                    best = k
-            if best < 0:
+                if head[q] < qptr[q + 1]:
+                    t0 = min(t0, ready[order[head[q]]])
+            due[v] = t0
+            heapq.heappush(wake, (t0, -todo[v], np.int64(v)))
+    while len(wake):
+        t, _, v = heapq.heappop(wake)
+        if todo[v] == 0 or t != due[v]:
+            continue
+        due[v] = np.inf
+        eps = 1e-9 * max(1.0, abs(t))
+        best = -1
+        nxt = np.inf
+        for j in range(P):
+            q = v * P + j
+            if head[q] == qptr[q + 1]:
                 continue
-            h = d_hop[best]
-            start[best] = t
-            for x in range(W):
-                lk = link_pad[h, x]
-                if lk < L:
-                    free[lk] = t + end_pad[h, x]
-                    heapq.heappush(times, t + end_pad[h, x] - off_pad[h, x])
-            q = pid[best]
-            head[q] += 1
-            if head[q] < qptr[q + 1]:
-                heapq.heappush(times, ready[order[head[q]]])
-            todo[v] -= 1
-            left -= 1
-        while times[0] <= t + eps:
-            heapq.heappop(times)
-        t = times[0]
-        if t == np.inf and left:
-            raise RuntimeError("spread kernel: deliveries left and nothing to wait for")
+            k = order[head[q]]
+            s = _earliest(d_hop[k], ready[k], free, link_pad, off_pad)
+            if s <= t + eps:
+                if best < 0 or ready[k] < ready[best]:
+                    best = k
+            elif s < nxt:
+                nxt = s
+        if best < 0:
+            _wake(wake, due, v, nxt, todo)
+            continue
+        h = d_hop[best]
+        start[best] = t
+        for x in range(link_pad.shape[1]):
+            lk = link_pad[h, x]
+            if lk < L:
+                free[lk] = t + end_pad[h, x]
+        head[pid[best]] += 1
+        todo[v] -= 1
+        # its in-link, and the holder's out-link, are taken until then: it, and the GPUs that wait for chunks
+        # from that holder, look again
+        again = _earliest(h, t, free, link_pad, off_pad)
+        _wake(wake, due, v, again, todo)
+        u = d_hold[best]
+        j = pid[best] - v * P                   # the holder's place in its node
+        for w in members[grp[u]]:
+            if w != v and head[w * P + j] < qptr[w * P + j + 1]:
+                _wake(wake, due, w, again, todo)
     return start
+
+
+@njit(cache=True, inline="always")
+def _wake(wake, due, v, t, todo):
+    """Wake ``v`` at ``t`` unless it has nothing left or wakes no later already."""
+    if todo[v] and t < due[v]:
+        due[v] = t
+        heapq.heappush(wake, (t, -todo[v], v))
 
 
 def warmup() -> None:
