@@ -42,6 +42,12 @@ def warm_all(verbose: bool = True) -> dict[str, float]:
         warmup_fabric()
         # unicast chunks (gather, scatter, all-to-all) have a kernel of their own
         get_solver("greedy_plus").solve(Problem(switched(3), Collective("all_to_all", 1, 1)))
+        # a chunk table on a rail-optimized cluster: greedy_plus's candidates for tables (rail slots among them)
+        from tacos_bench.moe import dispatch_demand, moe_routing
+        from tacos_bench.topology.fabrics import rail_cluster
+
+        demand = dispatch_demand(moe_routing(4, tokens_per_npu=2, hidden=8, experts=4, top_k=2, seed=0))
+        get_solver("greedy_plus").solve(Problem(rail_cluster(2, 2), Collective("moe_dispatch", demand=demand)))
 
     part("fabric", fabric)
 
