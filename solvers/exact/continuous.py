@@ -35,6 +35,12 @@ its destination ``t_c`` (gather, scatter, all_to_all). Per candidate (chunk ``c`
   transfers of a unicast chunk off its path can be dropped;
 * **link** -- ``NoOverlap`` of the intervals of each link;
 * **makespan** -- ``T >= R[c, v]`` for every needed ``(c, v)``; minimize ``T``.
+* **late NPUs** (``collective.release_us``) -- a link of a late NPU carries nothing that starts before the
+  NPU joins: ``S >= r_l`` (in units; the unit divides the release times too), so a chunk whose source is late
+  leaves it from then on. Earliest arrivals (``dist``) wait for the releases on the way; the list schedules
+  and the re-timing to real time keep such links idle until then. Every cut below is a bound of the problem
+  without late NPUs, or is computed from the earliest starts, so it stays valid with them; the ``bound`` cut
+  includes the release bound (:mod:`tacos_bench.bounds.release`).
 
 Domains come from shortest paths over the durations (Dijkstra): ``R[c, v] >= dist(s_c, v)``,
 ``S >= dist(s_c, u)``; a unicast transfer also leaves ``dist(v, t_c)`` before the horizon. Candidates
@@ -202,6 +208,8 @@ class TimeBase:
     unit_us: Fraction
     durations: tuple[int, ...]
     exact: bool
+    # per link, the first unit it may carry anything (late NPUs, collective.release_us); empty: none late
+    release: tuple[int, ...] = ()
 
     def to_units_floor(self, t_us) -> int:
         return math.floor(Fraction(t_us) / self.unit_us)
@@ -225,27 +233,53 @@ def time_base(problem: Problem, horizon_us: float | None = None, *, max_units: i
     (True, Fraction(1, 3), [5003, 30015])
     >>> time_base(p, horizon_us=1e12).exact      # 3e12 units: 1 ns, rounded up
     False
+
+    Late NPUs' release times (``collective.release_us``) are whole units too where the unit is exact (the unit
+    divides them as well), rounded up on the fallback grid:
+
+    >>> from dataclasses import replace
+    >>> q = Problem(p.topology, replace(p.collective, release=((0, 2.5),)))
+    >>> tb = time_base(q)
+    >>> tb.unit_us, max(tb.release), sorted(set(tb.durations))
+    (Fraction(1, 6), 15, [10006, 60030])
     """
     times = exact_link_times_us(problem)
     if not times:
         return TimeBase(Fraction(1), (), True)
+    rel = exact_link_release_us(problem)
     den = 1
-    for t in times:
+    for t in times + rel:
         den = den * t.denominator // math.gcd(den, t.denominator)
-    ints = [int(t * den) for t in times]
     g = 0
-    for x in ints:
-        g = math.gcd(g, x)
+    for t in times + rel:
+        g = math.gcd(g, int(t * den))
     unit = Fraction(g, den)
     if horizon_us is None:
-        horizon_us = float(sum(times)) * max(1, problem.num_chunks)
+        horizon_us = float(sum(times) + max(rel, default=0)) * max(1, problem.num_chunks)
     if Fraction(horizon_us) / unit <= max_units:
-        return TimeBase(unit, tuple(x // g for x in ints), True)
+        return TimeBase(unit, tuple(int(t / unit) for t in times), True, release_units(rel, unit))
     ns = [math.ceil(t / FALLBACK_UNIT_US) for t in times]
     g = 0
-    for x in ns:
+    for x in ns + [math.ceil(r / FALLBACK_UNIT_US) for r in rel]:    # releases: whole ns, rounded up
         g = math.gcd(g, x)
-    return TimeBase(FALLBACK_UNIT_US * g, tuple(x // g for x in ns), False)
+    unit = FALLBACK_UNIT_US * g
+    return TimeBase(unit, tuple(x // g for x in ns), False, release_units(rel, unit))
+
+
+def exact_link_release_us(problem: Problem) -> list[Fraction]:
+    """Per link, the later release of its two ends (``collective.release_us``, :meth:`Problem.link_release_us`)
+    as an exact fraction from its decimal string; every link 0 without late NPUs."""
+    if not problem.has_release:
+        return [Fraction(0)] * problem.num_links
+    return [Fraction(str(float(r))) for r in problem.link_release_us().tolist()]
+
+
+def release_units(release_us: list[Fraction], unit: Fraction) -> tuple[int, ...]:
+    """The release times in whole ``unit``s, rounded up (exact where the unit divides them); ``()`` when none
+    is late."""
+    if not any(release_us):
+        return ()
+    return tuple(math.ceil(r / unit) for r in release_us)
 
 
 # =============================================================================================== instance
@@ -263,6 +297,7 @@ class _Instance:
     source: list[int]            # per chunk id (all chunks)
     dest: list[int]              # per chunk id, -1 = every NPU
     multicast: bool
+    rel: list[int] = field(default_factory=list)                      # per link: no transfer starts before
     dist_from: dict[int, list[float]] = field(default_factory=dict)   # source NPU -> dist to every NPU
     dist_to: dict[int, list[float]] = field(default_factory=dict)     # destination NPU -> dist from every NPU
 
@@ -272,13 +307,16 @@ class _Instance:
         return [self.dest[c]]
 
 
-def _dijkstra(n: int, adj: list[list[int]], far: list[int], dur: list[int], root: int) -> list[float]:
-    """Shortest durations from ``root`` over links ``adj[u]`` (link ``l`` leads to ``far[l]`` in ``dur[l]``)."""
-    return dijkstra_arcs(n, [[(far[l], dur[l]) for l in ls] for ls in adj], root)
+def _dijkstra(n: int, adj: list[list[int]], far: list[int], dur: list[int], root: int,
+              rel: list[int] | None = None) -> list[float]:
+    """Shortest durations from ``root`` over links ``adj[u]`` (link ``l`` leads to ``far[l]`` in ``dur[l]``,
+    starting no sooner than ``rel[l]``: the earliest arrivals with late NPUs)."""
+    return dijkstra_arcs(n, [[(far[l], dur[l], rel[l] if rel else 0) for l in ls] for ls in adj], root)
 
 
-def dijkstra_arcs(n: int, arcs: list[list[tuple[int, int]]], root: int) -> list[float]:
-    """Shortest integer durations from ``root`` over ``arcs[u] = [(v, w), ...]`` (exact: no floating sums)."""
+def dijkstra_arcs(n: int, arcs: list[list[tuple]], root: int) -> list[float]:
+    """Earliest integer arrivals from ``root`` over ``arcs[u] = [(v, w), ...]`` (exact: no floating sums); an arc
+    ``(v, w, r)`` starts no sooner than ``r`` (arriving later never arrives earlier beyond it: Dijkstra holds)."""
     dist = [math.inf] * n
     dist[root] = 0
     heap = [(0, root)]
@@ -286,15 +324,17 @@ def dijkstra_arcs(n: int, arcs: list[list[tuple[int, int]]], root: int) -> list[
         d, u = heapq.heappop(heap)
         if d > dist[u]:
             continue
-        for v, w in arcs[u]:
-            nd = d + w
+        for arc in arcs[u]:
+            v, w = arc[0], arc[1]
+            nd = (d if len(arc) < 3 else max(d, arc[2])) + w
             if nd < dist[v]:
                 dist[v] = nd
                 heapq.heappush(heap, (nd, v))
     return dist
 
 
-def _instance(problem: Problem, durations) -> _Instance:
+def _instance(problem: Problem, durations, release=()) -> _Instance:
+    """The instance in integer units (``release``: per link, its release in units, :attr:`TimeBase.release`)."""
     topo = problem.topology
     n = topo.num_npus
     lsrc = topo.src.tolist()
@@ -311,9 +351,9 @@ def _instance(problem: Problem, durations) -> _Instance:
     else:
         chunks = []
     inst = _Instance(n, lsrc, ldst, list(durations), out_links, in_links, chunks, source, dest,
-                     bool(problem.collective.multicast))
+                     bool(problem.collective.multicast), list(release) or [0] * len(lsrc))
     for s in sorted({source[c] for c in chunks}):
-        inst.dist_from[s] = _dijkstra(n, out_links, ldst, inst.dur, s)
+        inst.dist_from[s] = _dijkstra(n, out_links, ldst, inst.dur, s, inst.rel)
     if not inst.multicast:
         for t in sorted({dest[c] for c in chunks}):
             inst.dist_to[t] = _dijkstra(n, in_links, lsrc, inst.dur, t)
@@ -555,7 +595,7 @@ def list_schedule(inst: _Instance, group_aware: bool = True, rng=None, unicast_r
     got it first, which spreads a group's imports over its members), then ``rng`` or commit order.
     """
     lsrc, ldst, dur = inst.lsrc, inst.ldst, inst.dur
-    free = [0] * len(dur)
+    free = list(inst.rel)       # a late NPU's links are idle until it joins
     out: list[tuple[int, int, int]] = []
     heap: list = []
     seq = 0
@@ -723,7 +763,7 @@ def routed_schedule(inst: _Instance, alpha: float = 1.0, rule: str = "farthest",
         per_chunk.setdefault(t, 1.0 / sum(1.0 / dur[l] for l in inst.in_links[t]))
     pos = dict.fromkeys(path, 0)
     ready = dict.fromkeys(path, 0)
-    free = [0] * len(dur)
+    free = list(inst.rel)       # a late NPU's links are idle until it joins
     heap2: list = []
     out: list[tuple[int, int, int]] = []
     makespan = 0
@@ -820,7 +860,7 @@ def _retime(inst: _Instance, transfers) -> tuple[list[tuple[int, int, int]], int
                 keep.extend(path)
     keep.sort(key=lambda x: (x[0], x[1], x[2]))
     have: dict[tuple[int, int], int] = {}
-    free = [0] * len(dur)
+    free = list(inst.rel)       # a late NPU's links are idle until it joins
     out = []
     makespan = 0
     for _, c, l in keep:
@@ -853,7 +893,7 @@ def _real_schedule(problem: Problem, inst: _Instance, transfers) -> Schedule:
     lsrc, ldst = inst.lsrc, inst.ldst
     order = sorted(transfers, key=lambda x: (x[2], x[1], x[0]))
     have: dict[tuple[int, int], float] = {}
-    free = [0.0] * len(lt)
+    free = problem.link_release_us().tolist()
     rows_c, rows_s, rows_d, rows_t0, rows_t1 = [], [], [], [], []
     for c, l, _ in order:
         u = lsrc[l]
@@ -1135,11 +1175,11 @@ def solve_continuous(problem: Problem, *, time_limit_s: float | None = 60.0, num
 
     # --- time unit and cold start (list schedule); a too-fine unit falls back to 1 ns -----------------
     tb = time_base(problem, horizon_us=0.0)
-    inst = _instance(problem, tb.durations)
+    inst = _instance(problem, tb.durations, tb.release)
     heur, heur_ms = _list_variant(inst, 0, None)
     if heur_ms > MAX_HORIZON_UNITS:
         tb = time_base(problem, horizon_us=float(heur_ms * tb.unit_us))
-        inst = _instance(problem, tb.durations)
+        inst = _instance(problem, tb.durations, tb.release)
         heur, heur_ms = _list_variant(inst, 0, None)
     unit = tb.unit_us
     unit_f = float(unit)
@@ -1246,7 +1286,7 @@ def solve_continuous(problem: Problem, *, time_limit_s: float | None = 60.0, num
             if v == s_c or (D is not None and u == t_c):
                 continue
             tail = 0 if D is None else D[v]
-            lo = E[u]
+            lo = max(E[u], inst.rel[l])     # a late NPU's links carry nothing before it joins
             hi = H - dur[l] - tail
             if lo > hi:
                 continue

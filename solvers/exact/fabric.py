@@ -44,6 +44,13 @@ Both: an NPU that needs ``c`` receives it over exactly one hop, a relay of a uni
 the hops of a unicast chunk (gather, scatter, all_to_all) form one path (flow conservation); ``T >=`` every
 needed receipt, minimized.
 
+Late NPUs (``collective.release_us``): a segment that holds a link of a late NPU starts no sooner than the NPU
+joins (:meth:`FabricInstance.segment_lows`; the unit divides the release times too), so a chunk whose source is
+late leaves it from then on; the list schedules and the re-timing keep those links idle until then, and NPUs
+that join at different times are not twins. The earliest receipts (``dist``) ignore the releases: a weaker, still
+valid, floor. Reducing collectives with late NPUs are refused (:meth:`solvers.exact.common.ExactSolverBase
+.release_refusal`).
+
 Cuts (all valid for the problem): ``T >=`` the project's lower bound in units
 (:func:`tacos_bench.bounds.lower_bounds`; the fabric bounds; not used when a verified start beats it); per link
 ``sum d * p <= T - earliest start - least time still to go`` (linear, for CP-SAT's LP); chunks with the same
@@ -110,6 +117,8 @@ from .continuous import (
     _bound_us,
     _search,
     dijkstra_arcs,
+    exact_link_release_us,
+    release_units,
 )
 
 __all__ = ["MAX_HOPS", "MAX_INTERVALS", "FabricInstance", "ListScheduleTimeout", "fabric_copy_result", "fabric_hops",
@@ -242,6 +251,8 @@ class FabricInstance:
     # rows share start and end, so it runs at its slowest branch's duration
     mc_prefix: list[int] = field(default_factory=list)
     mc_key: list[tuple] = field(default_factory=list)
+    # per link, the first unit it may carry anything (late NPUs, collective.release_us; 0: from the start)
+    link_rel: list[int] = field(default_factory=list)
     hops_from: list[list[int]] = field(default_factory=list)
     hops_into: list[list[int]] = field(default_factory=list)
     dist_from: dict[int, list[float]] = field(default_factory=dict)   # over hops, in units
@@ -251,6 +262,16 @@ class FabricInstance:
         if self.dest[c] < 0:
             return [v for v in range(self.n) if v != self.source[c]]
         return [self.dest[c]]
+
+    def segment_lows(self, h: int, ready: int) -> list[int]:
+        """The earliest start of each segment of hop ``h`` when its sender holds the chunk from ``ready``: after
+        the previous segment, and not before the release of any link of the segment (late NPUs)."""
+        out, t = [], ready
+        for ls, d in zip(self.seg_links[h], self.seg_dur[h]):
+            t = max([t] + [self.link_rel[l] for l in ls])
+            out.append(t)
+            t += d
+        return out
 
 
 def _segment_times(topo: Topology, links: list[int], chunk_bytes: int) -> tuple[Fraction, float]:
@@ -291,15 +312,16 @@ def fabric_instance(problem: Problem, *, max_hops: int = MAX_HOPS, horizon_us: f
         exact_d.append(se)
         float_d.append(sf)
     allf = sorted({v[0] for v in cache.values()})
+    rel = exact_link_release_us(problem)
     den = 1
-    for t in allf:
+    for t in allf + rel:
         den = den * t.denominator // math.gcd(den, t.denominator)
     g = 0
-    for t in allf:
+    for t in allf + rel:
         g = math.gcd(g, int(t * den))
     unit = Fraction(g, den) if g else Fraction(1)
     if horizon_us is None:
-        horizon_us = float(sum(allf)) * max(1, problem.num_chunks)
+        horizon_us = float(sum(allf) + max(rel, default=0)) * max(1, problem.num_chunks)
     # a unit so fine that one segment alone (or the horizon) needs more than max_units of it falls back too
     exact = max(Fraction(horizon_us), max(allf, default=Fraction(0))) / unit <= max_units
     if exact:
@@ -307,7 +329,7 @@ def fabric_instance(problem: Problem, *, max_hops: int = MAX_HOPS, horizon_us: f
     else:
         ns = {t: math.ceil(t / FALLBACK_UNIT_US) for t in allf}
         g = 0
-        for x in ns.values():
+        for x in [*ns.values(), *(math.ceil(r / FALLBACK_UNIT_US) for r in rel)]:   # releases: whole ns, up
             g = math.gcd(g, x)
         unit = FALLBACK_UNIT_US * g
         seg_dur = [[ns[t] // g for t in se] for se in exact_d]
@@ -318,6 +340,7 @@ def fabric_instance(problem: Problem, *, max_hops: int = MAX_HOPS, horizon_us: f
                           [p[-1] for p in paths], seg_links, seg_nodes, seg_dur, float_d,
                           [sum(d) for d in seg_dur], complete, unit, exact, chunks, source, dest,
                           bool(problem.collective.multicast))
+    inst.link_rel = list(release_units(rel, unit)) or [0] * topo.num_links
     inst.mc_prefix = [0] * len(paths)
     inst.mc_key = [()] * len(paths)
     if inst.multicast:
@@ -403,6 +426,7 @@ def list_schedule(inst: FabricInstance, rule: str = "ect", rng: random.Random | 
     R = np.full((Cm, n), np.inf)                 # when each chunk is (or will be) at each NPU
     R[np.arange(Cm), np.array(inst.source)[ch]] = 0.0
     free = np.zeros(inst.num_links + 1, dtype=np.int64)
+    free[:inst.num_links] = inst.link_rel      # a late NPU's links are idle until it joins
     free[inst.num_links] = -1
     if inst.multicast:
         pending = np.ones((Cm, n), dtype=bool)
@@ -557,7 +581,7 @@ def _retime(inst: FabricInstance, transfers: list[tuple[int, int, Any, Any]]) ->
             if v == inst.source[c]:
                 keep.extend(path)
     keep.sort(key=lambda x: (x[0], x[1], x[2]))
-    free = np.zeros(inst.num_links, dtype=np.int64)
+    free = np.array(inst.link_rel, dtype=np.int64)
     have: dict[tuple[int, int], int] = {}
     out: list[Transfer] = []
     makespan = 0
@@ -638,7 +662,7 @@ def _real_schedule(inst: FabricInstance, transfers: list[Transfer]) -> Schedule:
             copies.setdefault((c, *inst.mc_key[h], starts[0]), []).append(h)
     copy_of = {(key[0], h): key for key, hs in copies.items() if len(hs) > 1 for h in hs}
     events.sort()
-    free = [0.0] * inst.num_links
+    free = inst.problem.link_release_us().tolist()
     have: dict[tuple[int, int], float] = {}
     prev: dict[tuple[int, int], float] = {}
     placed: dict[tuple, float] = {}         # a multicast copy's start, once its first hop is placed
@@ -783,7 +807,8 @@ def _receipts_and_flow(m, inst: FabricInstance, T, H: int, pres, ins, outs, arri
 
 def _twin_npus(inst: FabricInstance) -> list[list[int]]:
     """Broadcast only: groups of non-root NPUs that a relabelling of the topology swaps (each joined by links to
-    and from one switch only, with the same bandwidth and latency as the others of its group)."""
+    and from one switch only, with the same bandwidth and latency and the same release as the others of its
+    group)."""
     if not inst.multicast or len({inst.source[c] for c in inst.chunks}) != 1 or not inst.chunks:
         return []
     topo = inst.problem.topology
@@ -798,7 +823,8 @@ def _twin_npus(inst: FabricInstance) -> list[list[int]]:
                for l in topo.in_order[topo.in_ptr[v]:topo.in_ptr[v + 1]].tolist()]
         if len(outs) != 1 or len(ins) != 1 or outs[0][0] != ins[0][0] or outs[0][0] < inst.n:
             continue
-        groups.setdefault((outs[0], ins[0]), []).append(v)
+        # NPUs that join at different times (collective.release_us) are not interchangeable
+        groups.setdefault((outs[0], ins[0], float(inst.problem.release_us[v])), []).append(v)
     return [g for g in groups.values() if len(g) > 1]
 
 
@@ -830,9 +856,8 @@ def _build_interval(inst: FabricInstance, cands, H: int, T_lo: int, sym, hinted,
         pres[c, h] = p
         durs = inst.seg_dur[h]
         rest = inst.hop_total[h]
-        t_lo = lo
         ss, los = [], []
-        for k, d in enumerate(durs):
+        for k, (d, t_lo) in enumerate(zip(durs, inst.segment_lows(h, lo))):
             rest -= d                                  # what follows this segment on the hop
             s = m.new_int_var(int(t_lo), int(H - d - rest - tail), "")
             if k == 0 and (c, h) in longest:
@@ -853,7 +878,6 @@ def _build_interval(inst: FabricInstance, cands, H: int, T_lo: int, sym, hinted,
                 m.add(s >= (first_end[c, h] if k == 1 and (c, h) in first_end else ss[-1] + int(durs[k - 1])))
             ss.append(s)
             los.append(int(t_lo))
-            t_lo += d
         starts[c, h] = ss
         lo_of[c, h] = los
     slot_hints = _slot_hints(inst, groups, hinted)
@@ -1001,9 +1025,8 @@ def _build_time_indexed(inst: FabricInstance, cands, H: int, T_lo: int, sym, hin
         pres[c, h] = p
         durs = inst.seg_dur[h]
         rest = inst.hop_total[h]
-        t_lo = lo
         segs = []
-        for k, d in enumerate(durs):
+        for k, (d, t_lo) in enumerate(zip(durs, inst.segment_lows(h, lo))):
             rest -= d
             hi = H - d - rest - tail
             lits = {t: m.new_bool_var("") for t in range(int(t_lo), int(hi) + 1)}
@@ -1020,7 +1043,6 @@ def _build_time_indexed(inst: FabricInstance, cands, H: int, T_lo: int, sym, hin
             for l in inst.seg_links[h][k]:
                 load.setdefault(l, []).append((int(d), p, t_lo, rest + tail))
             segs.append(lits)
-            t_lo += d
         xs[c, h] = segs
         dl = durs[-1]
         arrive.setdefault((c, inst.hop_dst[h]), []).extend((t + dl, x) for t, x in segs[-1].items())
@@ -1238,7 +1260,7 @@ def solve_fabric(problem: Problem, *, time_limit_s: float | None = 60.0, num_wor
             if v == s_c or (D is not None and u == t_c):
                 continue
             tail = 0 if D is None else D[v]
-            if E[u] + inst.hop_total[h] + tail > H:
+            if inst.segment_lows(h, int(E[u]))[-1] + inst.seg_dur[h][-1] + tail > H:
                 continue
             cands.append((c, h, int(E[u]), tail))
     n_int = sum(len(inst.seg_dur[h]) for _, h, _, _ in cands)

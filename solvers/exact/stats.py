@@ -62,8 +62,8 @@ COPY = StatsSchema(
                                           "(tacos_bench.bounds)"),
     Stat("lb_continuous_source", str, "", "where lb_continuous_us comes from, or why it is missing"),
     Stat("tau_us", float, "µs", "the TEN step (time_step_us, default the fastest link's chunk time)"),
-    Stat("ten_exact", bool, "", "every link time is a whole number of TEN steps (the TEN optimum is the "
-                                "problem's)"),
+    Stat("ten_exact", bool, "", "every link time, and every late NPU's release, is a whole number of TEN steps "
+                                "(the TEN optimum is the problem's)"),
     Stat("link_steps_max", int, "steps", "TEN steps of the slowest link"),
     Stat("lb_ten_steps", int, "steps", "the TEN's own lower bound (distance, ingress, egress, link count, load)"),
     Stat("lb_steps", int, "steps", "the model's lower end of the makespan: the larger of lb_ten_steps and "

@@ -44,6 +44,16 @@ reach ``problem.destinations[c]`` (``-1``: every NPU). A *multicast* chunk
 destination) need only reach its destination, possibly relayed by other NPUs.
 Reducing collectives are mirrored copy collectives (:mod:`solvers.compose`).
 
+Late NPUs
+---------
+With ``collective.release_us`` a late NPU neither sends nor receives before it joins, and its own data exists
+only from then: a link of a late NPU has no send variable at a step that starts before the release
+(:attr:`TimeExpandedNetwork.release_steps`, the release rounded **up** to whole steps), which is all a copy
+collective needs (a chunk whose source is late can only leave over those links). The earliest steps
+(:meth:`TimeExpandedNetwork.earliest_step`) wait for the releases on the way, the list schedules and the
+replay to real time keep each link idle until its release. The TEN optimum is the problem's only when every
+release is a whole number of steps too (:attr:`TimeExpandedNetwork.exact`).
+
 Model reduction used by both backends: each NPU receives each chunk **at most
 once** (exactly once where it needs it). Any valid plan stays valid when later
 duplicate deliveries are dropped (the receiver already held the chunk,
@@ -79,6 +89,8 @@ import numpy as np
 from tacos_bench.errors import SolverError
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import COPY, Schedule
+
+from .continuous import dijkstra_arcs
 
 # Relative slack when rounding link times up to steps: a link time that is an
 # exact multiple of tau up to float noise must not get an extra step.
@@ -207,9 +219,21 @@ class TimeExpandedNetwork:
 
     @property
     def exact(self) -> bool:
-        """True when every link time is a whole number of steps (TEN optimum = continuous optimum)."""
+        """True when every link time, and every late NPU's release, is a whole number of steps (TEN optimum =
+        continuous optimum)."""
         t = np.asarray(self.problem.link_time_us)
-        return bool(np.all(np.abs(self.link_steps * self.tau_us - t) <= ROUND_TOL * np.maximum(1.0, t)))
+        r = self.problem.link_release_us()
+        return bool(np.all(np.abs(self.link_steps * self.tau_us - t) <= ROUND_TOL * np.maximum(1.0, t))
+                    and np.all(np.abs(self.release_steps * self.tau_us - r) <= ROUND_TOL * np.maximum(1.0, r)))
+
+    @cached_property
+    def release_steps(self) -> np.ndarray:
+        """Per link, the first step at which it may start a send: the later release of its two ends
+        (``collective.release_us``) rounded up to whole steps (0 without late NPUs)."""
+        r = self.problem.link_release_us() / self.tau_us
+        steps = np.where(r > 0, np.ceil(r - ROUND_TOL), 0).astype(np.int64)
+        steps.setflags(write=False)
+        return steps
 
     @cached_property
     def source(self) -> np.ndarray:
@@ -258,8 +282,25 @@ class TimeExpandedNetwork:
         return d
 
     def earliest_step(self) -> np.ndarray:
-        """``(C, N)``: first step at which chunk ``c`` can be at NPU ``v``."""
-        return self.dist_steps[self.source]
+        """``(C, N)``: first step at which chunk ``c`` can be at NPU ``v`` (with late NPUs, waiting on the way
+        for each link's release: :attr:`release_dist_steps`)."""
+        if not self.release_steps.any():
+            return self.dist_steps[self.source]
+        return self.release_dist_steps[self.source]
+
+    @cached_property
+    def release_dist_steps(self) -> np.ndarray:
+        """``(N, N)``: the earliest step a chunk held by ``u`` at step 0 can be at ``v`` when link ``l`` starts no
+        send before ``release_steps[l]`` (Dijkstra: arriving later at a link never arrives earlier beyond it, so
+        the labels settle in order); :attr:`dist_steps` without late NPUs."""
+        n, topo = self.num_npus, self.problem.topology
+        d, rel, dst = self.link_steps.tolist(), self.release_steps.tolist(), topo.dst.tolist()
+        arcs = [[(dst[li], d[li], rel[li]) for li in range(int(topo.out_ptr[u]), int(topo.out_ptr[u + 1]))]
+                for u in range(n)]
+        E = np.array([dijkstra_arcs(n, arcs, s) for s in range(n)], dtype=np.float64)
+        E = np.where(np.isfinite(E), E, UNREACHABLE).astype(np.int64)
+        E.setflags(write=False)
+        return E
 
     def latest_step(self) -> np.ndarray:
         """``(C, N)``: last step at which chunk ``c`` may reach NPU ``v`` and still be of use by the horizon.
@@ -359,7 +400,7 @@ class TimeExpandedNetwork:
     def _send_windows(self) -> tuple[np.ndarray, np.ndarray]:
         """Per (chunk, link): the first step a send may start, and how many steps it may start at (0: none)."""
         topo = self.problem.topology
-        kmin = self.earliest_step()[:, topo.src]                          # (C, L)
+        kmin = np.maximum(self.earliest_step()[:, topo.src], self.release_steps[None, :])   # (C, L)
         kmax = self.latest_step()[:, topo.dst] - self.link_steps[None, :]  # (C, L)
         ok = (self.source[:, None] != topo.dst[None, :]) & self.need.any(axis=1)[:, None]
         uni = self.destination >= 0
@@ -398,6 +439,11 @@ class TimeExpandedNetwork:
             i = int(np.flatnonzero(late)[0])
             raise SolverError(f"TEN plan: chunk {chunk[i]} leaves NPU {topo.src[link[i]]} at step {step[i]} "
                               f"before it arrives there")
+        early = step < self.release_steps[link]
+        if np.any(early):
+            i = int(np.flatnonzero(early)[0])
+            raise SolverError(f"TEN plan: link {topo.src[link[i]]}->{topo.dst[link[i]]} sends at step {step[i]}, "
+                              f"before its late NPU joins (step {self.release_steps[link[i]]})")
         order = np.lexsort((step, link))
         ls, ks = link[order], step[order]
         clash = (ls[1:] == ls[:-1]) & (ks[1:] < ks[:-1] + self.link_steps[ls[:-1]])
@@ -465,7 +511,7 @@ class TimeExpandedNetwork:
         tau = self.tau_us
         plan = Schedule(chunk, topo.src[link], topo.dst[link], step * tau, (step + self.link_steps[link]) * tau,
                         np.full(len(chunk), COPY, np.int8))
-        return retime(self.problem, plan, link_free=np.zeros(topo.num_links),
+        return retime(self.problem, plan, link_free=self.problem.link_release_us(),
                       chunk_ready=np.zeros(self.num_chunks)).sorted()
 
     def from_schedule(self, schedule: Schedule):
@@ -486,7 +532,7 @@ class TimeExpandedNetwork:
         n, C = self.num_npus, self.num_chunks
         held = np.full((C, n), UNREACHABLE, dtype=np.int64)
         held[np.arange(C), self.source] = 0
-        link_free = np.zeros(topo.num_links, dtype=np.int64)
+        link_free = self.release_steps.copy()
         d = self.link_steps.tolist()
         out_c, out_l, out_k = [], [], []
         ch, lk = schedule.chunk.tolist(), link.tolist()
@@ -530,7 +576,7 @@ class TimeExpandedNetwork:
         coming = np.zeros((n, C), dtype=bool)       # holds or is receiving
         has[self.source, np.arange(C)] = True
         coming |= has
-        link_free = np.zeros(L, dtype=np.int64)
+        link_free = self.release_steps.copy()          # a late NPU's links are idle until it joins
         arrivals: dict[int, list[tuple[int, int]]] = {}
         out_c, out_l, out_k = [], [], []
         src, dst = topo.src, topo.dst
@@ -553,7 +599,7 @@ class TimeExpandedNetwork:
                 out_l.append(li)
                 out_k.append(k)
             k += 1
-            if k > 10 * total * int(d.max()) + 10:  # cannot happen on a strongly connected topology
+            if k > 10 * total * int(d.max()) + 10 + int(link_free.max()):  # cannot happen on a strongly connected topology
                 raise SolverError("TEN list schedule did not terminate")
         return (np.asarray(out_c, np.int64), np.asarray(out_l, np.int64), np.asarray(out_k, np.int64))
 
@@ -578,12 +624,12 @@ class TimeExpandedNetwork:
         for c in np.flatnonzero(self.need.any(axis=1)).tolist():
             waiting[int(self.source[c])].append(c)
             pending += 1
-        link_free = [0] * L
+        link_free = self.release_steps.tolist()        # a late NPU's links are idle until it joins
         arrivals: dict[int, list[tuple[int, int]]] = {}
         out_c, out_l, out_k = [], [], []
         out_ptr = topo.out_ptr.tolist()
         k = 0
-        limit = 10 * (pending + 1) * n * int(self.link_steps.max()) + 10
+        limit = 10 * (pending + 1) * n * int(self.link_steps.max()) + 10 + max(link_free, default=0)
         while pending:
             for v, c in arrivals.pop(k, []):
                 if v == dest[c]:
