@@ -38,6 +38,8 @@ CAPABILITY_MEANINGS = {
     "demand_reduce": "chunk tables of reductions into one destination each (moe_combine, custom)",
     "from_state": "can complete a copy collective from a given state (`Solver.solve_from`), so "
                   "`solvers/repair.py` can repair its schedules after a fault",
+    "release": "models late NPUs (`collective.release_us`) itself: `solvers/release.py` runs its plan `exact` "
+               "(the problem with its release times in the backend's own model) before `wait`",
 }
 STATUS_MEANINGS = {
     "optimal": "a schedule proved optimal (the backend's `proof` says how)",

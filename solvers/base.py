@@ -73,6 +73,7 @@ CAP_WARM_START = "warm_start"  # accepts an initial schedule
 CAP_THREADS = "threads"        # honours threads
 CAP_OVERLAP = "overlap"        # All-Reduce follows collective.overlap (composed RS + AG)
 CAP_FROM_STATE = "from_state"  # can start a copy collective from a given state (solve_from; solvers.repair)
+CAP_RELEASE = "release"        # models late NPUs (collective.release_us) itself: the plan exact of solvers.release
 CAP_FABRIC = "fabric"          # schedules switched fabrics (switches as nodes, docs/fabrics.md)
 CAP_FABRIC_ONLY = "fabric_only"  # needs a switched fabric (an in-switch algorithm)
 # chunk tables (tacos_bench.demand: all_to_allv, moe_*, custom, concurrent), by what their chunks are

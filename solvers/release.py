@@ -4,6 +4,12 @@ A late NPU neither sends nor receives before it joins, and its data exists from 
 :func:`tacos_bench.verify.rules.check_release`). Every backend takes such a problem through :func:`solve_released`,
 a portfolio of plans (:func:`solvers.portfolio.run_portfolio`) compared by the verified time:
 
+``exact``
+    backends that model late NPUs themselves (capability ``release``: ``milp`` and ``cpsat``, copy collectives;
+    :meth:`solvers.exact.common.ExactSolverBase.release_refusal` says what they refuse): the problem with its
+    release times solved by the backend's own model, first, within the time limit; it wins ties, and its status
+    and proven bound are the run's (``optimal`` only when proved for the model with the release times, or when
+    the schedule kept meets a valid bound). The plans after it get the time that is left;
 ``wait``
     the backend's schedule of the problem without stragglers, started when the last NPU joins (StragglAR's
     "wait, then run"; every backend);
@@ -35,18 +41,18 @@ Examples
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 import numpy as np
 
 from tacos_bench.collective import Collective
 from tacos_bench.demand import table
-from tacos_bench.errors import TacosError
+from tacos_bench.errors import SolverError, TacosError
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import COPY, REDUCE, Schedule
 
-from .base import CAP_FROM_STATE, SolveResult, StartState
+from .base import CAP_FROM_STATE, CAP_RELEASE, SolveResult, StartState
 from .compose import fit_copies, link_last_use, mirrored, retime_from
 from .portfolio import Candidate, RunContext, Skip, run_portfolio
 
@@ -58,23 +64,62 @@ def solve_released(backend, problem: Problem, options: Mapping[str, Any] | Any =
     t0 = time.perf_counter()
     ctx = RunContext(opts=opts)
     ctx.start = _Releasing(backend, problem.without_release())
-    out = run_portfolio(PLANS, problem, ctx, prefer=("wait", "from_release", "straggle"))
-    healthy = ctx.run_stats.get("wait", {}).get("result")
-    stats = {"jit_warmup_s": float((healthy.stats if healthy else {}).get("jit_warmup_s", 0.0) or 0.0)}
+    plans = PLANS
+    if CAP_RELEASE in backend.capabilities:
+        # the model runs first within the time limit; the plans after it get what is left
+        limit = getattr(opts, "time_limit_s", None)
+        ctx.deadline = None if limit is None else t0 + float(limit)
+    else:
+        plans = tuple(p for p in PLANS if p.name != Exact.name)
+    out = run_portfolio(plans, problem, ctx, prefer=("exact", "wait", "from_release", "straggle"))
+    runs = [ctx.run_stats.get(n, {}).get("result") for n in ("exact", "wait")]
+    stats = {"jit_warmup_s": sum(float(r.stats.get("jit_warmup_s", 0.0) or 0.0) for r in runs if r is not None)}
     dt = time.perf_counter() - t0 - stats["jit_warmup_s"]
     sched = out.schedule
-    return SolveResult("feasible", sched, objective_us=sched.makespan_us, solve_time_s=dt, stats=stats,
-                       stop_reason="finished", solution_source="heuristic", candidate=out.winner,
-                       candidates_tried=tuple({"name": t.name, "time_s": t.time_s, "makespan_us": t.makespan_us}
-                                              for t in out.tried),
-                       candidates_skipped=tuple({"name": n, "reason": r} for n, r in out.skipped),
-                       message=f"late NPUs: plan {out.winner}")
+    plan = dict(candidate=out.winner,
+                candidates_tried=tuple({"name": t.name, "time_s": t.time_s, "makespan_us": t.makespan_us}
+                                       for t in out.tried),
+                candidates_skipped=tuple({"name": n, "reason": r} for n, r in out.skipped),
+                message=f"late NPUs: plan {out.winner}")
+    model = runs[0]
+    if model is not None and out.winner == Exact.name:
+        # the model's own outcome: its status, proof and bound hold for the problem with its release times
+        return replace(model, schedule=sched, stats={**model.stats, **stats}, **plan)
+    status, bound, proof = "feasible", None, None
+    if model is not None and model.best_bound_us is not None:
+        # the model's bound (proven for this problem) still holds when another plan's schedule is kept
+        bound = model.best_bound_us
+        if sched.makespan_us <= bound * (1 + 1e-9):
+            status, proof = "optimal", "lower_bound"
+    return SolveResult(status, sched, objective_us=sched.makespan_us, best_bound_us=bound, solve_time_s=dt,
+                       stats=stats, stop_reason="finished", solution_source="heuristic", proof=proof, **plan)
 
 
 @dataclass(frozen=True)
 class _Releasing:
     backend: Any
     healthy: Problem
+
+
+class Exact(Candidate):
+    """Backends that model late NPUs (capability ``release``): the problem with its release times, solved by the
+    backend's own model."""
+
+    name = "exact"
+    trusted = False
+
+    def applies(self, problem, ctx):
+        return ctx.start.backend.release_refusal(problem)
+
+    def run(self, problem, ctx):
+        try:
+            res = ctx.start.backend.solve(problem, ctx.opts)
+        except SolverError as e:   # e.g. a model too large to build: the plans after it still run
+            raise Skip(str(e)) from None
+        ctx.run_stats[self.name] = {"result": res}
+        if res.schedule is None:
+            raise Skip(f"the model found no schedule ({res.status}{': ' + res.message if res.message else ''})")
+        return res.schedule.to_schedule()
 
 
 class Wait(Candidate):
@@ -86,7 +131,11 @@ class Wait(Candidate):
 
     def run(self, problem, ctx):
         r: _Releasing = ctx.start
-        res = r.backend.solve(r.healthy, ctx.opts)
+        opts = ctx.opts
+        if ctx.deadline is not None:   # after the exact plan: the time that is left
+            opts = r.backend.options({**opts.as_dict(),
+                                      "time_limit_s": max(0.01, ctx.deadline - time.perf_counter())})
+        res = r.backend.solve(r.healthy, opts)
         ctx.run_stats[self.name] = {"result": res}
         if res.schedule is None:
             raise Skip(f"the backend found no schedule ({res.status})")
@@ -133,7 +182,7 @@ class Straggle(Candidate):
             raise Skip(str(e)) from None
 
 
-PLANS: tuple[Candidate, ...] = (Wait(), FromRelease(), Straggle())
+PLANS: tuple[Candidate, ...] = (Exact(), Wait(), FromRelease(), Straggle())
 
 
 # ---------------------------------------------------------------------------- helpers

@@ -38,6 +38,12 @@ reachable window):
   ``(c, v)``; minimize ``T`` (integer steps, ``lb <= T <= H``);
 * **symmetry** -- chunks with the same source and destination(s) are
   interchangeable, so their arrival steps at one fixed NPU are ordered.
+
+Late NPUs (``collective.release_us``) of a copy collective are part of the model: no send on a link of a late
+NPU before it joins (:class:`TimeExpandedNetwork`, and the continuous and fabric models of ``cpsat``), the warm
+start from the greedy's plans for late NPUs (:func:`solvers.release.solve_released`). A reducing collective is
+refused with them (:meth:`ExactSolverBase.release_refusal`): its model is the time-reversed copy collective,
+where a release becomes a deadline that moves with the makespan.
 """
 
 from __future__ import annotations
@@ -54,7 +60,7 @@ from tacos_bench.errors import SolverError, TacosError
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import Schedule
 
-from ..base import Solver, SolveResult
+from ..base import CAP_RELEASE, Solver, SolveResult
 from ..compose import solve_collective
 from ..options import SolverOptions, option
 from .ten import SendVars, TimeExpandedNetwork
@@ -407,7 +413,13 @@ def greedy_schedules(problem: Problem, seed: int, time_limit_s: float | None):
             yield label, None, "no time left"
             continue
         try:
-            res = get_solver(name).solve(problem, {**opts, "seed": seed, "time_limit_s": left})
+            if problem.has_release:   # the greedy's plans for late NPUs (solvers.release), best first
+                from ..release import solve_released
+
+                greedy = get_solver(name)
+                res = solve_released(greedy, problem, greedy.options({**opts, "seed": seed, "time_limit_s": left}))
+            else:
+                res = get_solver(name).solve(problem, {**opts, "seed": seed, "time_limit_s": left})
         except SolverError as e:
             yield label, None, f"unavailable ({e})"
             continue
@@ -562,8 +574,27 @@ class ExactSolverBase(Solver):
             total += s.warmup(problem, None if problem is None else s.options(rule))
         return total
 
+    def release_refusal(self, problem: Problem) -> str | None:
+        """Why the models cannot take ``problem``'s late NPUs (``collective.release_us``; one line), or None.
+
+        Copy collectives model them directly. A reducing collective's model is its time-reversed copy
+        collective (:func:`solvers.compose.solve_collective`), where a late NPU's contribution, available from
+        its release ``r``, becomes a deadline ``T - r`` that moves with the makespan ``T`` being minimized, and
+        the re-timing of the reversed plan does not keep it: not modelled (:mod:`solvers.release` waits)."""
+        if CAP_RELEASE not in self.capabilities:
+            return f"solver {self.name!r} does not model late NPUs"
+        if problem.kind == "concurrent" or not problem.collective.copies:
+            return (f"{self.name} models late NPUs (collective.release_us) of copy collectives only, not of "
+                    f"{problem.kind}: its model of a reducing collective is the time-reversed copy, where a "
+                    "release is a deadline that moves with the makespan")
+        return None
+
     # -------------------------------------------------------------- driver
     def _solve(self, problem: Problem, opts: ExactOptions) -> SolveResult:
+        if problem.has_release:
+            why = self.release_refusal(problem)
+            if why is not None:
+                raise SolverError(why)
         jit_s = self.warmup(problem, opts)
         t_start = time.perf_counter()
         deadline = None if opts.time_limit_s is None else t_start + opts.time_limit_s

@@ -53,7 +53,7 @@ from tacos_bench.topology.model import FABRIC, POINT_TO_POINT
 from .common import (AgModel, ExactOptions, ExactSolverBase, ModelOutcome, _groups, hold_values, shared_status,
                             solver_time_limit)
 from ..base import (CAP_DEMAND_UNICAST, CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_ALL_TO_ALL, CAP_BROADCAST, CAP_EXACT, CAP_FABRIC, CAP_GATHER,
-                   CAP_OVERLAP, CAP_RANDOMIZED, CAP_REDUCE, CAP_REDUCE_SCATTER, CAP_SCATTER, CAP_THREADS,
+                   CAP_OVERLAP, CAP_RANDOMIZED, CAP_REDUCE, CAP_REDUCE_SCATTER, CAP_RELEASE, CAP_SCATTER, CAP_THREADS,
                    CAP_TIME_LIMIT, CAP_WARM_START)
 from ..options import option
 from .stats import CPSAT_STATS
@@ -249,7 +249,7 @@ class CpSatSolver(ExactSolverBase):
     capabilities = frozenset({CAP_ALL_GATHER, CAP_REDUCE_SCATTER, CAP_ALL_REDUCE, CAP_BROADCAST, CAP_REDUCE,
                               CAP_GATHER, CAP_SCATTER, CAP_ALL_TO_ALL, CAP_EXACT, CAP_TIME_LIMIT, CAP_WARM_START,
                               CAP_THREADS, CAP_RANDOMIZED, CAP_OVERLAP, CAP_FABRIC,
-                              CAP_DEMAND_UNICAST})
+                              CAP_DEMAND_UNICAST, CAP_RELEASE})
     Options = CpSatOptions
     STATUS_MAP = CPSAT_STATUS
     Stats = CPSAT_STATS

@@ -42,8 +42,8 @@ from dataclasses import dataclass
 from .common import (AgModel, ExactOptions, ExactSolverBase, ModelOutcome, hold_values, shared_status,
                             solver_time_limit)
 from ..base import (CAP_DEMAND_UNICAST, CAP_ALL_GATHER, CAP_ALL_REDUCE, CAP_ALL_TO_ALL, CAP_BROADCAST, CAP_EXACT, CAP_GATHER, CAP_OVERLAP,
-                   CAP_RANDOMIZED, CAP_REDUCE, CAP_REDUCE_SCATTER, CAP_SCATTER, CAP_THREADS, CAP_TIME_LIMIT,
-                   CAP_WARM_START)
+                   CAP_RANDOMIZED, CAP_REDUCE, CAP_REDUCE_SCATTER, CAP_RELEASE, CAP_SCATTER, CAP_THREADS,
+                   CAP_TIME_LIMIT, CAP_WARM_START)
 from ..options import option
 from .stats import MILP_STATS
 
@@ -395,7 +395,7 @@ class MilpSolver(ExactSolverBase):
     capabilities = frozenset({CAP_ALL_GATHER, CAP_REDUCE_SCATTER, CAP_ALL_REDUCE, CAP_BROADCAST, CAP_REDUCE,
                               CAP_GATHER, CAP_SCATTER, CAP_ALL_TO_ALL, CAP_EXACT, CAP_TIME_LIMIT, CAP_WARM_START,
                               CAP_THREADS, CAP_RANDOMIZED, CAP_OVERLAP,
-                              CAP_DEMAND_UNICAST})
+                              CAP_DEMAND_UNICAST, CAP_RELEASE})
     Options = MilpOptions
     STATUS_MAP = {**{f"highs:{k}": v for k, v in HIGHS_STATUS.items()},
                   **{f"cbc:{k}": v for k, v in CBC_STATUS.items()}}

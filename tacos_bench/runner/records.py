@@ -91,7 +91,8 @@ FIELDS: tuple[Field, ...] = (
     Field("release_us", "", "problem", "late NPUs (collective.release_us) as JSON [[npu, t_us], ...]: each neither "
                                        "sends nor receives before t; null without any"),
     Field("release_plan", "", "solver", "with late NPUs: the plan kept (solvers.release): wait (the schedule without "
-                                        "them, started when the last joins), from_release, straggle"),
+                                        "them, started when the last joins), from_release, straggle, exact (milp, "
+                                        "cpsat: the release times in the backend's own model)"),
     Field("demand_bytes", "B", "problem", "a chunk-table collective (all_to_allv, moe_*, custom, concurrent): the bytes "
                                           "its sources send its destinations, summed over pairs (chunks.csv has the "
                                           "table)"),
