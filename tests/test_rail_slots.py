@@ -87,7 +87,7 @@ def test_the_candidate_says_why_it_does_not_apply():
 
 def test_the_nics_carry_what_the_busiest_rail_port_needs():
     """The crossings take as many slots as the busiest rail port has crossings (König): the last NIC transfer
-    ends within one slot of that many slot times."""
+    ends by that many transfer times."""
     t = named_topology("dgx_h100x4")
     r = moe_routing(t.num_npus, tokens_per_npu=32, gini=0.3, seed=1)
     p = Problem(t, Collective("moe_dispatch", demand=dispatch_demand(r)))
@@ -96,9 +96,7 @@ def test_the_nics_carry_what_the_busiest_rail_port_needs():
     leaf0, leaf1 = t.meta["fabric"]["switch_ranges"]["leaf"]
     nic = np.array([bool(r) and any(leaf0 <= int(x) < leaf1 for x in r.split(">")) for r in s.route.tolist()])
     ends = np.asarray(s.end_us)[nic]
-    node = np.asarray(s.dst)[nic] // 8
-    src = np.asarray(s.src)[nic]
-    deg = max(np.bincount(src * 4 + node).max(), np.bincount(np.asarray(s.dst)[nic]).max())
-    one = float(np.min(np.asarray(s.end_us)[nic] - np.asarray(s.start_us)[nic]))
-    assert ends.max() <= (deg + 1) * one * (1 + 1e-9)
-    assert ends.max() >= deg * one * (1 - 1e-9) * 0.5
+    # the busiest NIC port, sending or receiving, in transfers: that many slots, back to back from 0
+    deg = max(np.bincount(np.asarray(s.src)[nic]).max(), np.bincount(np.asarray(s.dst)[nic]).max())
+    one = float(np.max(np.asarray(s.end_us)[nic] - np.asarray(s.start_us)[nic]))
+    assert ends.max() <= deg * one * (1 + 1e-9)
