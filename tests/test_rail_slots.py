@@ -57,14 +57,14 @@ def test_random_tables_verified_and_each_chunk_crosses_to_a_node_once(topo, seed
 @pytest.mark.parametrize("gini", [0.1, 0.3, 0.4])
 @pytest.mark.parametrize("kind", ["moe_dispatch", "moe_combine", "all_to_allv"])
 def test_greedy_plus_near_the_bound_on_a_skewed_moe_layer(gini, kind):
-    """dgx_h100x4, 16 tokens a GPU: 1.000-1.048x the best bound (the multicast trees alone: 1.009-1.329x)."""
+    """dgx_h100x4, 16 tokens a GPU: 1.000-1.021x the best bound (the multicast trees alone: 1.009-1.329x)."""
     t = named_topology("dgx_h100x4")
     r = moe_routing(t.num_npus, tokens_per_npu=16, gini=gini, seed=0)
     d = {"moe_dispatch": dispatch_demand, "moe_combine": combine_demand}.get(kind)
     demand = d(r) if d else all_to_allv(dispatch_demand(r).pair_bytes(), None, 1)
     out = synthesize(t, Collective(kind, demand=demand), solver="greedy_plus", bounds=True)
     assert out.valid
-    assert out.collective_time_us <= 1.05 * out.record["lower_bound_us"]
+    assert out.collective_time_us <= 1.03 * out.record["lower_bound_us"]
 
 
 def test_the_candidate_says_why_it_does_not_apply():
@@ -100,3 +100,22 @@ def test_the_nics_carry_what_the_busiest_rail_port_needs():
     deg = max(np.bincount(np.asarray(s.src)[nic]).max(), np.bincount(np.asarray(s.dst)[nic]).max())
     one = float(np.max(np.asarray(s.end_us)[nic] - np.asarray(s.start_us)[nic]))
     assert ends.max() <= deg * one * (1 + 1e-9)
+
+
+def test_crossings_move_off_a_busy_rail_only_when_it_pays():
+    """Half the crossings on rail 0 of 8: they move to rails with room until no port carries more than a node's
+    NICs do on average (rounded up; one more where the moves run out of pairs of ports with room)."""
+    from solvers.greedy.rail_tables import _balanced_rails
+
+    rng = np.random.default_rng(0)
+    ja, jb = rng.integers(0, 4, 400), rng.integers(0, 4, 400)
+    keep = ja != jb
+    ja, jb = ja[keep], jb[keep]
+    jh = np.where(rng.random(ja.size) < 0.5, 0, rng.integers(0, 8, ja.size))     # rail 0 overloaded
+    out = _balanced_rails(ja, jb, jh, 4, 8)
+    def degree(h):
+        return max(max(np.bincount(h * 4 + ja, minlength=32)), max(np.bincount(h * 4 + jb, minlength=32)))
+    target = max(np.ceil(np.bincount(ja, minlength=4) / 8).max(), np.ceil(np.bincount(jb, minlength=4) / 8).max())
+    assert degree(jh) > target + 1 and degree(out) <= target + 1
+    moved = out != jh
+    assert moved.any() and np.all(jh[moved] == 0)        # only crossings of the overloaded rail move

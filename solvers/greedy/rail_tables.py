@@ -7,11 +7,17 @@ source's rail, to that node's GPU of the rail, which then spreads it over the no
 need it (DeepEP's hierarchical dispatch); chunks for the source's own node go over the switch directly. What
 remains is *when* each NIC carries what:
 
+0. **rails**: a crossing goes on its source's rail, unless that rail's port (sending or receiving) would carry more
+   than the busier end's node carries per NIC on average; then it moves to the least loaded rail of the node with
+   room at both ends, reached first over the source node's switch (a *pre-hop* to that rail's GPU, placed before
+   the spreads, its crossing put last among its node pair's slots). On a skewed MoE layer the source rails alone
+   leave the busiest port 5 % above the node average at 16 tokens a GPU, 1-2 % at 256 (dgx_h100x4);
 1. **slots**: on each rail the crossings form a bipartite multigraph, nodes sending to nodes, whose largest
    degree ``D`` is what the busiest NIC must carry. It is split into ``D`` matchings (a Birkhoff-von Neumann
    decomposition of the node x node count matrix padded to ``D``-regular: König's theorem says ``D`` suffice),
    and matching ``k`` runs as slot ``k``, one NIC transfer per port, back to back: the rails take exactly the
-   time their busiest NIC needs. Within a node pair the most urgent crossing goes first: the one bound for the
+   time their busiest NIC needs (should a moved crossing's slot come before its pre-hop lands, the whole table is
+   slotted again on the source rails). Within a node pair the most urgent crossing goes first: the one bound for the
    GPU with the most deliveries to take over its node's switch (that in-link is what the spreads queue on), then
    the one that spreads to the most GPUs;
 2. **spreads**: every node's switch forwards each arrival (and its source's chunks for its own GPUs) to each GPU
@@ -149,81 +155,159 @@ def rail_slots_table(problem: Problem, *, hops: Hops | None = None, link_free: n
     jobs = np.sort(dc[cross] * G + b[cross])                                   # (chunk, node) crossings
     jobs = jobs[np.r_[True, jobs[1:] != jobs[:-1]]] if jobs.size else jobs
     jc, jb = jobs // G, jobs % G
-    ja, jh = grp[src[jc]], rail[src[jc]]
-    relay = member[jb, jh]
-    # the holder a destination is served from: its node's relay, or the source in the source's node
-    holder = np.where(cross, member[b, rail[src[dc]]], src[dc])
-    # a crossing's urgency: the most deliveries any GPU it spreads to must take over its node's switch (that
-    # GPU's in-link is then busy from the first of them on), then how many GPUs it spreads to
-    spread = holder != dv
-    inbound = np.bincount(dv[spread], minlength=n)
-    fan = np.zeros(len(jc), np.int64)
-    urgent = np.zeros(len(jc), np.int64)
-    key = jc * G + jb
-    pos = np.searchsorted(key, dc[spread & cross] * G + b[spread & cross])
-    np.add.at(fan, pos, 1)
-    np.maximum.at(urgent, pos, inbound[dv[spread & cross]])
+    ja = grp[src[jc]]
+    def build(balance: bool) -> list:
+        # each crossing's rail: its source's, but where that rail's port carries more than the busier node's NICs do
+        # on average, another rail of the node, reached over the node's switch first (a pre-hop)
+        jh = _balanced_rails(ja, jb, rail[src[jc]], G, P) if balance else rail[src[jc]]
+        relay = member[jb, jh]
+        key = jc * G + jb
+        # the holder a destination is served from: its node's relay, or the source in the source's node
+        holder = src[dc].copy()
+        holder[cross] = relay[np.searchsorted(key, dc[cross] * G + b[cross])]
+        # a crossing's urgency: the most deliveries any GPU it spreads to must take over its node's switch (that
+        # GPU's in-link is then busy from the first of them on), then how many GPUs it spreads to
+        spread = holder != dv
+        inbound = np.bincount(dv[spread], minlength=n)
+        fan = np.zeros(len(jc), np.int64)
+        urgent = np.zeros(len(jc), np.int64)
+        pos = np.searchsorted(key, dc[spread & cross] * G + b[spread & cross])
+        np.add.at(fan, pos, 1)
+        np.maximum.at(urgent, pos, inbound[dv[spread & cross]])
 
-    # the hop between two GPUs of a node or of a rail (the least duration)
-    hop_at = np.full((n, n), -1, np.int64)
-    for h in lay.group_hops + lay.rail_hops:
-        best = h[np.argsort(-hops.dur[h], kind="stable")]       # the least duration written last, kept
-        hop_at[hops.src[best], hops.dst[best]] = best
+        # the hop between two GPUs of a node or of a rail (the least duration)
+        hop_at = np.full((n, n), -1, np.int64)
+        for h in lay.group_hops + lay.rail_hops:
+            best = h[np.argsort(-hops.dur[h], kind="stable")]       # the least duration written last, kept
+            hop_at[hops.src[best], hops.dst[best]] = best
 
-    # 1. slots: per rail, the node x node crossings as matchings; slot k of rail h starts at k x its slot time
-    parts, arrive = [], np.zeros(len(jc))
-    for h in range(P):
-        on = np.flatnonzero(jh == h)
-        if not on.size:
-            continue
-        span = max(max(float(e) - float(o) for o, e in zip(hops.off[x], hops.end[x])) for x in lay.rail_hops[h])
-        counts = np.zeros((G, G), np.int64)
-        np.add.at(counts, (ja[on], jb[on]), 1)
-        # the slots of each node pair, in order (real crossings before the padding of the same matching)
-        slots: dict = {}
-        t = 0
-        left = counts.copy()
-        for perm, w in matchings(counts):
-            for i in range(G):
-                j = int(perm[i])
-                k = min(w, int(left[i, j]))
-                if k:
-                    slots.setdefault((i, j), []).extend(range(t, t + k))
-                    left[i, j] -= k
-            t += w
-        # within a node pair: the most urgent crossing first, then the chunk id
-        on = on[np.lexsort((jc[on], -fan[on], -urgent[on], jb[on], ja[on]))]
-        pair = ja[on] * G + jb[on]
-        first = np.r_[0, np.flatnonzero(np.diff(pair)) + 1]
-        slot = np.empty(on.size, np.int64)
-        for s0, s1 in zip(first.tolist(), np.r_[first[1:], on.size].tolist()):
-            slot[s0:s1] = slots[(int(ja[on[s0]]), int(jb[on[s0]]))]
-        hop = hop_at[src[jc[on]], relay[on]]
-        if np.any(hop < 0):
-            raise SolverError("rail slots: two GPUs of a rail have no hop between them")
-        start = slot * span
-        arrive[on] = start + hops.dur[hop]
-        parts.append(hop_rows(hops, jc[on], hop, start, sort=False))
+        slot_of = np.empty(n, np.int64)          # each GPU's place in its node
+        for members in lay.groups:
+            slot_of[members] = np.arange(len(members))
+        members = np.stack(lay.groups).astype(np.int64)          # G x P
+        free0 = np.zeros(topo.num_links + 1)
+        free0[topo.num_links] = -np.inf
+        parts = []
 
-    # 2. spreads: each chunk from its holder in a node to the node's GPUs that need it, as it lands there
-    sp = np.flatnonzero(spread)
-    d_chunk, d_hold, d_dst = dc[sp], holder[sp], dv[sp]
-    d_hop = hop_at[d_hold, d_dst]
-    if np.any(d_hop < 0):
-        raise SolverError("rail slots: a GPU of a node has no hop to another over the node's switch")
-    d_ready = np.zeros(sp.size)
-    crossed = cross[sp]
-    d_ready[crossed] = arrive[np.searchsorted(key, d_chunk[crossed] * G + b[sp][crossed])]
-    slot = np.empty(n, np.int64)
-    for members in lay.groups:
-        slot[members] = np.arange(len(members))
-    pid = d_dst * P + slot[d_hold]
-    members = np.stack(lay.groups).astype(np.int64)          # G x P
-    start = _spread_kernel(d_ready, d_dst, d_hop, d_hold, pid, np.lexsort((np.arange(pid.size), d_ready, pid)),
-                           hops.link_pad, hops.off_pad, hops.end_pad, topo.num_links, n, P, grp, members)
-    parts.append(hop_rows(hops, d_chunk, d_hop, start, sort=False))
+        # 0. pre-hops: a crossing moved to another rail first goes over its node's switch to that rail's GPU
+        moved = np.flatnonzero(member[ja, jh] != src[jc])
+        ready_at = np.zeros(len(jc))             # when each crossing's chunk is at its rail GPU
+        if moved.size:
+            m_hold, m_dst = src[jc[moved]], member[ja[moved], jh[moved]]
+            m_hop = hop_at[m_hold, m_dst]
+            pid = m_dst * P + slot_of[m_hold]
+            m_start = _spread_kernel(np.zeros(moved.size), m_dst, m_hop, m_hold, pid,
+                                     np.lexsort((np.arange(pid.size), pid)), hops.link_pad, hops.off_pad, hops.end_pad,
+                                     topo.num_links, n, P, grp, members, free0)
+            ready_at[moved] = m_start + hops.dur[m_hop]
+            parts.append(hop_rows(hops, jc[moved], m_hop, m_start, sort=False))
+            # the switch links stay taken for the spreads
+            for x in range(hops.link_pad.shape[1]):
+                lk = hops.link_pad[m_hop, x]
+                np.maximum.at(free0, lk, m_start + hops.end_pad[m_hop, x])
+            free0[topo.num_links] = -np.inf
+
+        # 1. slots: per rail, the node x node crossings as matchings; slot k of rail h starts at k x its slot time
+        arrive = np.zeros(len(jc))
+        for h in range(P):
+            on = np.flatnonzero(jh == h)
+            if not on.size:
+                continue
+            span = max(max(float(e) - float(o) for o, e in zip(hops.off[x], hops.end[x])) for x in lay.rail_hops[h])
+            counts = np.zeros((G, G), np.int64)
+            np.add.at(counts, (ja[on], jb[on]), 1)
+            # the slots of each node pair, in order (real crossings before the padding of the same matching)
+            slots: dict = {}
+            t = 0
+            left = counts.copy()
+            for perm, w in matchings(counts):
+                for i in range(G):
+                    j = int(perm[i])
+                    k = min(w, int(left[i, j]))
+                    if k:
+                        slots.setdefault((i, j), []).extend(range(t, t + k))
+                        left[i, j] -= k
+                t += w
+            # within a node pair: the crossings at their rail GPU from the start first, the most urgent first, then
+            # the chunk id (a pre-hop's crossing last: its chunk arrives a switch hop late)
+            on = on[np.lexsort((jc[on], -fan[on], -urgent[on], ready_at[on] > 0, jb[on], ja[on]))]
+            pair = ja[on] * G + jb[on]
+            first = np.r_[0, np.flatnonzero(np.diff(pair)) + 1]
+            slot = np.empty(on.size, np.int64)
+            for s0, s1 in zip(first.tolist(), np.r_[first[1:], on.size].tolist()):
+                slot[s0:s1] = slots[(int(ja[on[s0]]), int(jb[on[s0]]))]
+            hop = hop_at[member[ja[on], h], relay[on]]
+            if np.any(hop < 0):
+                raise SolverError("rail slots: two GPUs of a rail have no hop between them")
+            start = slot * span
+            if np.any(start < ready_at[on]):
+                raise _Late()
+            arrive[on] = start + hops.dur[hop]
+            parts.append(hop_rows(hops, jc[on], hop, start, sort=False))
+
+        # 2. spreads: each chunk from its holder in a node to the node's GPUs that need it, as it lands there
+        sp = np.flatnonzero(spread)
+        d_chunk, d_hold, d_dst = dc[sp], holder[sp], dv[sp]
+        d_hop = hop_at[d_hold, d_dst]
+        if np.any(d_hop < 0):
+            raise SolverError("rail slots: a GPU of a node has no hop to another over the node's switch")
+        d_ready = np.zeros(sp.size)
+        crossed = cross[sp]
+        d_ready[crossed] = arrive[np.searchsorted(key, d_chunk[crossed] * G + b[sp][crossed])]
+        pid = d_dst * P + slot_of[d_hold]
+        start = _spread_kernel(d_ready, d_dst, d_hop, d_hold, pid, np.lexsort((np.arange(pid.size), d_ready, pid)),
+                               hops.link_pad, hops.off_pad, hops.end_pad, topo.num_links, n, P, grp, members, free0)
+        parts.append(hop_rows(hops, d_chunk, d_hop, start, sort=False))
+        return parts
+
+    try:
+        parts = build(balance=True)
+    except _Late:       # a moved crossing's slot comes before its pre-hop lands: every crossing on its own rail
+        parts = build(balance=False)
     # the rows as they were made (schedule.csv writes them in the canonical order)
     return Schedule.concat(parts)
+
+
+class _Late(Exception):
+    """A crossing moved to another rail got a slot before its pre-hop lands."""
+
+
+def _balanced_rails(ja: np.ndarray, jb: np.ndarray, jh: np.ndarray, G: int, P: int) -> np.ndarray:
+    """Each crossing's rail (``jh``: its source's): a crossing whose rail port, sending or receiving, carries more
+    than ``target`` (what the busier end's node carries per NIC, rounded up) moves to the least loaded rail whose
+    ports at both ends have room, the crossings of the most loaded ports first; the NICs then need fewer slots."""
+    out = np.zeros((P, G), np.int64)
+    into = np.zeros((P, G), np.int64)
+    np.add.at(out, (jh, ja), 1)
+    np.add.at(into, (jh, jb), 1)
+    target = int(max(np.ceil(out.sum(axis=0) / P).max(initial=0), np.ceil(into.sum(axis=0) / P).max(initial=0)))
+    if max(out.max(initial=0), into.max(initial=0)) <= target:
+        return jh.copy()
+    order = np.argsort(-np.maximum(out[jh, ja], into[jh, jb]), kind="stable")
+    return _move_crossings(order, ja, jb, jh.copy(), out, into, target)
+
+
+@njit(cache=True)
+def _move_crossings(order, ja, jb, jh, out, into, target):
+    P = out.shape[0]
+    for i in order:
+        h, a, b = jh[i], ja[i], jb[i]
+        if out[h, a] <= target and into[h, b] <= target:
+            continue
+        k = -1
+        best = target
+        for r in range(P):
+            if r != h and max(out[r, a], into[r, b]) < best:
+                best = max(out[r, a], into[r, b])
+                k = r
+        if k < 0:
+            continue
+        out[h, a] -= 1
+        into[h, b] -= 1
+        out[k, a] += 1
+        into[k, b] += 1
+        jh[i] = k
+    return jh
 
 
 @njit(cache=True, inline="always")
@@ -236,16 +320,16 @@ def _earliest(h, t, free, link_pad, off_pad):
 
 
 @njit(cache=True)
-def _spread_kernel(ready, d_dst, d_hop, d_hold, pid, order, link_pad, off_pad, end_pad, L, n, P, grp, members):
+def _spread_kernel(ready, d_dst, d_hop, d_hold, pid, order, link_pad, off_pad, end_pad, L, n, P, grp, members,
+                   free0):
     """Every delivery (a chunk from its holder to one GPU over the node's switch) as a non-delay schedule: a GPU
     whose in-link is free takes the earliest-ready delivery whose chunk is there and whose hop's links are free
     (GPUs with more deliveries still to take first when several wake at once). Deliveries queue per (receiver,
     holder) (``pid``: receiver x ``P`` + the holder's place in its node; ``order`` sorts them by queue, then ready
-    time); a GPU wakes when its in-link frees, a delivery to it gets ready, or a holder's out-link frees.
-    Returns each delivery's start."""
+    time); a GPU wakes when its in-link frees, a delivery to it gets ready, or a holder's out-link frees;
+    ``free0``: when each link is first free. Returns each delivery's start."""
     D = d_hop.shape[0]
-    free = np.zeros(L + 1)
-    free[L] = -np.inf
+    free = free0.copy()
     start = np.full(D, -1.0)
     qptr = np.zeros(n * P + 1, np.int64)
     for k in range(D):
@@ -327,3 +411,5 @@ def warmup() -> None:
     t = rail_cluster(2, 2)
     rail_slots_table(Problem(t, Collective("moe_dispatch", demand=dispatch_demand(
         moe_routing(4, tokens_per_npu=2, hidden=8, experts=4, top_k=2, seed=0)))))
+    one = np.zeros(2, np.int64)
+    _move_crossings(np.arange(2), one, one + 1, one, np.array([[2, 0], [0, 0]]), np.array([[0, 2], [0, 0]]), 1)
