@@ -124,15 +124,17 @@ def test_the_ops_of_a_relay_follow_the_contributions():
         with_ops(p, bad)
 
 
-@pytest.mark.parametrize("solver", ["cpsat", "ring", "bfs"])
-def test_backends_without_a_start_state_wait(solver):
+@pytest.mark.parametrize("solver,plan", [("cpsat", "exact"), ("ring", "wait"), ("bfs", "wait")])
+def test_backends_without_a_start_state_wait(solver, plan):
+    """Baselines have no start state: they wait. An exact backend models the late NPU itself (plan exact, which
+    wins the tie with waiting on a ring of 4: the late NPU's chunk still goes round after it joins)."""
     from tacos_bench.runner.stages import solve_and_verify
 
     base = Problem(ring(4), Collective("all_gather", 1, 16))
     p = late(base, (1, 50.0))
     opts = {"time_limit_s": 10} if solver == "cpsat" else {}
     rec, _ = solve_and_verify(p, solver, opts)
-    assert rec["valid"] and rec["release_plan"] == "wait", rec.get("error")
+    assert rec["valid"] and rec["release_plan"] == plan, rec.get("error")
     assert rec["lower_bound_source"] in ("release",) or rec["lower_bound_us"] >= release_bound_us(p)
 
 
