@@ -24,7 +24,11 @@ a portfolio of plans (:func:`solvers.portfolio.run_portfolio`) compared by the v
     its contribution goes to every NPU that needs the chunk, and the partial sum of the others to the late NPU,
     scheduled by the backend from that state. Each phase-2 arrival adds a disjoint set of contributions (a
     reduce) or brings a superset of what the receiver holds (a copy); a relay that would do neither makes the
-    plan skip (the verifier replays every plan before it may win).
+    plan skip (the verifier replays every plan before it may win). A third variant, for chunks every NPU needs
+    with one late contributor (All-Reduce with one straggler), makes phase 2 one copy problem
+    (:func:`_relay_phase2`): the late share relayed among the present NPUs as a broadcast, and their partial sum
+    sent to the late NPU from any of them, which waits for nothing (on ``switched8`` with 4 chunks per NPU it
+    finishes 0.61 T after a release at T, against 0.71 T for the others and 0.57 T for the bound).
 
 Examples
 --------
@@ -176,8 +180,9 @@ class Straggle(Candidate):
 
     def run(self, problem, ctx):
         try:
-            return _best(problem, [lambda share=share: _straggle(ctx.start.backend, problem, ctx.opts, share)
-                                   for share in (True, False)])
+            return _best(problem, [lambda share=share, relay=relay: _straggle(ctx.start.backend, problem, ctx.opts,
+                                                                              share, relay)
+                                   for share, relay in ((True, False), (False, False), (True, True))])
         except TacosError as e:
             raise Skip(str(e)) from None
 
@@ -244,7 +249,7 @@ def _best(problem: Problem, plans) -> Schedule:
     return best
 
 
-def _straggle(backend, problem: Problem, opts, share: bool = True) -> Schedule:
+def _straggle(backend, problem: Problem, opts, share: bool = True, relay: bool = False) -> Schedule:
     """The ``straggle`` plan (module docstring). ``share``: where several NPUs need a chunk, the present ones
     first share their partial sum (phase 1b) and the late NPU's contribution goes to one of them near it; without,
     it goes to the NPU the present ones reduced into (chosen near the late NPU), which then sends the whole chunk to
@@ -323,6 +328,13 @@ def _straggle(backend, problem: Problem, opts, share: bool = True) -> Schedule:
                 ready[(v, c)] = min(ready.get((v, c), np.inf), t)
         link_free = np.maximum(link_free, link_last_use(problem, s1b))
 
+    if relay:
+        parts.append(_relay_phase2(backend, problem, opts, srcs, dsts, late, ready, link_free))
+        sched = Schedule.concat(parts)
+        mask = np.zeros(len(sched), bool)
+        mask[len(sched) - len(parts[-1]):] = True
+        return with_ops(problem, sched, mask)
+
     # phase 2a: each late NPU's contribution to the chunk's one destination, or to a collector that holds the
     # present NPUs' partial sum (or is the first late contributor); the partial sum to a late destination
     atoms = []   # (source, target, chunk, hold time)
@@ -377,6 +389,29 @@ def _straggle(backend, problem: Problem, opts, share: bool = True) -> Schedule:
     mask = np.zeros(len(sched), bool)
     mask[fixed:] = True
     return with_ops(problem, sched, mask)
+
+
+def _relay_phase2(backend, problem: Problem, opts, srcs, dsts, late, ready, link_free) -> Schedule:
+    """Phase 2 of chunks every NPU needs, as one copy problem for the backend from the state phase 1 leaves: the
+    late contributor's share of each chunk goes to the present NPUs (the first arrival is a reduce into their
+    partial sum, a relay after it a copy of the whole sum, so the present NPUs spread it among themselves), and
+    the partial sum of the present NPUs goes to the late NPU from any of them (a reduce into its share, or a
+    copy of the whole sum). The latter waits for no arrival, so it fills the links the relays leave idle early on.
+    Both are copies to every NPU that lacks them (two chunks per chunk), so the backend relays them as such."""
+    n, C = problem.num_npus, len(srcs)
+    rel = problem.release_us
+    holds = []   # (npu, chunk of the copy problem, time)
+    for c in range(C):
+        lc = srcs[c][late[srcs[c]]]
+        if dsts[c].size != n or lc.size != 1 or any((x, c) not in ready for x in np.flatnonzero(~late)):
+            raise TacosError("the relay needs chunks every NPU needs, one late contributor each, and the partial "
+                             "sum at every present NPU")
+        holds.append((int(lc[0]), c, float(rel[lc[0]])))
+        holds += [(int(x), C + c, float(ready[(int(x), c)])) for x in np.flatnonzero(~late)]
+    first = [int(np.flatnonzero(~late)[0])] * C
+    p2 = _custom(problem, [[h[0]] for h in holds[::1] if h[1] < C] + [[x] for x in first], [[]] * (2 * C), "copy")
+    hv, hc, ht = zip(*holds)
+    return _solve_from(backend, p2, opts, hv, hc, ht, link_free).with_chunks(np.concatenate([np.arange(C)] * 2))
 
 
 def _phase2(problem: Problem, rows, link_free) -> Schedule:
