@@ -11,6 +11,11 @@ that already sent its partial sum) relays it, its first arrival replacing its st
 copied on the shortest path to its receiver. Every transfer then waits for all the arrivals its plan had before it
 (and an NPU's send for the detours bound for it), placed in that order as early as its links allow.
 
+On a switched fabric a step of a detour is a hop between NPUs over surviving links (a route through switches;
+a lost NIC's traffic goes through the node's switch to another GPU's NIC), and the kept rows of one in-network
+multicast or reduction are placed together. With ``spread`` a path's length also counts the work its links
+still carry after the fault, so that the detours share the ways around the fault.
+
 This keeps the work already done on the healthy trees, which a fresh reduction from the pieces
 (:mod:`solvers.resume_reducing`) throws away; the repair keeps the faster of the two.
 """
@@ -30,33 +35,56 @@ from tacos_bench.schedule import COPY, REDUCE, Schedule
 from .compose import earliest_idle
 
 
-def detour_reducing(problem: Problem, healthy: Schedule, fault: Fault, state: FaultState) -> Schedule:
+def detour_reducing(problem: Problem, healthy: Schedule, fault: Fault, state: FaultState,
+                    spread: bool = False) -> Schedule:
     """The transfers after the fault (absolute times) that complete ``problem`` from ``state`` by the healthy
-    schedule plus detours (see the module docstring). Point-to-point topologies."""
-    if healthy.route is not None and np.any(healthy.route.astype(bool)):
-        raise TacosError("detours are for point-to-point topologies (routes through switches hold several links)")
-    after = fault.slowed(problem)
+    schedule plus detours (see the module docstring). On a switched fabric a step of a detour is a hop (a route
+    through switches between two NPUs over surviving links), the rows of one in-network multicast or reduction
+    move together, and only links that fail (not slow down) are taken.
+
+    ``spread``: a detour's length counts, besides each step's time, the work its links still carry after the
+    fault (the healthy transfers kept, the detours chosen before it), so the detours spread over the ways out
+    instead of queueing on the nearest one (a node's other NICs when one fails)."""
     topo, n = problem.topology, problem.num_npus
+    fabric = healthy.route is not None and bool(np.any(healthy.route.astype(bool)))
+    if fabric and fault.slow:
+        raise TacosError("detours on a fabric take failed links only (a slowed route's rows would change length)")
+    if fabric and len(healthy) and (healthy.src.max() >= n or healthy.dst.max() >= n):
+        raise TacosError("detours on a fabric need rows between NPUs (store-and-forward hops are rows of their own)")
+    after = fault.slowed(problem)
     T = float(fault.at_us)
     tol = 1e-9 * max(1.0, healthy.makespan_us)
     failed = ~fault.surviving_links(topo)
-    lid = topo.link_ids(healthy.src, healthy.dst)
-    on_failed = failed[lid]
+    row_of, link_of = row_link_pairs(topo, healthy)
+    links = [[] for _ in range(len(healthy))]
+    for r_, l_ in zip(row_of.tolist(), link_of.tolist()):
+        links[r_].append(l_)
+    on_failed = np.zeros(len(healthy), bool)
+    on_failed[row_of[failed[link_of]]] = True
+    if fabric:
+        dur = healthy.end_us - healthy.start_us
+    else:
+        dur = np.asarray(after.link_time_us, np.float64)[topo.link_ids(healthy.src, healthy.dst)]
     started = healthy.start_us < T - tol
     ended = healthy.end_us <= T + tol
     lost = (started & ~ended & on_failed) | (~started & on_failed)
     rest = ~started & ~on_failed
     # a sender still to send chunk c (in the rows kept) absorbs a detour bound for it
-    pending = {(int(u), int(c)) for u, c in zip(healthy.src[rest].tolist(), healthy.chunk[rest].tolist())}
+    pending = {(int(u), int(c)) for u, c, o in zip(healthy.src[rest].tolist(), healthy.chunk[rest].tolist(),
+                                                 healthy.op[rest].tolist()) if o == REDUCE}
     col = collector_of(problem)
-    lt = np.where(failed, np.inf, np.asarray(after.link_time_us, np.float64))
-    out_ptr, dst_arr = np.asarray(topo.out_ptr, np.int64), np.asarray(topo.dst, np.int64)
+    steps = _Steps(problem, after, failed, fabric)
     trees: dict = {}
+    load = np.zeros(topo.num_links)   # spread: the work each link carries after the fault
 
     def tree(u: int) -> tuple:
-        """``(dist, pred)`` of the shortest surviving paths from ``u`` (one search per sender)."""
+        """``(dist, pred)`` of the shortest surviving paths from ``u`` (one search per sender, or per detour
+        when they spread)."""
+        if spread:
+            w = steps.dur + np.array([load[lk].max() for lk in steps.links_arr]) if steps.dur.size else steps.dur
+            return shortest_path_tree(n, steps.out_ptr, steps.dst, w, u)
         if u not in trees:
-            trees[u] = shortest_path_tree(n, out_ptr, dst_arr, lt, u)
+            trees[u] = shortest_path_tree(n, steps.out_ptr, steps.dst, steps.dur, u)
         return trees[u]
 
     # each chunk's tree of the healthy schedule: who each NPU sends its partial sum to
@@ -67,10 +95,16 @@ def detour_reducing(problem: Problem, healthy: Schedule, fault: Fault, state: Fa
 
     # the rows to place: kept healthy ones and detours; (chunk, src, dst, planned start, duration, op, deps)
     rows = []
-    for i in np.flatnonzero(rest).tolist():
+    kept = np.flatnonzero(rest)
+    routes = healthy.route.tolist() if fabric else None
+    for i in kept.tolist():
         rows.append([int(healthy.chunk[i]), int(healthy.src[i]), int(healthy.dst[i]), float(healthy.start_us[i]),
-                     float(after.link_time_us[lid[i]]), int(healthy.op[i]), [], False])
-    extra_deps: dict = {}   # (npu, chunk) -> indices of detour rows that must land there before it sends
+                     float(dur[i]), int(healthy.op[i]), [], False, links[i], routes[i] if fabric else ""])
+    for i in kept.tolist():
+        np.add.at(load, links[i], float(dur[i]))
+    # (npu, chunk, op) -> the detour rows that must land there before it sends the chunk with that op (a partial
+    # sum after the partial sums bound for it, the whole chunk after the copy that brings it)
+    extra_deps: dict = {}
     for i in np.flatnonzero(lost).tolist():
         c, u, v, op = int(healthy.chunk[i]), int(healthy.src[i]), int(healthy.dst[i]), int(healthy.op[i])
         if op == REDUCE:
@@ -79,20 +113,64 @@ def detour_reducing(problem: Problem, healthy: Schedule, fault: Fault, state: Fa
             # (it leaves once everything u waited for has arrived, as its own send would have: u's subtree has
             # sent by then, so it relays like any NPU that already sent)
             below = _below(parent, c, u)
-            hops = _nearest(tree(u), topo, u, {a for a, cc in pending if cc == c} - below | {int(col[c])})
+            hops = _nearest(tree(u), steps, u, {a for a, cc in pending if cc == c} - below | {int(col[c])})
         else:
-            hops = _nearest(tree(u), topo, u, {v})
+            hops = _nearest(tree(u), steps, u, {v})
         if hops is None:
             raise TacosError(f"chunk {c}: NPU {u} has no surviving path to an NPU that can take its partial sum")
         prev = None
-        for lk in hops:
-            a, b = int(topo.src[lk]), int(topo.dst[lk])
+        for e in hops:
+            a, b = int(steps.src[e]), int(steps.dst[e])
             idx = len(rows)
-            rows.append([c, a, b, T, float(after.link_time_us[lk]), op, ["first"] if prev is None else [prev], True])
+            rows.append([c, a, b, T, float(steps.dur[e]), op, ["first"] if prev is None else [prev], True,
+                         steps.links[e], steps.route[e]])
+            np.add.at(load, steps.links[e], float(steps.dur[e]))
             prev = idx
-        if op == REDUCE and prev is not None:
-            extra_deps.setdefault((int(topo.dst[hops[-1]]), c), []).append(prev)
-    return _place(problem, rows, state, extra_deps, T)
+        if prev is not None:
+            extra_deps.setdefault((int(steps.dst[hops[-1]]), c, op), []).append(prev)
+    # the kept rows of one in-network multicast or reduction (one chunk, op, sender or receiver and time) move
+    # together
+    unit = np.arange(len(rows))
+    if fabric and kept.size:
+        h = healthy.take(kept)
+        anchor = np.where(h.op == COPY, h.src, h.dst)
+        key = np.stack([h.chunk, h.op, anchor, np.round(h.start_us, 9), np.round(h.end_us, 9)], 1)
+        _, inv = np.unique(key, axis=0, return_inverse=True)
+        first = {}
+        for k, g in enumerate(inv.ravel().tolist()):
+            first.setdefault(g, k)
+            unit[k] = first[g]
+    return _place(problem, rows, state, extra_deps, T, unit, fabric)
+
+
+class _Steps:
+    """The steps a detour takes, as a graph on the NPUs sorted by sender (``out_ptr``, ``src``, ``dst``, ``dur``;
+    ``links`` and ``route`` per step): the surviving links on point-to-point topologies (their slowed times),
+    the hops over surviving links on a fabric."""
+
+    def __init__(self, problem: Problem, after: Problem, failed: np.ndarray, fabric: bool):
+        topo = problem.topology
+        if fabric:
+            from .fabric_routes import surviving_hops
+
+            h = surviving_hops(topo, ~failed, problem.chunk_bytes)
+            keep = np.array([len(s) == 1 for s in h.segments], bool)   # a hop through a store-and-forward switch
+            ids = np.flatnonzero(keep)                                  # would be several rows
+            src, dst, dur = h.src[ids], h.dst[ids], np.asarray(h.dur, np.float64)[ids]
+            links = [list(np.asarray(h.links[k]).tolist()) for k in ids]
+            route = [">".join(map(str, h.nodes[k])) for k in ids]
+        else:
+            ids = np.flatnonzero(~failed)
+            src, dst = topo.src[ids], topo.dst[ids]
+            dur = np.asarray(after.link_time_us, np.float64)[ids]
+            links = [[int(k)] for k in ids]
+            route = [""] * ids.size
+        o = np.argsort(np.asarray(src), kind="stable")   # the topology's own order within a sender
+        self.src, self.dst, self.dur = np.asarray(src, np.int64)[o], np.asarray(dst, np.int64)[o], dur[o]
+        self.links = [links[k] for k in o.tolist()]
+        self.route = [route[k] for k in o.tolist()]
+        self.out_ptr = np.searchsorted(self.src, np.arange(problem.num_npus + 1)).astype(np.int64)
+        self.links_arr = [np.asarray(x, np.int64) for x in self.links]
 
 
 def _below(parent: dict, c: int, u: int) -> set:
@@ -111,32 +189,34 @@ def _below(parent: dict, c: int, u: int) -> set:
     return out
 
 
-def _nearest(tree: tuple, topo, u: int, targets: set) -> list | None:
-    """The links of the shortest path in ``tree`` (``(dist, pred)`` from ``u``) to the nearest of ``targets``."""
+def _nearest(tree: tuple, steps: _Steps, u: int, targets: set) -> list | None:
+    """The steps of the shortest path in ``tree`` (``(dist, pred)`` from ``u``) to the nearest of ``targets``."""
     dist, pred = tree
     cand = [t for t in targets if t != u and np.isfinite(dist[t])]
     if not cand:
         return None
-    return _hops(pred, topo, u, min(cand, key=lambda t: (dist[t], t)))
+    return _hops(pred, steps, u, min(cand, key=lambda t: (dist[t], t)))
 
 
-def _hops(pred, topo, u: int, v: int) -> list:
-    """The links from ``u`` to ``v`` in a shortest-path tree (``pred``: each node's link from its parent)."""
+def _hops(pred, steps: _Steps, u: int, v: int) -> list:
+    """The steps from ``u`` to ``v`` in a shortest-path tree (``pred``: each node's step from its parent)."""
     hops = []
     while v != u:
-        lk = int(pred[v])
-        hops.append(lk)
-        v = int(topo.src[lk])
+        e = int(pred[v])
+        hops.append(e)
+        v = int(steps.src[e])
     return hops[::-1]
 
 
-def _place(problem: Problem, rows: list, state: FaultState, extra_deps: dict, T: float) -> Schedule:
+def _place(problem: Problem, rows: list, state: FaultState, extra_deps: dict, T: float, unit=None,
+           fabric: bool = False) -> Schedule:
     """``rows`` in dependency order (ties: planned start), each as early as its links are idle and every arrival it
-    waits for has landed; ops set so that a stale relay's first arrival replaces its partial sum."""
-    topo, n = problem.topology, problem.num_npus
+    waits for has landed; ops set so that a stale relay's first arrival replaces its partial sum. The rows of one
+    ``unit`` (an in-network multicast or reduction) are placed together."""
     R = len(rows)
     if not R:
         return Schedule.empty()
+    unit = np.arange(R) if unit is None else np.asarray(unit, np.int64)
     by_dst: dict = {}
     for k, r in enumerate(rows):
         by_dst.setdefault((r[2], r[0]), []).append(k)
@@ -145,17 +225,27 @@ def _place(problem: Problem, rows: list, state: FaultState, extra_deps: dict, T:
     for k, r in enumerate(rows):
         c, u, start = r[0], r[1], r[3]
         if r[7]:
-            if r[6] == ["first"]:   # a detour leaves once all its sender's kept arrivals have landed
-                r[6] = [j for j in by_dst.get((u, c), ()) if not rows[j][7]]
+            if r[6] == ["first"]:   # a detour leaves once all its sender's kept arrivals have landed (of a
+                # partial sum, those of the reduction: an All-Reduce's copies of the whole chunk come after it)
+                r[6] = [j for j in by_dst.get((u, c), ()) if not rows[j][7] and (r[5] != REDUCE or rows[j][5] == REDUCE)]
+                # and the whole chunk once the detours that bring it (or, at the collector, add to it) have
+                r[6] += [j for j in extra_deps.get((u, c, COPY), []) + extra_deps.get((u, c, REDUCE), [])
+                         if r[5] == COPY]
             continue
         tol = 1e-9 * max(1.0, start)
         r[6] = [j for j in by_dst.get((u, c), ()) if not rows[j][7] and rows[j][3] + rows[j][4] <= start + tol]
-        r[6] += extra_deps.get((u, c), [])
-    indeg = [len(r[6]) for r in rows]
-    succ = [[] for _ in range(R)]
-    for k, r in enumerate(rows):
-        for j in r[6]:
-            succ[j].append(k)
+        # a partial sum waits for the partial sums detoured to it; the whole chunk for those too (at the
+        # collector they are part of it) and for the copy detoured to it
+        r[6] += extra_deps.get((u, c, REDUCE), []) + (extra_deps.get((u, c, COPY), []) if r[5] == COPY else [])
+    members: dict = {}
+    for k in range(R):
+        members.setdefault(int(unit[k]), []).append(k)
+    deps = {g: {int(unit[j]) for k in m for j in rows[k][6]} - {g} for g, m in members.items()}
+    indeg = {g: len(d) for g, d in deps.items()}
+    succ: dict = {g: [] for g in members}
+    for g, d in deps.items():
+        for h in d:
+            succ[h].append(g)
     ready0 = {}
     for v, c, t in zip(state.hold_npu.tolist(), state.hold_chunk.tolist(), state.hold_time.tolist()):
         ready0[(v, c)] = t
@@ -164,7 +254,7 @@ def _place(problem: Problem, rows: list, state: FaultState, extra_deps: dict, T:
             ready0[(v, c)] = t
     busy: dict = {}
     free0 = np.asarray(state.link_free, np.float64)
-    heap = [(rows[k][3], k) for k in range(R) if indeg[k] == 0]
+    heap = [(rows[g][3], g) for g in members if indeg[g] == 0]
     heapq.heapify(heap)
     start = np.zeros(R)
     end = np.zeros(R)
@@ -172,25 +262,39 @@ def _place(problem: Problem, rows: list, state: FaultState, extra_deps: dict, T:
     margin = 1e-6 * max(1.0, T)
     landed: dict = {}
     while heap:
-        _, k = heapq.heappop(heap)
-        c, u, v, _, dur, op, deps, _ = rows[k]
-        lk = int(topo.link_ids([u], [v])[0])
-        t = max(T, float(free0[lk]), ready0.get((u, c), T), *(end[j] for j in deps))
-        if (v, c) in landed:
-            t = max(t, landed[(v, c)] + margin - dur)   # arrivals at one NPU land one after another
-        t = earliest_idle(busy, (lk,), t, dur, 1e-12)
-        start[k], end[k] = t, t + dur
-        busy.setdefault(lk, []).append((t, t + dur))
-        landed[(v, c)] = max(landed.get((v, c), 0.0), t + dur)
+        _, g = heapq.heappop(heap)
+        m = members[g]
+        lks = sorted({l for k in m for l in rows[k][8]})
+        dur = rows[g][4]
+        t = max([T] + [float(free0[l]) for l in lks] + [ready0.get((rows[k][1], rows[k][0]), T) for k in m]
+                + [end[j] for k in m for j in rows[k][6] if int(unit[j]) != g])
+        for k in m:
+            if (rows[k][2], rows[k][0]) in landed:
+                t = max(t, landed[(rows[k][2], rows[k][0])] + margin - dur)   # arrivals at one NPU land in turn
+        t = earliest_idle(busy, lks, t, dur, 1e-12)
+        for k in m:
+            start[k], end[k] = t, t + dur
+        for l in lks:
+            busy.setdefault(l, []).append((t, t + dur))
+        for k in m:
+            key = (rows[k][2], rows[k][0])
+            landed[key] = max(landed.get(key, 0.0), t + dur)
         done += 1
-        for s in succ[k]:
+        for s in succ[g]:
             indeg[s] -= 1
             if indeg[s] == 0:
                 heapq.heappush(heap, (rows[s][3], s))
-    if done != R:
+    if done != len(members):
         raise TacosError("the detours wait on each other in a cycle")
+    route = None
+    if fabric:
+        from tacos_bench.schedule import route_column
+
+        names = [r[9] for r in rows]
+        code = {x: k for k, x in enumerate(sorted(set(names)))}
+        route = route_column(np.asarray(sorted(code), dtype=object), np.asarray([code[x] for x in names], np.int64))
     sched = Schedule(np.array([r[0] for r in rows]), np.array([r[1] for r in rows]), np.array([r[2] for r in rows]),
-                     start, end, np.array([r[5] for r in rows], np.int8))
+                     start, end, np.array([r[5] for r in rows], np.int8), route=route)
     return _ops(problem, sched, state)
 
 

@@ -81,6 +81,31 @@ def test_reducing_repair_is_near_a_fresh_run_on_average():
     assert np.mean(ratios) <= 1.05, ratios
 
 
+@pytest.mark.parametrize("kind,frac", [("reduce_scatter", 0.5), ("all_reduce", 0.3)])
+def test_a_failed_nic_on_a_rail_cluster_is_detoured_over_the_others(kind, frac):
+    # dgx_h100x4, NPU 0's NIC lost mid-way (the faults study's case): the healthy schedule goes on and what crossed
+    # the NIC goes round through the node's switch and the other NICs, spread over them (measured: Reduce-Scatter
+    # at 0.5 T 2,971 µs, nearest-way detours 3,686, resume 3,753, fresh run 2,595; All-Reduce at 0.3 T 5,604,
+    # resume 6,619, fresh 5,228)
+    from tacos_bench.topology.named import named_topology
+    from solvers.detour_reducing import detour_reducing
+
+    p = Problem(named_topology("dgx_h100x4"), Collective(kind, 2, 1024))
+    h = solvers.get_solver("greedy_plus").solve(p).schedule.to_schedule()
+    fault = Fault(frac * h.makespan_us, links=((0, 36), (36, 0)))
+    r = repair(p, h, fault, "greedy_plus")
+    assert check(p, r.schedule, fault=fault).valid
+    assert r.plan == "detour" and r.candidates_us["detour"] < r.candidates_us["resume"]
+    near = Schedule.concat([r.state.executed, detour_reducing(p, h, fault, r.state)])
+    spread = Schedule.concat([r.state.executed, detour_reducing(p, h, fault, r.state, spread=True)])
+    assert check(p, near, fault=fault).valid and check(p, spread, fault=fault).valid
+    assert spread.makespan_us < near.makespan_us
+    # every detour step is a hop between NPUs over surviving links: nothing crosses the lost NIC after the fault
+    late = r.schedule.take(np.flatnonzero(r.schedule.start_us >= fault.at_us))
+    assert not any(x in ("0>36", "36>0") or x.startswith("0>36>") or x.endswith(">36>0")
+                   for x in late.route.tolist())
+
+
 def test_failed_npus_are_refused_for_a_reducing_collective():
     p = Problem(ring(4), Collective("all_reduce", 1, 16))
     h = solvers.get_solver("greedy").solve(p).schedule.to_schedule()
