@@ -29,12 +29,13 @@ from tacos_bench.faults import Fault, FaultState, collector_of, row_link_pairs
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import COPY, REDUCE, Schedule
 
-from .compose import fit_copies, link_last_use, mirrored
+from .compose import earliest_idle, fit_copies, link_last_use, mirrored
 from .release import _solve_from
 
 
-def resume_reducing(backend, problem: Problem, fault: Fault, state: FaultState, opts) -> Schedule:
-    """The transfers that complete ``problem`` (a reducing collective) from ``state``, in absolute time."""
+def resume_reducing(backend, problem: Problem, fault: Fault, state: FaultState, opts, gaps: bool = False) -> Schedule:
+    """The transfers that complete ``problem`` (a reducing collective) from ``state``, in absolute time
+    (``gaps``: a transfer may take a gap that the ones placed before it leave on its links)."""
     after = fault.slowed(problem)
     col = collector_of(problem)
     free = np.where(np.isfinite(state.link_free), np.maximum(state.link_free, fault.at_us), np.inf)
@@ -45,7 +46,7 @@ def resume_reducing(backend, problem: Problem, fault: Fault, state: FaultState, 
         tree = _trees(backend, after, opts, fault, sorted(pieces), col)
         ready = {(v, c): t for c, own in pieces.items() for v, _, t in own}
         rows, relays = _pruned(problem, tree, pieces)
-        red = _place_reduce(problem, rows, free, ready, fault.at_us, relays)
+        red = _place_reduce(problem, rows, free, ready, fault.at_us, relays, gaps)
         parts.append(red)
         into = red.dst == col[red.chunk]
         for c, t in zip(red.chunk[into].tolist(), red.end_us[into].tolist()):
@@ -105,8 +106,8 @@ def _pruned(problem: Problem, tree: Schedule, pieces: dict) -> tuple[Schedule, s
     return tree.take(np.asarray(keep, np.int64)).with_op(ops), relays
 
 
-def _place_reduce(problem: Problem, sched: Schedule, free, ready: dict, at_us: float, relays=frozenset()
-                  ) -> Schedule:
+def _place_reduce(problem: Problem, sched: Schedule, free, ready: dict, at_us: float, relays=frozenset(),
+                  gaps: bool = False) -> Schedule:
     """``sched`` placed after the fault in the order of its planned starts: each reduction group (one chunk,
     receiver and planned time) as soon as its links are free and each sender has received every partial sum the
     plan sends it first, lasting as planned."""
@@ -133,6 +134,8 @@ def _place_reduce(problem: Problem, sched: Schedule, free, ready: dict, at_us: f
     members_of = {g: np.asarray(m, np.int64) for g, m in members_of.items()}
     order = sorted(members_of, key=lambda g: float(sched.start_us[members_of[g][0]]))
     free = np.asarray(free, np.float64).copy()
+    free0 = free.copy()
+    busy: dict = {}
     got = dict(ready)   # (npu, chunk) -> when it has every partial sum its plan sent it so far
     start = np.zeros(T)
     n = problem.num_npus
@@ -143,8 +146,12 @@ def _place_reduce(problem: Problem, sched: Schedule, free, ready: dict, at_us: f
         mem = members_of[g]
         links = sorted({l for i in mem.tolist() for l in per[i]})
         senders = [(int(sched.src[i]), int(sched.chunk[i])) for i in mem.tolist()]
-        t0 = max([at_us] + [free[l] for l in links] + [got.get(k, at_us) for k in senders if k[0] < n])
         dur = float(sched.end_us[mem[0]] - sched.start_us[mem[0]])
+        if gaps:   # any gap the groups placed so far leave on its links, from when the link is first free
+            t0 = max([at_us] + [free0[l] for l in links] + [got.get(k, at_us) for k in senders if k[0] < n])
+            t0 = earliest_idle(busy, links, t0, dur, 1e-9 * max(1.0, at_us))
+        else:
+            t0 = max([at_us] + [free[l] for l in links] + [got.get(k, at_us) for k in senders if k[0] < n])
         rk = (int(sched.dst[mem[0]]), int(sched.chunk[mem[0]]))
         if rk in relays:
             # the relay's first arrival replaces its stale partial sum (a copy), the later ones add to it: they
@@ -155,7 +162,11 @@ def _place_reduce(problem: Problem, sched: Schedule, free, ready: dict, at_us: f
             else:
                 op[mem] = COPY
             landed[rk] = t0 + dur
+        if gaps and rk in relays:
+            t0 = earliest_idle(busy, links, t0, dur, 1e-9 * max(1.0, at_us))
         start[mem] = t0
+        for l in links:
+            busy.setdefault(l, []).append((t0, t0 + dur))
         for l in links:
             free[l] = t0 + dur
         v, c = int(sched.dst[mem[0]]), int(sched.chunk[mem[0]])
