@@ -147,28 +147,11 @@ class Resume(Candidate):
         if problem.collective.reduces:
             from .resume_reducing import resume_reducing
 
-            from tacos_bench.verify import check
-
             ctx.run_stats[self.name] = {"residual": None}
-            best, why = None, None
-            # placed in the plan's order on each link, or into any gap the transfers placed before leave (each
-            # verified, the sooner kept)
-            for gaps in (False, True):
-                try:
-                    out = Schedule.concat([state.executed,
-                                           resume_reducing(r.backend, problem, fault, state, ctx.opts, gaps)])
-                except TacosError as e:
-                    why = why or str(e)
-                    continue
-                ver = check(problem, out, fault=fault)   # a new plan: the verifier replays it before it may win
-                if not ver.valid:
-                    why = why or f"its schedule was rejected by the verifier: {ver.message}"
-                    continue
-                if best is None or out.makespan_us < best.makespan_us * (1 - 1e-12):
-                    best = out
-            if best is None:
-                raise Skip(why)
-            return best
+            # placed in the plan's order on each link, or into any gap the transfers placed before leave
+            return _soonest_verified(problem, fault, state, [
+                lambda gaps=gaps: resume_reducing(r.backend, problem, fault, state, ctx.opts, gaps)
+                for gaps in (False, True)])
         keep = fault.surviving_links(problem.topology)
         start = StartState(keep, state.hold_npu, state.hold_chunk, state.alive,
                            hold_time=np.maximum(state.hold_time - fault.at_us, 0.0),
@@ -251,31 +234,14 @@ class Detour(Candidate):
         return None
 
     def run(self, problem, ctx):
-        from tacos_bench.verify import check
-
         from .detour_reducing import detour_reducing
 
         r: _Repairing = ctx.start
         ctx.run_stats[self.name] = {"residual": None}
-        best, why = None, None
-        # the nearest way around the fault, and ways that spread the detours over the links with the least work
-        # left (each verified; the sooner kept)
-        for spread in (False, True):
-            try:
-                out = Schedule.concat([r.state.executed, detour_reducing(problem, r.schedule, r.fault, r.state,
-                                                                         spread=spread)])
-            except TacosError as e:
-                why = why or str(e)
-                continue
-            ver = check(problem, out, fault=r.fault)
-            if not ver.valid:
-                why = why or f"its schedule was rejected by the verifier: {ver.message}"
-                continue
-            if best is None or out.makespan_us < best.makespan_us * (1 - 1e-12):
-                best = out
-        if best is None:
-            raise Skip(why)
-        return best
+        # the nearest way around the fault, and ways that spread the detours over the links with the least work left
+        return _soonest_verified(problem, r.fault, r.state, [
+            lambda spread=spread: detour_reducing(problem, r.schedule, r.fault, r.state, spread=spread)
+            for spread in (False, True)])
 
 
 class Unaffected(Candidate):
@@ -296,6 +262,30 @@ class Unaffected(Candidate):
 
     def run(self, problem, ctx):
         return ctx.start.schedule
+
+
+def _soonest_verified(problem: Problem, fault: Fault, state: FaultState, variants) -> Schedule:
+    """The executed transfers plus the soonest of ``variants`` (callables returning the transfers after the
+    fault) that the verifier accepts with the fault (a new plan is replayed before it may win); :class:`Skip` with
+    the first reason when none is."""
+    from tacos_bench.verify import check
+
+    best, why = None, None
+    for variant in variants:
+        try:
+            out = Schedule.concat([state.executed, variant()])
+        except TacosError as e:
+            why = why or str(e)
+            continue
+        ver = check(problem, out, fault=fault)
+        if not ver.valid:
+            why = why or f"its schedule was rejected by the verifier: {ver.message}"
+            continue
+        if best is None or out.makespan_us < best.makespan_us * (1 - 1e-12):
+            best = out
+    if best is None:
+        raise Skip(why)
+    return best
 
 
 def _resumes_only(problem: Problem) -> str | None:
