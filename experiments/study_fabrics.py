@@ -1056,6 +1056,16 @@ def oversub_notes(c: Cases, g: dict) -> str:
         if not np.isnan(gp):
             rng = _range([c.ratio(c.key(tt, kk, cpn, m), "greedy_plus") for tt, kk, cpn, m in g["oversub"]
                           if tt == dgx[1] and kk == "all_reduce"])
+            if lb >= 0.95 * est:   # the bound knows the rails do not reduce (docs/bounds.md, the group bound)
+                s += (f"\n\n**On the DGX All-Reduce greedy_plus is {rng} the bound.** At 1 GiB the bound "
+                      f"({fmt_us(lb)} µs) is that of an All-Reduce of {nodes} parties without in-network reduction "
+                      f"across the nodes: 2(P-1)/P of the buffer through each node's {gpn} NICs of {nic:.3f} GiB/s "
+                      f"= {est:.0f} µs, latencies aside (Patarasuk and Yuan 2009). greedy_plus's {fmt_us(gp)} µs is "
+                      f"{gp / lb:.2f}x it: its Reduce-Scatter and All-Gather each meet their own bound, and the rest "
+                      "is mostly the two phases following each other, which shrinks with more chunks per NPU (a ring "
+                      "on each rail, pipelined chunk by chunk, was tried and ended no sooner: the node's switch then "
+                      "serializes the in-switch reductions and multicasts around the last ring steps).")
+                return s + "\n"
             s += (f"\n\n**greedy_plus's {rng} the bound on the DGX All-Reduce is probably mostly a weak bound.** Its bound "
                   "at 1 GiB "
                   f"({fmt_us(lb)} µs) is barely above the All-Gather's ({fmt_us(c.bound.get(kag, np.nan))} µs), yet "
