@@ -39,16 +39,14 @@ def detour_reducing(problem: Problem, healthy: Schedule, fault: Fault, state: Fa
                     spread: bool = False) -> Schedule:
     """The transfers after the fault (absolute times) that complete ``problem`` from ``state`` by the healthy
     schedule plus detours (see the module docstring). On a switched fabric a step of a detour is a hop (a route
-    through switches between two NPUs over surviving links), the rows of one in-network multicast or reduction
-    move together, and only links that fail (not slow down) are taken.
+    through switches between two NPUs over surviving links), and the rows of one in-network multicast or
+    reduction move together. A kept transfer on a link that slows down takes as long as the slowed link makes it.
 
     ``spread``: a detour's length counts, besides each step's time, the work its links still carry after the
     fault (the healthy transfers kept, the detours chosen before it), so the detours spread over the ways out
     instead of queueing on the nearest one (a node's other NICs when one fails)."""
     topo, n = problem.topology, problem.num_npus
     fabric = healthy.route is not None and bool(np.any(healthy.route.astype(bool)))
-    if fabric and fault.slow:
-        raise TacosError("detours on a fabric take failed links only (a slowed route's rows would change length)")
     if fabric and len(healthy) and (healthy.src.max() >= n or healthy.dst.max() >= n):
         raise TacosError("detours on a fabric need rows between NPUs (store-and-forward hops are rows of their own)")
     after = fault.slowed(problem)
@@ -61,8 +59,19 @@ def detour_reducing(problem: Problem, healthy: Schedule, fault: Fault, state: Fa
         links[r_].append(l_)
     on_failed = np.zeros(len(healthy), bool)
     on_failed[row_of[failed[link_of]]] = True
+    slowed = fault.slow_factors(topo) < 1.0
+    on_slow = np.zeros(len(healthy), bool)
+    on_slow[row_of[slowed[link_of]]] = True
+    steps = _Steps(problem, after, failed, fabric)
     if fabric:
         dur = healthy.end_us - healthy.start_us
+        if on_slow.any():   # a route over a slowed link: the slowed hop's time
+            hop_dur = {tuple(r.split(">")): d for r, d in zip(steps.route, steps.dur.tolist())}
+            for i in np.flatnonzero(on_slow).tolist():
+                key = tuple(healthy.route[i].split(">"))
+                if key not in hop_dur:
+                    raise TacosError(f"row {i}: its route {healthy.route[i]} is no hop of the slowed fabric")
+                dur[i] = hop_dur[key]
     else:
         dur = np.asarray(after.link_time_us, np.float64)[topo.link_ids(healthy.src, healthy.dst)]
     started = healthy.start_us < T - tol
@@ -73,7 +82,6 @@ def detour_reducing(problem: Problem, healthy: Schedule, fault: Fault, state: Fa
     pending = {(int(u), int(c)) for u, c, o in zip(healthy.src[rest].tolist(), healthy.chunk[rest].tolist(),
                                                  healthy.op[rest].tolist()) if o == REDUCE}
     col = collector_of(problem)
-    steps = _Steps(problem, after, failed, fabric)
     trees: dict = {}
     load = np.zeros(topo.num_links)   # spread: the work each link carries after the fault
 
@@ -99,7 +107,8 @@ def detour_reducing(problem: Problem, healthy: Schedule, fault: Fault, state: Fa
     routes = healthy.route.tolist() if fabric else None
     for i in kept.tolist():
         rows.append([int(healthy.chunk[i]), int(healthy.src[i]), int(healthy.dst[i]), float(healthy.start_us[i]),
-                     float(dur[i]), int(healthy.op[i]), [], False, links[i], routes[i] if fabric else ""])
+                     float(dur[i]), int(healthy.op[i]), [], False, links[i], routes[i] if fabric else "",
+                     float(healthy.end_us[i])])
     for i in kept.tolist():
         np.add.at(load, links[i], float(dur[i]))
     # (npu, chunk, op) -> the detour rows that must land there before it sends the chunk with that op (a partial
@@ -123,7 +132,7 @@ def detour_reducing(problem: Problem, healthy: Schedule, fault: Fault, state: Fa
             a, b = int(steps.src[e]), int(steps.dst[e])
             idx = len(rows)
             rows.append([c, a, b, T, float(steps.dur[e]), op, ["first"] if prev is None else [prev], True,
-                         steps.links[e], steps.route[e]])
+                         steps.links[e], steps.route[e], T + float(steps.dur[e])])
             np.add.at(load, steps.links[e], float(steps.dur[e]))
             prev = idx
         if prev is not None:
@@ -153,7 +162,7 @@ class _Steps:
         if fabric:
             from .fabric_routes import surviving_hops
 
-            h = surviving_hops(topo, ~failed, problem.chunk_bytes)
+            h = surviving_hops(after.topology, ~failed, problem.chunk_bytes)   # slowed links at their new speed
             keep = np.array([len(s) == 1 for s in h.segments], bool)   # a hop through a store-and-forward switch
             ids = np.flatnonzero(keep)                                  # would be several rows
             src, dst, dur = h.src[ids], h.dst[ids], np.asarray(h.dur, np.float64)[ids]
@@ -233,7 +242,8 @@ def _place(problem: Problem, rows: list, state: FaultState, extra_deps: dict, T:
                          if r[5] == COPY]
             continue
         tol = 1e-9 * max(1.0, start)
-        r[6] = [j for j in by_dst.get((u, c), ()) if not rows[j][7] and rows[j][3] + rows[j][4] <= start + tol]
+        # (by the healthy schedule's times: a slowed row lasts longer now, but landed before all the same)
+        r[6] = [j for j in by_dst.get((u, c), ()) if not rows[j][7] and rows[j][10] <= start + tol]
         # a partial sum waits for the partial sums detoured to it; the whole chunk for those too (at the
         # collector they are part of it) and for the copy detoured to it
         r[6] += extra_deps.get((u, c, REDUCE), []) + (extra_deps.get((u, c, COPY), []) if r[5] == COPY else [])

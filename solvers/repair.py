@@ -221,16 +221,14 @@ class Keep(Candidate):
 
 
 class Detour(Candidate):
-    """Reducing collectives: the healthy schedule goes on and what the fault cut is sent again on the shortest
-    surviving path (:mod:`solvers.detour_reducing`; on a fabric, around failed links only)."""
+    """Reducing collectives: the healthy schedule goes on (on slowed links at their new speed) and what the fault
+    cut is sent again on the shortest surviving path (:mod:`solvers.detour_reducing`)."""
 
     name = "detour"
 
     def applies(self, problem, ctx):
         if not problem.collective.reduces:
             return "reducing collectives only (copies resume)"
-        if problem.topology.is_fabric and ctx.start.fault.slow:
-            return "a fabric takes detours around failed links only"
         return None
 
     def run(self, problem, ctx):

@@ -106,6 +106,28 @@ def test_a_failed_nic_on_a_rail_cluster_is_detoured_over_the_others(kind, frac):
                    for x in late.route.tolist())
 
 
+def test_links_slowing_down_on_a_rail_cluster_keep_the_healthy_reduction_at_their_new_speed():
+    # two DGX-like nodes, 4 of 8 rails at half bandwidth from mid-way (the faults study's case): the healthy
+    # Reduce-Scatter goes on, its transfers on the slowed NICs lasting twice as long, each waiting for what landed
+    # before it in the healthy plan (measured: 3,264 µs against resume's 4,384; a fresh run on the slowed fabric
+    # 2,322)
+    from solvers.detour_reducing import detour_reducing
+    from tacos_bench.topology.fabrics import rail_cluster
+
+    t = rail_cluster(2, 8, nvlink_GiBps=419.095, nic_GiBps=46.566)
+    p = Problem(t, Collective("reduce_scatter", 2, 1024))
+    h = solvers.get_solver("greedy_plus").solve(p).schedule.to_schedule()
+    nic = [(int(u), int(v)) for u, v in zip(t.src.tolist(), t.dst.tolist())
+           if (u in (0, 1, 2, 3, 8, 9, 10, 11) or v in (0, 1, 2, 3, 8, 9, 10, 11))
+           and t.bw_GiBps[t.link_ids([u], [v])[0]] < 100]
+    fault = Fault(0.5 * h.makespan_us, slow=tuple((u, v, 0.5) for u, v in nic))
+    r = repair(p, h, fault, "greedy_plus")
+    assert check(p, r.schedule, fault=fault).valid
+    assert r.plan == "detour" and r.candidates_us["detour"] < r.candidates_us["resume"]
+    kept = Schedule.concat([r.state.executed, detour_reducing(p, h, fault, r.state)])
+    assert check(p, kept, fault=fault).valid
+
+
 def test_the_resume_placed_gap_by_gap_is_valid_and_can_be_sooner():
     # mesh4x4 Reduce-Scatter (2 chunks per NPU), the central link 5-6 failing at 0.5 T: placed in the plan's order
     # on each link the resume ends at 20 link times, gap by gap at 19 (a fresh run on the degraded mesh: 15)
