@@ -199,8 +199,9 @@ FIELDS: tuple[Field, ...] = (
     Field("repair_plan", "", "fault", "the repair kept: resume (from the state at the fault), replan (a fresh "
                                       "schedule on the surviving links less what is held, placed after the fault), "
                                       "keep (links slow down: the healthy schedule's remaining transfers in their "
-                                      "order on the slowed links), detour (a reducing collective: the healthy "
-                                      "schedule goes on, what the fault cut goes around it) or unaffected (no "
+                                      "order on the slowed links), detour (a reducing collective, either network "
+                                      "kind: the healthy schedule goes on, on slowed links at their new speed, and "
+                                      "what the fault cut goes around it) or unaffected (no "
                                       "transfer still to end crosses a failed link: the healthy schedule runs on)"),
     Field("repair_resume_us", "µs", "fault", "executed time with the resume candidate"),
     Field("repair_replan_us", "µs", "fault", "executed time with the replan candidate (null: not tried)"),
