@@ -236,7 +236,8 @@ def _place(problem: Problem, rows: list, state: FaultState, extra_deps: dict, T:
         if r[7]:
             if r[6] == ["first"]:   # a detour leaves once all its sender's kept arrivals have landed (of a
                 # partial sum, those of the reduction: an All-Reduce's copies of the whole chunk come after it)
-                r[6] = [j for j in by_dst.get((u, c), ()) if not rows[j][7] and (r[5] != REDUCE or rows[j][5] == REDUCE)]
+                r[6] = [j for j in by_dst.get((u, c), ())
+                        if not rows[j][7] and (r[5] != REDUCE or rows[j][5] == REDUCE)]
                 # and the whole chunk once the detours that bring it (or, at the collector, add to it) have
                 r[6] += [j for j in extra_deps.get((u, c, COPY), []) + extra_deps.get((u, c, REDUCE), [])
                          if r[5] == COPY]

@@ -264,9 +264,12 @@ def fastest_groups(hops: Hops, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarr
     return gid, pos, size
 
 
-def hop_rows(hops: Hops, ch: np.ndarray, hop: np.ndarray, start: np.ndarray, sort: bool = True) -> Schedule:
-    """One row per (transfer, segment) of chunk ``ch[i]`` over hop ``hop[i]`` from ``start[i]``: the segment's nodes
-    (a route through its switches) and times; in the canonical row order unless ``sort`` is false."""
+def _segment_table(hops: Hops) -> tuple:
+    """Every hop's segments as arrays ``(seg_ptr, src, dst, off, end, route)``, built once per :class:`Hops` (a
+    schedule is often made of several calls of :func:`hop_rows` on the same hops)."""
+    cached = hops.__dict__.get("_segment_table")
+    if cached is not None:
+        return cached
     H = len(hops)
     seg_ptr = np.zeros(H + 1, dtype=np.int64)
     seg_ptr[1:] = np.cumsum([len(s) for s in hops.segments])
@@ -280,13 +283,24 @@ def hop_rows(hops: Hops, ch: np.ndarray, hop: np.ndarray, start: np.ndarray, sor
             s_off.append(float(hops.off[h][a]))
             s_end.append(float(hops.end[h][a]))
             s_route.append(">".join(map(str, path)) if len(path) > 2 else "")
-    s_src, s_dst = np.array(s_src, dtype=np.int64), np.array(s_dst, dtype=np.int64)
-    s_off, s_end = np.array(s_off), np.array(s_end)
-    s_route = np.array(s_route, dtype=object)
-    nseg = seg_ptr[hop + 1] - seg_ptr[hop]
-    t = np.repeat(np.arange(len(hop)), nseg)
-    seg = seg_ptr[hop][t] + (np.arange(len(t)) - np.repeat(np.cumsum(nseg) - nseg, nseg))
+    out = (seg_ptr, np.array(s_src, dtype=np.int64), np.array(s_dst, dtype=np.int64), np.array(s_off),
+           np.array(s_end), np.array(s_route, dtype=object))
+    object.__setattr__(hops, "_segment_table", out)
+    return out
+
+
+def hop_rows(hops: Hops, ch: np.ndarray, hop: np.ndarray, start: np.ndarray, sort: bool = True) -> Schedule:
+    """One row per (transfer, segment) of chunk ``ch[i]`` over hop ``hop[i]`` from ``start[i]``: the segment's nodes
+    (a route through its switches) and times; in the canonical row order unless ``sort`` is false."""
+    seg_ptr, s_src, s_dst, s_off, s_end, s_route = _segment_table(hops)
+    first = seg_ptr[hop]
+    nseg = seg_ptr[hop + 1] - first
+    if np.all(nseg == 1):   # cut-through hops: one row per transfer
+        seg, t = first, slice(None)
+    else:
+        t = np.repeat(np.arange(len(hop)), nseg)
+        seg = first[t] + (np.arange(len(t)) - np.repeat(np.cumsum(nseg) - nseg, nseg))
     routed = bool(np.any(s_route != ""))
     out = Schedule(ch[t], s_src[seg], s_dst[seg], start[t] + s_off[seg], start[t] + s_end[seg],
-                   np.zeros(len(t), dtype=np.int8), route=route_column(s_route, seg) if routed else None)
+                   np.zeros(len(seg), dtype=np.int8), route=route_column(s_route, seg) if routed else None)
     return out.sorted() if sort else out

@@ -154,7 +154,17 @@ class Demand:
 
     def required_pairs(self) -> tuple[np.ndarray, np.ndarray]:
         """``(npu, chunk)`` of every pair the demand requires after the collective (a copy chunk's own source
-        excluded); every-NPU destinations expanded."""
+        excluded); every-NPU destinations expanded. Computed once per demand (a portfolio asks it of every
+        candidate: 0.7 s on a 64-GPU MoE layer's 1.8 M pairs); the arrays are read-only."""
+        cached = self.__dict__.get("_required_pairs")
+        if cached is None:
+            cached = self._required_pairs_now()
+            for a in cached:
+                a.flags.writeable = False
+            object.__setattr__(self, "_required_pairs", cached)
+        return cached
+
+    def _required_pairs_now(self) -> tuple[np.ndarray, np.ndarray]:
         n, C = self.num_npus, self.num_chunks
         counts = np.diff(self.dst_ptr)
         every = counts == 0

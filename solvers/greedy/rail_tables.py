@@ -46,7 +46,6 @@ Examples
 
 from __future__ import annotations
 
-import heapq
 
 import numpy as np
 from numba import njit
@@ -184,7 +183,6 @@ def rail_slots_table(problem: Problem, *, hops: Hops | None = None, link_free: n
         slot_of = np.empty(n, np.int64)          # each GPU's place in its node
         for members in lay.groups:
             slot_of[members] = np.arange(len(members))
-        members = np.stack(lay.groups).astype(np.int64)          # G x P
         free0 = np.zeros(topo.num_links + 1)
         free0[topo.num_links] = -np.inf
         parts = []
@@ -196,9 +194,9 @@ def rail_slots_table(problem: Problem, *, hops: Hops | None = None, link_free: n
             m_hold, m_dst = src[jc[moved]], member[ja[moved], jh[moved]]
             m_hop = hop_at[m_hold, m_dst]
             pid = m_dst * P + slot_of[m_hold]
-            m_start = _spread_kernel(np.zeros(moved.size), m_dst, m_hop, m_hold, pid,
-                                     np.lexsort((np.arange(pid.size), pid)), hops.link_pad, hops.off_pad, hops.end_pad,
-                                     topo.num_links, n, P, grp, members, free0)
+            m_order = _queue_order(pid, np.zeros(pid.size), n * P)
+            m_start = _spread_kernel(np.zeros(moved.size), m_dst, m_hop, pid, m_order, hops.link_pad, hops.off_pad,
+                                     hops.end_pad, topo.num_links, n, P, free0)
             ready_at[moved] = m_start + hops.dur[m_hop]
             parts.append(hop_rows(hops, jc[moved], m_hop, m_start, sort=False))
             # the switch links stay taken for the spreads
@@ -255,8 +253,8 @@ def rail_slots_table(problem: Problem, *, hops: Hops | None = None, link_free: n
         crossed = cross[sp]
         d_ready[crossed] = arrive[np.searchsorted(key, d_chunk[crossed] * G + b[sp][crossed])]
         pid = d_dst * P + slot_of[d_hold]
-        start = _spread_kernel(d_ready, d_dst, d_hop, d_hold, pid, np.lexsort((np.arange(pid.size), d_ready, pid)),
-                               hops.link_pad, hops.off_pad, hops.end_pad, topo.num_links, n, P, grp, members, free0)
+        start = _spread_kernel(d_ready, d_dst, d_hop, pid, _queue_order(pid, d_ready, n * P),
+                               hops.link_pad, hops.off_pad, hops.end_pad, topo.num_links, n, P, free0)
         parts.append(hop_rows(hops, d_chunk, d_hop, start, sort=False))
         return parts
 
@@ -320,14 +318,40 @@ def _earliest(h, t, free, link_pad, off_pad):
 
 
 @njit(cache=True)
-def _spread_kernel(ready, d_dst, d_hop, d_hold, pid, order, link_pad, off_pad, end_pad, L, n, P, grp, members,
-                   free0):
+def _queue_order(pid, ready, Q):
+    """The deliveries sorted by queue ``pid`` (``0 .. Q-1``), then ready time, ties in index order: a counting sort
+    by queue and a stable sort inside each (what ``np.lexsort((index, ready, pid))`` gives, 3.6x sooner on the
+    64-GPU MoE layer's 1.8 M deliveries)."""
+    D = pid.shape[0]
+    ptr = np.zeros(Q + 1, np.int64)
+    for k in range(D):
+        ptr[pid[k] + 1] += 1
+    for i in range(Q):
+        ptr[i + 1] += ptr[i]
+    pos = ptr[:-1].copy()
+    order = np.empty(D, np.int64)
+    for k in range(D):
+        order[pos[pid[k]]] = k
+        pos[pid[k]] += 1
+    for q in range(Q):
+        a, b = ptr[q], ptr[q + 1]
+        if b - a > 1:
+            seg = order[a:b].copy()
+            order[a:b] = seg[np.argsort(ready[seg], kind="mergesort")]
+    return order
+
+
+@njit(cache=True)
+def _spread_kernel(ready, d_dst, d_hop, pid, order, link_pad, off_pad, end_pad, L, n, P, free0):
     """Every delivery (a chunk from its holder to one GPU over the node's switch) as a non-delay schedule: a GPU
     whose in-link is free takes the earliest-ready delivery whose chunk is there and whose hop's links are free
     (GPUs with more deliveries still to take first when several wake at once). Deliveries queue per (receiver,
     holder) (``pid``: receiver x ``P`` + the holder's place in its node; ``order`` sorts them by queue, then ready
-    time); a GPU wakes when its in-link frees, a delivery to it gets ready, or a holder's out-link frees;
-    ``free0``: when each link is first free. Returns each delivery's start."""
+    time). A GPU wakes at the soonest time the head of one of its queues could start with the links reserved so
+    far; reservations only grow, so that time is never too late, and if nothing can start then it wakes again
+    at the next such time (waking the GPUs that wait on a holder whenever its out-link frees found nothing on
+    ~1.5 wake-ups a delivery and is not done). ``free0``: when each link is first free. Returns each delivery's
+    start."""
     D = d_hop.shape[0]
     free = free0.copy()
     start = np.full(D, -1.0)
@@ -340,9 +364,14 @@ def _spread_kernel(ready, d_dst, d_hop, d_hold, pid, order, link_pad, off_pad, e
     todo = np.zeros(n, np.int64)
     for k in range(D):
         todo[d_dst[k]] += 1
-    wake = [(0.0, np.int64(0), np.int64(0))]
-    wake.pop()
-    due = np.full(n, np.inf)          # each GPU's one pending wake-up (later entries for it are stale)
+    # each GPU's one pending wake-up: (due, -deliveries left then, GPU) in an indexed binary heap of the GPUs
+    # (a heap of tuples with stale entries gave the same order but spent most of the kernel on ~3.6 pops a
+    # delivery)
+    due = np.full(n, np.inf)
+    kk = np.zeros(n, np.int64)
+    heap = np.empty(n, np.int64)
+    hpos = np.full(n, -1, np.int64)
+    size = 0
     for v in range(n):
         if todo[v]:
             t0 = np.inf
@@ -350,13 +379,19 @@ def _spread_kernel(ready, d_dst, d_hop, d_hold, pid, order, link_pad, off_pad, e
                 q = v * P + j
                 if head[q] < qptr[q + 1]:
                     t0 = min(t0, ready[order[head[q]]])
-            due[v] = t0
-            heapq.heappush(wake, (t0, -todo[v], np.int64(v)))
-    while len(wake):
-        t, _, v = heapq.heappop(wake)
-        if todo[v] == 0 or t != due[v]:
-            continue
+            size = _wake(heap, hpos, due, kk, size, v, t0, todo)
+    while size:
+        v = heap[0]
+        t = due[v]
+        size -= 1
+        hpos[v] = -1
+        if size:
+            heap[0] = heap[size]
+            hpos[heap[0]] = 0
+            _sift_down(heap, hpos, due, kk, size, 0)
         due[v] = np.inf
+        if todo[v] == 0:
+            continue
         eps = 1e-9 * max(1.0, abs(t))
         best = -1
         nxt = np.inf
@@ -372,7 +407,7 @@ def _spread_kernel(ready, d_dst, d_hop, d_hold, pid, order, link_pad, off_pad, e
             elif s < nxt:
                 nxt = s
         if best < 0:
-            _wake(wake, due, v, nxt, todo)
+            size = _wake(heap, hpos, due, kk, size, v, nxt, todo)
             continue
         h = d_hop[best]
         start[best] = t
@@ -385,21 +420,57 @@ def _spread_kernel(ready, d_dst, d_hop, d_hold, pid, order, link_pad, off_pad, e
         # its in-link, and the holder's out-link, are taken until then: it, and the GPUs that wait for chunks
         # from that holder, look again
         again = _earliest(h, t, free, link_pad, off_pad)
-        _wake(wake, due, v, again, todo)
-        u = d_hold[best]
-        j = pid[best] - v * P                   # the holder's place in its node
-        for w in members[grp[u]]:
-            if w != v and head[w * P + j] < qptr[w * P + j + 1]:
-                _wake(wake, due, w, again, todo)
+        size = _wake(heap, hpos, due, kk, size, v, again, todo)
     return start
 
 
 @njit(cache=True, inline="always")
-def _wake(wake, due, v, t, todo):
-    """Wake ``v`` at ``t`` unless it has nothing left or wakes no later already."""
-    if todo[v] and t < due[v]:
-        due[v] = t
-        heapq.heappush(wake, (t, -todo[v], v))
+def _before(due, kk, a, b):
+    """GPU ``a``'s wake-up comes before ``b``'s: by time, then the more deliveries left, then the id."""
+    if due[a] != due[b]:
+        return due[a] < due[b]
+    if kk[a] != kk[b]:
+        return kk[a] < kk[b]
+    return a < b
+
+
+@njit(cache=True, inline="always")
+def _sift_down(heap, hpos, due, kk, size, i):
+    while True:
+        a = 2 * i + 1
+        if a >= size:
+            return
+        c = a + 1 if a + 1 < size and _before(due, kk, heap[a + 1], heap[a]) else a
+        if not _before(due, kk, heap[c], heap[i]):
+            return
+        heap[i], heap[c] = heap[c], heap[i]
+        hpos[heap[i]] = i
+        hpos[heap[c]] = c
+        i = c
+
+
+@njit(cache=True, inline="always")
+def _wake(heap, hpos, due, kk, size, v, t, todo):
+    """Wake ``v`` at ``t`` unless it has nothing left or wakes no later already; returns the heap's size."""
+    if todo[v] == 0 or t >= due[v]:
+        return size
+    due[v] = t
+    kk[v] = -todo[v]
+    i = hpos[v]
+    if i < 0:
+        i = size
+        heap[i] = v
+        hpos[v] = i
+        size += 1
+    while i > 0:   # an earlier wake-up only moves up
+        p = (i - 1) >> 1
+        if not _before(due, kk, heap[i], heap[p]):
+            break
+        heap[i], heap[p] = heap[p], heap[i]
+        hpos[heap[i]] = i
+        hpos[heap[p]] = p
+        i = p
+    return size
 
 
 def warmup() -> None:
