@@ -254,7 +254,7 @@ def rail_slots_table(problem: Problem, *, hops: Hops | None = None, link_free: n
         d_ready[crossed] = arrive[np.searchsorted(key, d_chunk[crossed] * G + b[sp][crossed])]
         pid = d_dst * P + slot_of[d_hold]
         start = _spread_kernel(d_ready, d_dst, d_hop, pid, _queue_order(pid, d_ready, n * P),
-                               hops.link_pad, hops.off_pad, hops.end_pad, topo.num_links, n, P, free0)
+                               *_narrow(hops, d_hop, topo.num_links), topo.num_links, n, P, free0)
         parts.append(hop_rows(hops, d_chunk, d_hop, start, sort=False))
         return parts
 
@@ -315,6 +315,13 @@ def _earliest(h, t, free, link_pad, off_pad):
     for x in range(link_pad.shape[1]):
         s = max(s, free[link_pad[h, x]] - off_pad[h, x])
     return s
+
+
+def _narrow(hops: Hops, used: np.ndarray, L: int) -> tuple:
+    """``hops``' padded link, offset and end columns cut to the most links any hop in ``used`` holds (a node's
+    switch hop holds two, a hop over a spine more: the spread kernel reads every column of each hop it looks at)."""
+    width = max(1, int((hops.link_pad[np.unique(used)] < L).sum(axis=1).max())) if used.size else 1
+    return tuple(np.ascontiguousarray(a[:, :width]) for a in (hops.link_pad, hops.off_pad, hops.end_pad))
 
 
 @njit(cache=True)
