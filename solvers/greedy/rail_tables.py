@@ -450,10 +450,15 @@ def _sift_down(heap, hpos, due, kk, size, i):
         c = a + 1 if a + 1 < size and _before(due, kk, heap[a + 1], heap[a]) else a
         if not _before(due, kk, heap[c], heap[i]):
             return
-        heap[i], heap[c] = heap[c], heap[i]
-        hpos[heap[i]] = i
-        hpos[heap[c]] = c
+        _swap(heap, hpos, i, c)
         i = c
+
+
+@njit(cache=True, inline="always")
+def _swap(heap, hpos, i, j):
+    heap[i], heap[j] = heap[j], heap[i]
+    hpos[heap[i]] = i
+    hpos[heap[j]] = j
 
 
 @njit(cache=True, inline="always")
@@ -473,9 +478,7 @@ def _wake(heap, hpos, due, kk, size, v, t, todo):
         p = (i - 1) >> 1
         if not _before(due, kk, heap[i], heap[p]):
             break
-        heap[i], heap[p] = heap[p], heap[i]
-        hpos[heap[i]] = i
-        hpos[heap[p]] = p
+        _swap(heap, hpos, i, p)
         i = p
     return size
 
