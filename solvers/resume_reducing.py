@@ -134,7 +134,7 @@ def _place_reduce(problem: Problem, sched: Schedule, free, ready: dict, at_us: f
     members_of = {g: np.asarray(m, np.int64) for g, m in members_of.items()}
     order = sorted(members_of, key=lambda g: float(sched.start_us[members_of[g][0]]))
     free = np.asarray(free, np.float64).copy()
-    free0 = free.copy()
+    first_free = free.copy()   # with gaps: a link is taken from here on only where a group holds it
     busy: dict = {}
     got = dict(ready)   # (npu, chunk) -> when it has every partial sum its plan sent it so far
     start = np.zeros(T)
@@ -147,26 +147,21 @@ def _place_reduce(problem: Problem, sched: Schedule, free, ready: dict, at_us: f
         links = sorted({l for i in mem.tolist() for l in per[i]})
         senders = [(int(sched.src[i]), int(sched.chunk[i])) for i in mem.tolist()]
         dur = float(sched.end_us[mem[0]] - sched.start_us[mem[0]])
-        if gaps:   # any gap the groups placed so far leave on its links, from when the link is first free
-            t0 = max([at_us] + [free0[l] for l in links] + [got.get(k, at_us) for k in senders if k[0] < n])
-            t0 = earliest_idle(busy, links, t0, dur, 1e-9 * max(1.0, at_us))
-        else:
-            t0 = max([at_us] + [free[l] for l in links] + [got.get(k, at_us) for k in senders if k[0] < n])
+        link_free = first_free if gaps else free
+        t0 = max([at_us] + [link_free[l] for l in links] + [got.get(k, at_us) for k in senders if k[0] < n])
         rk = (int(sched.dst[mem[0]]), int(sched.chunk[mem[0]]))
-        if rk in relays:
+        if rk in relays and rk in landed:
             # the relay's first arrival replaces its stale partial sum (a copy), the later ones add to it: they
             # must land strictly after it, or the replay could not tell their order
-            if rk in landed:
-                t0 = max(t0, landed[rk] + margin - dur)
-                op[mem] = REDUCE
-            else:
-                op[mem] = COPY
-            landed[rk] = t0 + dur
-        if gaps and rk in relays:
+            t0 = max(t0, landed[rk] + margin - dur)
+        if gaps:   # any gap the groups placed so far leave on its links
             t0 = earliest_idle(busy, links, t0, dur, 1e-9 * max(1.0, at_us))
+            for l in links:
+                busy.setdefault(l, []).append((t0, t0 + dur))
+        if rk in relays:
+            op[mem] = REDUCE if rk in landed else COPY
+            landed[rk] = t0 + dur
         start[mem] = t0
-        for l in links:
-            busy.setdefault(l, []).append((t0, t0 + dur))
         for l in links:
             free[l] = t0 + dur
         v, c = int(sched.dst[mem[0]]), int(sched.chunk[mem[0]])
