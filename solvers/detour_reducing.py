@@ -83,14 +83,13 @@ def detour_reducing(problem: Problem, healthy: Schedule, fault: Fault, state: Fa
                                                  healthy.op[rest].tolist()) if o == REDUCE}
     col = collector_of(problem)
     trees: dict = {}
-    load = np.zeros(topo.num_links)   # spread: the work each link carries after the fault
+    load = np.zeros(topo.num_links + 1)   # spread: the work each link carries after the fault (+ a padding link)
 
     def tree(u: int) -> tuple:
         """``(dist, pred)`` of the shortest surviving paths from ``u`` (one search per sender, or per detour
         when they spread)."""
         if spread:
-            w = steps.dur + np.array([load[lk].max() for lk in steps.links_arr]) if steps.dur.size else steps.dur
-            return shortest_path_tree(n, steps.out_ptr, steps.dst, w, u)
+            return shortest_path_tree(n, steps.out_ptr, steps.dst, steps.dur + load[steps.link_pad].max(axis=1), u)
         if u not in trees:
             trees[u] = shortest_path_tree(n, steps.out_ptr, steps.dst, steps.dur, u)
         return trees[u]
@@ -144,11 +143,8 @@ def detour_reducing(problem: Problem, healthy: Schedule, fault: Fault, state: Fa
         h = healthy.take(kept)
         anchor = np.where(h.op == COPY, h.src, h.dst)
         key = np.stack([h.chunk, h.op, anchor, np.round(h.start_us, 9), np.round(h.end_us, 9)], 1)
-        _, inv = np.unique(key, axis=0, return_inverse=True)
-        first = {}
-        for k, g in enumerate(inv.ravel().tolist()):
-            first.setdefault(g, k)
-            unit[k] = first[g]
+        _, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
+        unit[:kept.size] = first[inv.ravel()]   # each kept row's unit: its group's first row
     return _place(problem, rows, state, extra_deps, T, unit, fabric)
 
 
@@ -179,7 +175,11 @@ class _Steps:
         self.links = [links[k] for k in o.tolist()]
         self.route = [route[k] for k in o.tolist()]
         self.out_ptr = np.searchsorted(self.src, np.arange(problem.num_npus + 1)).astype(np.int64)
-        self.links_arr = [np.asarray(x, np.int64) for x in self.links]
+        # the links of each step padded with the id num_links (a link that carries nothing)
+        self.link_pad = np.full((len(self.links), max([len(x) for x in self.links], default=1)), topo.num_links,
+                                np.int64)
+        for k, x in enumerate(self.links):
+            self.link_pad[k, :len(x)] = x
 
 
 def _below(parent: dict, c: int, u: int) -> set:

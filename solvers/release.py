@@ -400,16 +400,18 @@ def _relay_phase2(backend, problem: Problem, opts, srcs, dsts, late, ready, link
     Both are copies to every NPU that lacks them (two chunks per chunk), so the backend relays them as such."""
     n, C = problem.num_npus, len(srcs)
     rel = problem.release_us
-    holds = []   # (npu, chunk of the copy problem, time)
+    present = np.flatnonzero(~late).tolist()
+    sender = []   # each chunk's late contributor
+    holds = []    # (npu, chunk of the copy problem, time): share c at its late NPU, partial sum C + c at the others
     for c in range(C):
         lc = srcs[c][late[srcs[c]]]
-        if dsts[c].size != n or lc.size != 1 or any((x, c) not in ready for x in np.flatnonzero(~late)):
+        if dsts[c].size != n or lc.size != 1 or any((x, c) not in ready for x in present):
             raise TacosError("the relay needs chunks every NPU needs, one late contributor each, and the partial "
                              "sum at every present NPU")
-        holds.append((int(lc[0]), c, float(rel[lc[0]])))
-        holds += [(int(x), C + c, float(ready[(int(x), c)])) for x in np.flatnonzero(~late)]
-    first = [int(np.flatnonzero(~late)[0])] * C
-    p2 = _custom(problem, [[h[0]] for h in holds[::1] if h[1] < C] + [[x] for x in first], [[]] * (2 * C), "copy")
+        sender.append(int(lc[0]))
+        holds.append((sender[-1], c, float(rel[lc[0]])))
+        holds += [(x, C + c, float(ready[(x, c)])) for x in present]
+    p2 = _custom(problem, [[u] for u in sender] + [[present[0]]] * C, [[]] * (2 * C), "copy")
     hv, hc, ht = zip(*holds)
     return _solve_from(backend, p2, opts, hv, hc, ht, link_free).with_chunks(np.concatenate([np.arange(C)] * 2))
 

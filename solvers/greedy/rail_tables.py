@@ -46,7 +46,6 @@ Examples
 
 from __future__ import annotations
 
-
 import numpy as np
 from numba import njit
 
@@ -195,8 +194,8 @@ def rail_slots_table(problem: Problem, *, hops: Hops | None = None, link_free: n
             m_hop = hop_at[m_hold, m_dst]
             pid = m_dst * P + slot_of[m_hold]
             m_order = _queue_order(pid, np.zeros(pid.size), n * P)
-            m_start = _spread_kernel(np.zeros(moved.size), m_dst, m_hop, pid, m_order, hops.link_pad, hops.off_pad,
-                                     hops.end_pad, topo.num_links, n, P, free0)
+            m_start = _spread_kernel(np.zeros(moved.size), m_dst, m_hop, pid, m_order,
+                                     *_narrow(hops, m_hop, topo.num_links), topo.num_links, n, P, free0)
             ready_at[moved] = m_start + hops.dur[m_hop]
             parts.append(hop_rows(hops, jc[moved], m_hop, m_start, sort=False))
             # the switch links stay taken for the spreads
@@ -424,8 +423,8 @@ def _spread_kernel(ready, d_dst, d_hop, pid, order, link_pad, off_pad, end_pad, 
                 free[lk] = t + end_pad[h, x]
         head[pid[best]] += 1
         todo[v] -= 1
-        # its in-link, and the holder's out-link, are taken until then: it, and the GPUs that wait for chunks
-        # from that holder, look again
+        # its in-link is taken until then: it looks again (the GPUs that wait on the holder's out-link already
+        # wake no sooner than they could start)
         again = _earliest(h, t, free, link_pad, off_pad)
         size = _wake(heap, hpos, due, kk, size, v, again, todo)
     return start
