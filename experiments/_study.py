@@ -21,6 +21,16 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
+def timed_verified(backend, problem, options=None):
+    """``backend`` solving ``problem``, timed outside the solver, and its schedule replayed by the verifier:
+    ``(result, seconds, verification)``."""
+    from tacos_bench.verify import verify
+
+    t0 = time.perf_counter()
+    res = backend.solve(problem, options)
+    return res, time.perf_counter() - t0, verify(problem, res.schedule)
+
+
 def parse_args(description: str, default_out: str):
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--out", default=str(ROOT / "results" / default_out),

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
+
+from _study import timed_verified
 
 CLUSTERS = ("dgx_h100x4", "dgx_a100x4", "dgx_h100x4_2to1", "dgx_h100x8", "rail3x4 400/50", "rail5x8 300/25",
             "dgx_h100x2", "dgx_h100x3", "dgx_a100x6", "rail6x4 150/100", "dgx_h100x16")
@@ -47,7 +48,6 @@ def main(argv=None) -> int:
     from solvers import get_solver
     from tacos_bench import Collective, Problem
     from tacos_bench.bounds import lower_bound_us
-    from tacos_bench.verify import verify
 
     plus = get_solver("greedy_plus")
     print("| cluster | collective | chunks/NPU | bound µs | before / bound | list only / bound | greedy_plus / bound | "
@@ -66,10 +66,7 @@ def main(argv=None) -> int:
                 plus.warmup(p, None)
                 out = {}
                 for label, opts in VARIANTS:
-                    t0 = time.perf_counter()
-                    r = plus.solve(p, opts)
-                    dt = time.perf_counter() - t0
-                    v = verify(p, r.schedule)
+                    r, dt, v = timed_verified(plus, p, opts)
                     if not v.valid:
                         print(f"{name} {kind} {cpn} ({label}): invalid schedule: {v.message}", file=sys.stderr)
                         return 1

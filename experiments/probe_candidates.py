@@ -17,7 +17,8 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
+
+from _study import timed_verified
 
 GRIDS = {
     "collectives": (["mesh4x4", "torus4x4", "mesh8x8", "torus8x8", "torus4x4x4", "hetero64", "random16d3s0",
@@ -43,7 +44,6 @@ def main(argv=None) -> int:
     from solvers import get_solver
     from tacos_bench import Collective, Problem
     from tacos_bench.topology.named import named_topology
-    from tacos_bench.verify import verify
 
     plus = get_solver("greedy_plus")
     off = {k: False for k in a.off}
@@ -64,10 +64,7 @@ def main(argv=None) -> int:
                         plus.warmup(p, None)
                         res = []
                         for opts in ({}, off):
-                            t0 = time.perf_counter()
-                            r = plus.solve(p, opts)
-                            dt = time.perf_counter() - t0
-                            v = verify(p, r.schedule)
+                            r, dt, v = timed_verified(plus, p, opts)
                             if not v.valid:
                                 print(f"{name} {kind} {cpn} {mib}: invalid schedule: {v.message}", file=sys.stderr)
                                 return 1
