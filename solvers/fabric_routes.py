@@ -70,15 +70,49 @@ def _segments(topo: Topology, path: list[int]) -> list[tuple[int, int]]:
     return segs
 
 
-def _timing(segs, lat, bw, chunk_bytes):
-    """Per-link (offset, end) and the total duration of a hop with these links."""
-    off, end, t = [], [], 0.0
-    for a, b in segs:
-        d = float(lat[a:b + 1].sum() + link_time_us(bw[a:b + 1].min(), 0.0, chunk_bytes))
-        off += [t] * (b - a + 1)
-        end += [t + d] * (b - a + 1)
-        t += d
-    return off, end, t
+def _timed_paths(topo: Topology, found: list, chunk_bytes: int) -> list[tuple[list, list, float, list]]:
+    """:func:`_segments` and :func:`_timing` of every path at once (the same floating-point operations in the
+    same order, on arrays: a 512-GPU fabric has 73,000 paths): per path ``(off, end, duration, segments)``."""
+    if not found:
+        return []
+    n = topo.num_npus
+    store_fwd = np.zeros(n + len(topo.switches), dtype=bool)
+    for k in range(len(topo.switches)):
+        store_fwd[n + k] = topo.switch(n + k).mode != CUT_THROUGH
+    length = np.fromiter((len(lk) for _, lk in found), dtype=np.int64, count=len(found))
+    links = np.fromiter((x for _, lk in found for x in lk), dtype=np.int64, count=int(length.sum()))
+    # the node each link leaves from, for every link but a path's first: a store-and-forward switch there
+    # starts a new segment
+    tail = np.fromiter((x for p, _ in found for x in p[:-1]), dtype=np.int64, count=links.size)
+    first = np.zeros(links.size, dtype=bool)
+    first[np.cumsum(length) - length] = True
+    start = first | store_fwd[tail]
+    starts = np.flatnonzero(start)
+    d = (np.add.reduceat(topo.lat_us[links], starts)
+         + link_time_us(np.minimum.reduceat(topo.bw_GiBps[links], starts), 0.0, chunk_bytes))
+    seg_path = np.repeat(np.arange(len(found)), np.add.reduceat(start.astype(np.int64), np.cumsum(length) - length))
+    # each segment starts when the one before it on its path ends (0.0 + d, then + d again: the loop's sums)
+    t0 = np.zeros(starts.size)
+    rank = np.arange(starts.size) - np.searchsorted(seg_path, seg_path)
+    for r in range(1, int(rank.max()) + 1):
+        at = np.flatnonzero(rank == r)
+        t0[at] = t0[at - 1] + d[at - 1]
+    seg_of = np.cumsum(start) - 1
+    off = t0[seg_of].tolist()
+    end = (t0 + d)[seg_of].tolist()
+    total = (t0 + d).tolist()
+    seg_lo = (starts - np.repeat(np.cumsum(length) - length, np.bincount(seg_path, minlength=len(found)))).tolist()
+    seg_end = np.append(starts[1:], links.size)
+    seg_hi = (seg_end - 1 - np.repeat(np.cumsum(length) - length,
+                                      np.bincount(seg_path, minlength=len(found)))).tolist()
+    nseg = np.bincount(seg_path, minlength=len(found)).tolist()
+    out, a, sg = [], 0, 0
+    for k, ns in zip(length.tolist(), nseg):
+        out.append((off[a:a + k], end[a:a + k], total[sg + ns - 1],
+                    list(zip(seg_lo[sg:sg + ns], seg_hi[sg:sg + ns]))))
+        a += k
+        sg += ns
+    return out
 
 
 def _paths_from(topo: Topology, u: int, max_switches: int):
@@ -166,18 +200,16 @@ def route_switches(topo: Topology) -> int:
 def _build_hops(topo: Topology, chunk_bytes: int, max_switches: int) -> Hops:
     if max_switches <= 0:
         max_switches = route_switches(topo)
-    lat, bw = topo.lat_us, topo.bw_GiBps
+    found = [pl for u in range(topo.num_npus) for pl in _paths_from(topo, u, max_switches)]
+    timed = _timed_paths(topo, found, chunk_bytes)
     best: dict[tuple[int, int], list] = {}
-    for u in range(topo.num_npus):
-        for path, links in _paths_from(topo, u, max_switches):
-            segs = _segments(topo, path)
-            off, end, dur = _timing(segs, lat[links], bw[links], chunk_bytes)
-            key = (path[0], path[-1])
-            cur = best.get(key)
-            if cur is None or dur < cur[0][0] * (1 - DUR_REL):
-                best[key] = [(dur, path, links, off, end, segs)]
-            elif dur <= cur[0][0] * (1 + DUR_REL):
-                cur.append((dur, path, links, off, end, segs))
+    for (path, links), (off, end, dur, segs) in zip(found, timed):
+        key = (path[0], path[-1])
+        cur = best.get(key)
+        if cur is None or dur < cur[0][0] * (1 - DUR_REL):
+            best[key] = [(dur, path, links, off, end, segs)]
+        elif dur <= cur[0][0] * (1 + DUR_REL):
+            cur.append((dur, path, links, off, end, segs))
     rows = [r for key in sorted(best) for r in sorted(best[key], key=lambda r: r[1])]
     n = topo.num_npus
     into: list[list[int]] = [[] for _ in range(n)]
