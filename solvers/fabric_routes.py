@@ -71,8 +71,11 @@ def _segments(topo: Topology, path: list[int]) -> list[tuple[int, int]]:
 
 
 def _timed_paths(topo: Topology, found: list, chunk_bytes: int) -> list[tuple[list, list, float, list]]:
-    """:func:`_segments` and :func:`_timing` of every path at once (the same floating-point operations in the
-    same order, on arrays: a 512-GPU fabric has 73,000 paths): per path ``(off, end, duration, segments)``."""
+    """Every path's :func:`_segments` and timing at once, on arrays (a 512-GPU fabric has 73,000 paths): per
+    path ``(off, end, duration, segments)``, each link's start and end offsets within the hop. A segment
+    lasts its links' latencies plus the chunk's time on its slowest link and starts when the one before it
+    ends; the sums are the per-path loop's, in the same order (``np.add.reduceat`` is the reduction
+    ``ndarray.sum`` runs), so the times are bit for bit those of a loop over the paths."""
     if not found:
         return []
     n = topo.num_npus
@@ -81,19 +84,18 @@ def _timed_paths(topo: Topology, found: list, chunk_bytes: int) -> list[tuple[li
         store_fwd[n + k] = topo.switch(n + k).mode != CUT_THROUGH
     length = np.fromiter((len(lk) for _, lk in found), dtype=np.int64, count=len(found))
     links = np.fromiter((x for _, lk in found for x in lk), dtype=np.int64, count=int(length.sum()))
-    # the node each link leaves from, for every link but a path's first: a store-and-forward switch there
-    # starts a new segment
+    # the node each link leaves from: a store-and-forward switch there (or the path's start) starts a segment
     tail = np.fromiter((x for p, _ in found for x in p[:-1]), dtype=np.int64, count=links.size)
-    first = np.zeros(links.size, dtype=bool)
-    first[np.cumsum(length) - length] = True
-    start = first | store_fwd[tail]
+    base = np.cumsum(length) - length                       # each path's first link
+    start = store_fwd[tail]
+    start[base] = True
     starts = np.flatnonzero(start)
     d = (np.add.reduceat(topo.lat_us[links], starts)
          + link_time_us(np.minimum.reduceat(topo.bw_GiBps[links], starts), 0.0, chunk_bytes))
-    seg_path = np.repeat(np.arange(len(found)), np.add.reduceat(start.astype(np.int64), np.cumsum(length) - length))
-    # each segment starts when the one before it on its path ends (0.0 + d, then + d again: the loop's sums)
+    nseg = np.add.reduceat(start.astype(np.int64), base)
+    first_seg = np.cumsum(nseg) - nseg
+    rank = np.arange(starts.size) - np.repeat(first_seg, nseg)
     t0 = np.zeros(starts.size)
-    rank = np.arange(starts.size) - np.searchsorted(seg_path, seg_path)
     for r in range(1, int(rank.max()) + 1):
         at = np.flatnonzero(rank == r)
         t0[at] = t0[at - 1] + d[at - 1]
@@ -101,13 +103,11 @@ def _timed_paths(topo: Topology, found: list, chunk_bytes: int) -> list[tuple[li
     off = t0[seg_of].tolist()
     end = (t0 + d)[seg_of].tolist()
     total = (t0 + d).tolist()
-    seg_lo = (starts - np.repeat(np.cumsum(length) - length, np.bincount(seg_path, minlength=len(found)))).tolist()
-    seg_end = np.append(starts[1:], links.size)
-    seg_hi = (seg_end - 1 - np.repeat(np.cumsum(length) - length,
-                                      np.bincount(seg_path, minlength=len(found)))).tolist()
-    nseg = np.bincount(seg_path, minlength=len(found)).tolist()
+    link_base = np.repeat(base, nseg)
+    seg_lo = (starts - link_base).tolist()
+    seg_hi = (np.append(starts[1:], links.size) - 1 - link_base).tolist()
     out, a, sg = [], 0, 0
-    for k, ns in zip(length.tolist(), nseg):
+    for k, ns in zip(length.tolist(), nseg.tolist()):
         out.append((off[a:a + k], end[a:a + k], total[sg + ns - 1],
                     list(zip(seg_lo[sg:sg + ns], seg_hi[sg:sg + ns]))))
         a += k

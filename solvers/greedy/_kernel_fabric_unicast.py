@@ -42,6 +42,17 @@ def _next_on_route(c, u, rptr, rnode):
 
 
 @njit(cache=True, inline="always")
+def _may_go(c, u, v, has, coming, routed, rptr, rnode):
+    """Chunk ``c``, in a bucket at ``u``, may go to ``v``: ``u`` holds it (it is not still on its way there),
+    ``v`` neither has it nor receives it, and on planned routes ``v`` is its next NPU."""
+    wi = c // 64
+    b = _bit(c)
+    if (has[v, wi] & b) or (coming[v, wi] & b) or not (has[u, wi] & b):
+        return False
+    return not routed or _next_on_route(c, u, rptr, rnode) == v
+
+
+@njit(cache=True, inline="always")
 def _first_valid(u, v, d, bits, head, off, pos_chunk, has, coming, moving, use_moving, routed, rptr, rnode):
     """The first chunk (in key order) of the bucket of chunks at ``u`` bound for ``d`` that may go to ``v``
     now (``use_moving`` false: also if another pick of this event moves it), or -1."""
@@ -58,11 +69,7 @@ def _first_valid(u, v, d, bits, head, off, pos_chunk, has, coming, moving, use_m
             low = x & (~x + np.uint64(1))
             c = pos_chunk[w * 64 + _DB_TABLE[(low * _DEBRUIJN) >> np.uint64(58)]]
             x ^= low
-            wi = c // 64
-            b = _bit(c)
-            if (use_moving and moving[c]) or (has[v, wi] & b) or (coming[v, wi] & b) or not (has[u, wi] & b):
-                continue
-            if routed and _next_on_route(c, u, rptr, rnode) != v:
+            if (use_moving and moving[c]) or not _may_go(c, u, v, has, coming, routed, rptr, rnode):
                 continue
             return c
         w += 1
@@ -84,7 +91,7 @@ def _scan_chunk(h, v, use_moving, hsrc, qual_ptr, qual_d, bits, head, off, pos_c
         d = qual_d[j]
         if head[u, d] >= off[d + 1]:
             continue
-        # rarest: the longest way still to go first (then the key, then the id); random: the key (ent_f[0] 0)
+        # rarest: the longest way still to go first (then the key, then the id); random: the key (lead 0)
         a = ent_f[0, j]
         if best_c >= 0 and a > best_a:
             continue
@@ -118,13 +125,8 @@ def _scan_heads(h, v, u, qual_ptr, ent_i, ent_f, has, coming, routed, rptr, rnod
             best_c = c
             best_a = a
             best_k = k
-    if best_c >= 0:
-        wi = best_c // 64
-        b = _bit(best_c)
-        if (has[v, wi] & b) or (coming[v, wi] & b) or not (has[u, wi] & b):
-            return -2, best_a, best_k
-        if routed and _next_on_route(best_c, u, rptr, rnode) != v:
-            return -2, best_a, best_k
+    if best_c >= 0 and not _may_go(best_c, u, v, has, coming, routed, rptr, rnode):
+        return -2, best_a, best_k
     return best_c, best_a, best_k
 
 
@@ -132,7 +134,7 @@ def _scan_heads(h, v, u, qual_ptr, ent_i, ent_f, has, coming, routed, rptr, rnod
 def _best_chunk(h, v, hsrc, qual_ptr, qual_d, bits, head, off, pos_chunk, has, coming, moving, key, routed, rptr,
                 rnode, ent_i, ent_f, memo_i, memo_f):
     """:func:`_scan_chunk` of this event's picks, through the hop's memo (see :func:`_readers`): the
-    best chunk as if no pick moved one, kept until a bucket the hop reads changes (``stale``). A best that no
+    best chunk as if no pick moved one, kept until a bucket the hop reads changes (``memo_i[1]``). A best that no
     pick moves is the best of the chunks left too (they are a subset that holds it); only when a pick moves it
     is the hop scanned again. Why it pays: a hop's buckets rarely change between events (a chunk sits in ~2
     hops' buckets), while every receiver asks its free hops again at every event."""
@@ -309,7 +311,8 @@ def _bucket_changed(u, d, n, head, off, pos_chunk, key, rev_ptr, ent_i, ent_f, m
 
 
 @njit(cache=True, inline="always")
-def _leave(c, at, dst_of, pos, bits, head, off, counted, scnt1, scnt2, routed, n, pos_chunk, key, rev_ptr, ent_i, ent_f, memo_i):
+def _leave(c, at, dst_of, pos, bits, head, off, counted, scnt1, scnt2, routed, n, pos_chunk, key, rev_ptr, ent_i,
+           ent_f, memo_i):
     """Chunk ``c`` leaves ``at[c]``: out of its bucket and the senders' counts."""
     u = at[c]
     if u < 0:
@@ -492,7 +495,8 @@ def fabric_unicast_kernel(n, C, init_v, init_c, init_t, src_of, dst_of, need_c, 
                 coming[v, wi] &= ~_bit(c)
                 if need_c[c] and dst_of[c] == v:
                     missing -= 1
-                _leave(c, at, dst_of, pos, bits, head, off, counted, scnt1, scnt2, routed, n, order_c, key, rev_ptr, ent_i, ent_f, memo_i)
+                _leave(c, at, dst_of, pos, bits, head, off, counted, scnt1, scnt2, routed, n, order_c, key, rev_ptr,
+                       ent_i, ent_f, memo_i)
                 at[c] = v
                 _join(c, at, dst_of, pos, bits, head, off, counted, scnt1, scnt2, need_c, has, routed, rptr,
                       rnode, n, order_c, key, rev_ptr, ent_i, ent_f, memo_i)
@@ -588,7 +592,8 @@ def fabric_unicast_kernel(n, C, init_v, init_c, init_t, src_of, dst_of, need_c, 
                     break
             if not okh:
                 continue
-            _leave(c, at, dst_of, pos, bits, head, off, counted, scnt1, scnt2, routed, n, order_c, key, rev_ptr, ent_i, ent_f, memo_i)
+            _leave(c, at, dst_of, pos, bits, head, off, counted, scnt1, scnt2, routed, n, order_c, key, rev_ptr,
+                   ent_i, ent_f, memo_i)
             at[c] = -1
             en = t
             for sidx in range(seg_ptr[h], seg_ptr[h + 1]):
