@@ -145,13 +145,16 @@ class Resume(Candidate):
         r: _Repairing = ctx.start
         fault, state = r.fault, r.state
         if problem.collective.reduces:
-            from .resume_reducing import resume_reducing
+            from .resume_reducing import BALANCED, resume_reducing
 
             ctx.run_stats[self.name] = {"residual": None}
-            # placed in the plan's order on each link, or into any gap the transfers placed before leave
+            # the backend's mirrored trees placed in the plan's order on each link, or into any gap the transfers
+            # placed before leave; and trees built on the pieces (list-scheduled already: the gaps never helped)
             return _soonest_verified(problem, fault, state, [
                 lambda gaps=gaps: resume_reducing(r.backend, problem, fault, state, ctx.opts, gaps)
-                for gaps in (False, True)])
+                for gaps in (False, True)] + [
+                lambda kw=kw: resume_reducing(r.backend, problem, fault, state, ctx.opts, balanced=kw)
+                for kw in BALANCED])
         keep = fault.surviving_links(problem.topology)
         start = StartState(keep, state.hold_npu, state.hold_chunk, state.alive,
                            hold_time=np.maximum(state.hold_time - fault.at_us, 0.0),

@@ -16,9 +16,27 @@ So nothing is counted twice and every piece reaches the collector. The pruned ro
 one list schedule (each transfer once its links are free and its sender has received every partial sum the tree
 sends it first). An All-Reduce then copies each whole chunk from its collector (and any NPU that already holds it
 whole) to every NPU that lacks it, from the state the reduction leaves (the verifier replays the result).
+
+The mirrored tree is planned for every NPU from time 0: it knows neither which NPUs still hold a piece of a chunk
+nor which hold many, so a holder may have to send through an NPU that already sent its partial sum (a relay: one
+more transfer), and a holder with many pieces may find them all on one of its links. The trees can instead be built
+on the pieces (:func:`balanced_trees`, the repair tries both):
+
+* every holder sends its piece once, to a neighbour nearer the chunk's collector by the surviving links' times (or,
+  ``roam``, to any neighbour whose way up does not come back to it), a holder if one is there (it adds the piece to
+  its own send) and else an NPU that relays it; holders farthest first, each on the step that would end soonest
+  after the work its links were given so far, counting the way it adds and a relay's extra send, so that a holder's
+  sends spread over its links;
+* the sends are list-scheduled: the earliest possible start first (once the piece is ready, every arrival the tree
+  brings it has landed and its links are free), ties to the send with the longer way left in its tree.
+
+On a switched fabric a step is a hop between NPUs over surviving links (as the detours take them,
+:mod:`solvers.detour_reducing`). The tree is then pruned and placed as the mirrored one is.
 """
 
 from __future__ import annotations
+
+import heapq
 
 import numpy as np
 
@@ -26,16 +44,28 @@ from tacos_bench.collective import Collective
 from tacos_bench.demand import table
 from tacos_bench.errors import TacosError
 from tacos_bench.faults import Fault, FaultState, collector_of, row_link_pairs
+from tacos_bench.graph import shortest_path_tree
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import COPY, REDUCE, Schedule
 
 from .compose import earliest_idle, fit_copies, link_last_use, mirrored
+from .detour_reducing import _Steps
 from .release import _solve_from
 
 
-def resume_reducing(backend, problem: Problem, fault: Fault, state: FaultState, opts, gaps: bool = False) -> Schedule:
+# the trees built on the pieces that the repair tries (each the options of balanced_trees): nearer NPUs only, each
+# step counting its whole way and one more step for a relay; and any NPU, a step counting half the way it adds and
+# two steps for a relay, which lets a holder whose nearer links are full send sideways (mesh4x4, its central link
+# failed: 1.03-1.17x a fresh run against 1.17-1.33x)
+BALANCED = ({"roam": False}, {"roam": True, "relay_cost": 2.0, "way_cost": 0.5})
+
+
+def resume_reducing(backend, problem: Problem, fault: Fault, state: FaultState, opts, gaps: bool = False,
+                    balanced: dict | None = None) -> Schedule:
     """The transfers that complete ``problem`` (a reducing collective) from ``state``, in absolute time
-    (``gaps``: a transfer may take a gap that the ones placed before it leave on its links)."""
+    (``gaps``: a transfer may take a gap that the ones placed before it leave on its links; ``balanced``: the
+    reduction trees are built on the pieces with these options of :func:`balanced_trees` instead of the backend's
+    mirror)."""
     after = fault.slowed(problem)
     col = collector_of(problem)
     free = np.where(np.isfinite(state.link_free), np.maximum(state.link_free, fault.at_us), np.inf)
@@ -43,7 +73,10 @@ def resume_reducing(backend, problem: Problem, fault: Fault, state: FaultState, 
     whole_at = {}
     pieces = state.pieces or {}
     if pieces:
-        tree = _trees(backend, after, opts, fault, sorted(pieces), col)
+        if balanced is not None:
+            tree = balanced_trees(problem, fault, state, **balanced)
+        else:
+            tree = _trees(backend, after, opts, fault, sorted(pieces), col)
         ready = {(v, c): t for c, own in pieces.items() for v, _, t in own}
         rows, relays = _pruned(problem, tree, pieces)
         red = _place_reduce(problem, rows, free, ready, fault.at_us, relays, gaps)
@@ -188,3 +221,153 @@ def _spread(backend, problem: Problem, opts, state: FaultState, whole_at: dict, 
     s = _solve_from(backend, ag, opts, hv, hc, ht, free, links=keep)
     return s
 
+
+def balanced_trees(problem: Problem, fault: Fault, state: FaultState, roam: bool = False,
+                   relay_cost: float = 1.0, way_cost: float = 1.0) -> Schedule:
+    """A reduction of every chunk ``state`` holds in pieces into its collector, built on the pieces, after the fault
+    (absolute times; rows ``reduce``, :func:`_pruned` sets the relays' ops; the module docstring)."""
+    after = fault.slowed(problem)
+    steps = _Steps(problem, after, ~fault.surviving_links(problem.topology), problem.topology.is_fabric)
+    col = collector_of(problem)
+    pieces = state.pieces or {}
+    dist = _to_collectors(problem.num_npus, steps, sorted({int(col[c]) for c in pieces}))
+    free = np.where(np.isfinite(state.link_free), np.maximum(state.link_free, fault.at_us), np.inf)
+    parent = _parents(steps, pieces, col, dist, problem.topology.num_links, free, roam, relay_cost, way_cost)
+    # of the sends that can start at once, the one with the longer way left in its tree first
+    rows = _list_schedule(steps, parent, pieces, {k: -w for k, w in _ways(steps, parent).items()}, fault.at_us,
+                          free)
+    return _rows_schedule(rows, problem.topology.is_fabric)
+
+
+def _to_collectors(n: int, steps: _Steps, roots: list) -> dict:
+    """Per collector, every NPU's shortest time to it over the steps (a search on the reversed steps)."""
+    o = np.argsort(steps.dst, kind="stable")
+    ptr = np.searchsorted(steps.dst[o], np.arange(n + 1)).astype(np.int64)
+    src, w = steps.src[o].astype(np.int64), steps.dur[o]
+    return {r: shortest_path_tree(n, ptr, src, w, r)[0] for r in roots}
+
+
+def _parents(steps: _Steps, pieces: dict, col, dist: dict, num_links: int, free, roam: bool = False,
+             relay_cost: float = 1.0, way_cost: float = 1.0) -> dict:
+    """``(npu, chunk) -> step`` of every send: holders farthest first, each on the step that would end soonest
+    after the work its links were given so far, counting the way it adds and a relay's own send; to a nearer NPU,
+    or with ``roam`` to any NPU whose way up does not come back (a relay then is given its own step in turn)."""
+    load = np.append(np.where(np.isfinite(free), free, 0.0), 0.0)   # + the padding link of _Steps.link_pad
+    holds = {(v, c) for c, own in pieces.items() for v, _, _ in own}
+    heap = [(-float(dist[int(col[c])][v]), c, v) for c, own in pieces.items() for v, _, _ in own
+            if v != int(col[c])]
+    heapq.heapify(heap)
+    parent: dict = {}
+    while heap:
+        _, c, u = heapq.heappop(heap)
+        if (u, c) in parent:
+            continue
+        d = dist[int(col[c])]
+        best = None
+        for e in range(int(steps.out_ptr[u]), int(steps.out_ptr[u + 1])):
+            v = int(steps.dst[e])
+            if not np.isfinite(d[v]):
+                continue
+            if not (d[v] < d[u] * (1 - 1e-12) or roam):
+                continue
+            if roam and _comes_back(parent, steps, v, u, c):   # (nearer ones too: their way may roam)
+                continue
+            relay = (v, c) not in holds and v != int(col[c])
+            dur = float(steps.dur[e])
+            end = float(load[steps.link_pad[e]].max()) + dur
+            key = (end + way_cost * (d[v] + dur - d[u]) + relay * relay_cost * dur, v)
+            if best is None or key < best[0]:
+                best = (key, e, relay)
+        if best is None:
+            raise TacosError(f"chunk {c}: NPU {u} has no surviving way to its collector")
+        _, e, relay = best
+        parent[(u, c)] = e
+        load[steps.links[e]] = load[steps.link_pad[e]].max() + steps.dur[e]
+        v = int(steps.dst[e])
+        if relay:   # the relay sends what reaches it on, in its turn
+            holds.add((v, c))
+            heapq.heappush(heap, (-float(d[v]), c, v))
+    return parent
+
+
+def _comes_back(parent: dict, steps: _Steps, v: int, u: int, c: int) -> bool:
+    """True when chunk ``c``'s way up from ``v``, as chosen so far, passes through ``u``."""
+    while v != u:
+        e = parent.get((v, c))
+        if e is None:
+            return False
+        v = int(steps.dst[e])
+    return True
+
+
+def _ways(steps: _Steps, parent: dict) -> dict:
+    """Per send, the time of its way to the collector in its tree (its step's and every step after it)."""
+    way: dict = {}
+    for k in parent:
+        chain = []
+        while k in parent and k not in way:
+            chain.append(k)
+            k = (int(steps.dst[parent[k]]), k[1])
+        w = way.get(k, 0.0)
+        for j in reversed(chain):
+            w += float(steps.dur[parent[j]])
+            way[j] = w
+    return way
+
+
+def _list_schedule(steps: _Steps, parent: dict, pieces: dict, urgency: dict, T: float, link_free) -> list:
+    """The sends of ``parent`` placed earliest start first (ties: the lower ``urgency``, then chunk and sender),
+    each after its piece is ready, every send into it has landed and its links are free; as rows
+    ``(chunk, src, dst, start, end, route)`` in the order placed."""
+    ready = {(v, c): max(float(t), T) for c, own in pieces.items() for v, _, t in own}
+    waits = {k: 0 for k in parent}   # sends still to land at each sender
+    for (u, c), e in parent.items():
+        k = (int(steps.dst[e]), c)
+        if k in waits:
+            waits[k] += 1
+    free = np.append(np.where(np.isfinite(link_free), np.maximum(link_free, T), np.inf), -np.inf)
+    landed = dict(ready)   # (the padding link of _Steps.link_pad never holds anything back)
+
+    def entry(k) -> tuple:
+        u, c = k
+        return (max(landed.get(k, T), float(free[steps.link_pad[parent[k]]].max())), urgency[k], c, u)
+
+    heap = [entry(k) for k, w in waits.items() if w == 0]
+    heapq.heapify(heap)
+    rows = []
+    while heap:
+        t, _, c, u = heapq.heappop(heap)
+        k = (u, c)
+        now = entry(k)
+        if now[0] > t + 1e-9 * max(1.0, T):   # a link it needs was taken since: back in line
+            heapq.heappush(heap, now)
+            continue
+        e = parent[k]
+        end = t + float(steps.dur[e])
+        free[steps.links[e]] = end
+        v = int(steps.dst[e])
+        rows.append((c, u, v, t, end, steps.route[e]))
+        landed[(v, c)] = max(landed.get((v, c), T), end)
+        if (v, c) in waits:
+            waits[(v, c)] -= 1
+            if waits[(v, c)] == 0:
+                heapq.heappush(heap, entry((v, c)))
+    if len(rows) != len(parent):
+        raise TacosError("the reduction trees wait on each other")
+    return rows
+
+
+def _rows_schedule(rows: list, fabric: bool) -> Schedule:
+    """``(chunk, src, dst, start, end, route)`` rows as a schedule of reduces (routes on a fabric)."""
+    if not rows:
+        return Schedule.empty()
+    c, u, v, a, b, r = (list(x) for x in zip(*rows))
+    route = None
+    if fabric:
+        from tacos_bench.schedule import route_column
+
+        names = sorted(set(r))
+        code = {x: k for k, x in enumerate(names)}
+        route = route_column(np.asarray(names, dtype=object), np.asarray([code[x] for x in r], np.int64))
+    return Schedule(np.asarray(c), np.asarray(u), np.asarray(v), np.asarray(a, np.float64), np.asarray(b, np.float64),
+                    np.full(len(rows), REDUCE, np.int8), route=route)
