@@ -154,7 +154,9 @@ class Resume(Candidate):
                 lambda gaps=gaps: resume_reducing(r.backend, problem, fault, state, ctx.opts, gaps)
                 for gaps in (False, True)] + [
                 lambda kw=kw: resume_reducing(r.backend, problem, fault, state, ctx.opts, balanced=kw)
-                for kw in BALANCED])
+                for kw in BALANCED] + ([   # an All-Reduce's copy phase also as the backend's fresh All-Gather
+                lambda: resume_reducing(r.backend, problem, fault, state, ctx.opts, fresh=True)]
+                if problem.destinations.min() < 0 else []))
         keep = fault.surviving_links(problem.topology)
         start = StartState(keep, state.hold_npu, state.hold_chunk, state.alive,
                            hold_time=np.maximum(state.hold_time - fault.at_us, 0.0),

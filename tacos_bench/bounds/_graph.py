@@ -299,3 +299,16 @@ def npu_orbits(topo: Topology, weight: np.ndarray) -> np.ndarray:
             if ra != rb:
                 parent[max(ra, rb)] = min(ra, rb)
     return np.array([find(a) for a in range(n)], dtype=np.int64)
+
+
+def switch_groups(topo: Topology) -> list[np.ndarray]:
+    """Each switch with the NPUs joined to it both ways (node id sets: the switch first)."""
+    n = topo.num_npus
+    out = []
+    for s in range(n, topo.num_nodes):
+        down = set(topo.out_neighbors(s).tolist())
+        up = set(topo.in_neighbors(s).tolist())
+        members = sorted(v for v in down & up if v < n)
+        if 0 < len(members) < n:
+            out.append(np.array([s] + members))
+    return out

@@ -41,6 +41,7 @@ from ..cost import link_time_us
 from ..graph import shortest_path_tree
 from ..problem import Problem
 from ..topology import CUT_THROUGH, Topology
+from ._graph import switch_groups as _groups
 from .load import count_time_us
 
 
@@ -121,19 +122,6 @@ def _needs(problem: Problem) -> np.ndarray:
         need[dst, np.arange(C)] = True
     need[src, np.arange(C)] = False
     return need
-
-
-def _groups(topo: Topology) -> list[np.ndarray]:
-    """Each switch with the NPUs joined to it both ways (node id sets)."""
-    n = topo.num_npus
-    out = []
-    for s in range(n, topo.num_nodes):
-        down = set(topo.out_neighbors(s).tolist())
-        up = set(topo.in_neighbors(s).tolist())
-        members = sorted(v for v in down & up if v < n)
-        if 0 < len(members) < n:
-            out.append(np.array([s] + members))
-    return out
 
 
 def _partitions(topo: Topology) -> list[list[np.ndarray]]:

@@ -8,6 +8,10 @@ on the links that survive.
   (:func:`point_to_point_repair_us`; not on a switched fabric, where a cut-through path is faster than its
   links one by one: :func:`fabric_repair_us`); and each survivor's missing chunks arrive one per transfer over
   its surviving in-links, each free from the fault on.
+* **crossings** (reducing collectives): around each group (a switch with its NPUs on a fabric, a group of faster
+  links on point-to-point links), every chunk that a side still needs and whose contributions are not all held on
+  that side crosses the cut once at least, one per transfer over the cut's links free from the fault on
+  (:func:`_crossings_after`; the proof is in docs/faults.md, *Slow links*).
 * **the healthy problem's** bound (:func:`with_healthy_bound`): with links failing and no NPU, the executed
   schedule (the kept transfers and the new ones) is also a valid schedule of the healthy problem, on a subset
   of its links, so its lower bound holds too. With a failed NPU it need not: the survivors need less.
@@ -43,6 +47,8 @@ from ..problem import Problem
 # NPU) pairs in blocks up to this many in all
 REPAIR_BOUND_MAX_NPUS = 2048
 REPAIR_BOUND_MAX_PAIRS = 1 << 29
+# the crossings of a reduction's groups look at every (node, chunk) holding once per group, up to this many in all
+REPAIR_CROSSINGS_MAX_WORK = 1 << 24
 
 
 def _executed_end_us(state) -> float:
@@ -60,8 +66,13 @@ def point_to_point_repair_us(problem: Problem, fault, state) -> float | None:
         return None
     done = _executed_end_us(state)
     if problem.collective.reduces:
-        # a chunk still in pieces has no whole copy to measure paths from: the in- and out-link counts only
-        return max(done, _ingress_after(problem, fault, state), _egress_after(problem, fault, state))
+        # a chunk still in pieces has no whole copy to measure paths from: the in- and out-link counts, and the
+        # crossings of the groups of faster links
+        from .drain import _drain_groups
+
+        t = np.asarray(problem.link_time_us, np.float64)
+        return max(done, _ingress_after(problem, fault, state), _egress_after(problem, fault, state),
+                   _crossings_after(problem, fault, state, _drain_groups(topo, t), t))
     sub = fault.surviving_topology(topo)
     w = np.asarray(link_time_us(sub.bw_GiBps, sub.lat_us, problem.chunk_bytes), np.float64)
     out_ptr, dst_l = np.asarray(sub.out_ptr, np.int64), np.asarray(sub.dst, np.int64)
@@ -109,7 +120,13 @@ def fabric_repair_us(problem: Problem, fault, state) -> float | None:
     its links' times, so the shortest-path argument is left out."""
     if problem.num_npus > REPAIR_BOUND_MAX_NPUS:
         return None
-    return max(_executed_end_us(state), _ingress_after(problem, fault, state), _egress_after(problem, fault, state))
+    best = max(_executed_end_us(state), _ingress_after(problem, fault, state), _egress_after(problem, fault, state))
+    if problem.collective.reduces:
+        from ._graph import switch_groups
+
+        best = max(best, _crossings_after(problem, fault, state, switch_groups(problem.topology),
+                                          np.asarray(problem.link_time_us, np.float64)))
+    return best
 
 
 def with_healthy_bound(state_us: float | None, healthy_us: float | None, fault) -> dict:
@@ -185,3 +202,68 @@ def _egress_after(problem: Problem, fault, state) -> float:
     for v in np.flatnonzero(count > 0):
         best = max(best, _mth_slot_end(np.arange(out_ptr[v], out_ptr[v + 1]), free, t, int(count[v])))
     return best
+
+
+def _crossings_after(problem: Problem, fault, state, groups, occ: np.ndarray) -> float:
+    """Reducing collectives: for each group ``S`` (node ids; a switch with its NPUs on a fabric, a group of faster
+    links on point-to-point links), every chunk that an NPU on one side still needs and whose contributions are
+    not all held on that side (some contribution is held, as a partial sum or a stale copy, only on the other)
+    crosses the cut that way at least once after the fault; one chunk per transfer, each holding a link of the cut
+    for at least ``occ`` from the link's free time on: the m-th earliest end among those links' back-to-back slots
+    (the count bound of :func:`_ingress_after` on the cut). 0 (no bound) beyond ``REPAIR_CROSSINGS_MAX_WORK``."""
+    topo = problem.topology
+    n, C = problem.num_npus, problem.num_chunks
+    if not len(groups) or topo.num_nodes * C * len(groups) > REPAIR_CROSSINGS_MAX_WORK:
+        return 0.0
+    if (np.asarray(problem.sources) != -1).any():
+        return 0.0   # whole = every NPU's contribution: only where every NPU contributes to every chunk
+    mask = _held_after(problem, state)          # (node, chunk) -> the contributions it may hold, over-approximated
+    full = (1 << n) - 1
+    dest = np.asarray(problem.destinations, np.int64)
+    alive = np.asarray(state.alive, bool)
+    need = np.zeros((topo.num_nodes, C), bool)   # needs[v, c]: v must still end with chunk c whole
+    for c in range(C):
+        for v in (range(n) if dest[c] < 0 else (int(dest[c]),)):
+            need[v, c] = alive[v] and mask.get((v, c), 0) != full
+    free = np.maximum(np.asarray(state.link_free, np.float64), fault.at_us)
+    src, dst = np.asarray(topo.src, np.int64), np.asarray(topo.dst, np.int64)
+    best = 0.0
+    for S in groups:
+        inside = np.zeros(topo.num_nodes, bool)
+        inside[np.asarray(S, np.int64)] = True
+        held_in, held_out = [0] * C, [0] * C
+        for (v, c), m in mask.items():
+            if inside[v]:
+                held_in[c] |= m
+            else:
+                held_out[c] |= m
+        need_in, need_out = need[inside].any(axis=0), need[~inside].any(axis=0)
+        k_in = sum(1 for c in range(C) if need_in[c] and held_in[c] != full)
+        k_out = sum(1 for c in range(C) if need_out[c] and held_out[c] != full)
+        for k, links in ((k_in, np.flatnonzero(~inside[src] & inside[dst])),
+                         (k_out, np.flatnonzero(inside[src] & ~inside[dst]))):
+            if k:
+                best = max(best, _mth_slot_end(links, free, occ, k))
+    return best
+
+
+def _held_after(problem: Problem, state) -> dict:
+    """``(node, chunk) -> bitmask`` of the contributions each node may hold once the executed prefix has run (its
+    own at the start; every arrival adds what its sender held when it started, whatever its op: a superset of
+    what it holds, so the crossings counted from it are never too many)."""
+    n = problem.num_npus
+    mask = {(v, c): 1 << v for v in range(n) for c in range(problem.num_chunks)}
+    ex = state.executed
+    T = len(ex)
+    if not T:
+        return mask
+    payload = [0] * T
+    chunk, src, dst = ex.chunk.tolist(), ex.src.tolist(), ex.dst.tolist()
+    for e in ex.event_order(1e-9 * max(1.0, ex.makespan_us)).tolist():
+        if e >= T:
+            i = e - T
+            payload[i] = mask.get((src[i], chunk[i]), 0)
+        else:
+            k = (dst[e], chunk[e])
+            mask[k] = mask.get(k, 0) | payload[e]
+    return mask
