@@ -177,7 +177,7 @@ def _precedes(a, d, k, h, c, a2, d2, k2, h2, c2):
 
 
 @njit(cache=True, inline="always")
-def _best_option(v, skip, free, into_ptr, into_idx, owner, link_pad, hlen, hsrc, hdur, qual_ptr, qual_d, bits, head,
+def _best_option(v, skip, free, into_ptr, hid, owner, link_pad, hlen, hsrc, hdur, qual_ptr, qual_d, bits, head,
                  off, pos_chunk, has, coming, moving, key, routed, rptr, rnode, ent_i, ent_f, memo_i, memo_f):
     """The least ``(score, hop, chunk)`` over the free, unblocked hops into ``v`` other than ``skip``: the
     first of ``fabric._match``'s sorted options; (-1, -1) when there is none."""
@@ -186,8 +186,7 @@ def _best_option(v, skip, free, into_ptr, into_idx, owner, link_pad, hlen, hsrc,
     ba = 0.0
     bd = 0.0
     bk = 0.0
-    for j in range(into_ptr[v], into_ptr[v + 1]):
-        h = into_idx[j]
+    for h in range(into_ptr[v], into_ptr[v + 1]):
         if h == skip or not free[h] or _blocked(h, owner, link_pad, hlen):
             continue
         c, a, k = _best_chunk(h, v, hsrc, qual_ptr, qual_d, bits, head, off, pos_chunk, has, coming, moving, key,
@@ -195,7 +194,7 @@ def _best_option(v, skip, free, into_ptr, into_idx, owner, link_pad, hlen, hsrc,
         if c < 0:
             continue
         d = hdur[h]
-        if bh < 0 or _precedes(a, d, k, h, c, ba, bd, bk, bh, bc):
+        if bh < 0 or _precedes(a, d, k, hid[h], c, ba, bd, bk, hid[bh], bc):
             bh = h
             bc = c
             ba = a
@@ -205,7 +204,7 @@ def _best_option(v, skip, free, into_ptr, into_idx, owner, link_pad, hlen, hsrc,
 
 
 @njit(cache=True, inline="always")
-def _match_receiver(v, q0, free, into_ptr, into_idx, owner, link_pad, hlen, hsrc, hdur, qual_ptr, qual_d, bits, head,
+def _match_receiver(v, q0, free, into_ptr, hid, owner, link_pad, hlen, hsrc, hdur, qual_ptr, qual_d, bits, head,
                     off, pos_chunk, has, coming, moving, key, rptr, rnode, ent_i, ent_f, memo_i, memo_f, pk, had_pick,
                     opt_i, opt_f):
     """``v`` takes :func:`_best_option` again and again until none is left, placed as picks from ``q0`` on;
@@ -216,8 +215,7 @@ def _match_receiver(v, q0, free, into_ptr, into_idx, owner, link_pad, hlen, hsrc
     inlining), ``routed`` read from the routes, and picks and options as rows of one array each."""
     routed = rnode.shape[0] > 0
     m = 0
-    for j in range(into_ptr[v], into_ptr[v + 1]):
-        h = into_idx[j]
+    for h in range(into_ptr[v], into_ptr[v + 1]):
         if not free[h] or _blocked(h, owner, link_pad, hlen):
             continue
         # the memo read here, not through _best_chunk: an inlined call still counts a reference to each of its
@@ -240,8 +238,8 @@ def _match_receiver(v, q0, free, into_ptr, into_idx, owner, link_pad, hlen, hsrc
     while m > 0:
         b = 0
         for i in range(1, m):
-            if _precedes(opt_f[0, i], hdur[opt_i[0, i]], opt_f[1, i], opt_i[0, i], opt_i[1, i],
-                         opt_f[0, b], hdur[opt_i[0, b]], opt_f[1, b], opt_i[0, b], opt_i[1, b]):
+            if _precedes(opt_f[0, i], hdur[opt_i[0, i]], opt_f[1, i], hid[opt_i[0, i]], opt_i[1, i],
+                         opt_f[0, b], hdur[opt_i[0, b]], opt_f[1, b], hid[opt_i[0, b]], opt_i[1, b]):
                 b = i
         h = opt_i[0, b]
         c = opt_i[1, b]
@@ -294,65 +292,6 @@ def _next_set(bits, u, p, hi):
         if w * 64 >= hi:
             return hi
         x = bits[u, w]
-
-
-@njit(cache=True, inline="always")
-def _bucket_changed(u, d, n, head, off, pos_chunk, key, rev_ptr, ent_i, ent_f, memo_i):
-    """Bucket ``(u, d)`` gained or lost a chunk: its first chunk copied to the entries that read it, and
-    their hops have to look again."""
-    p = head[u, d]
-    c = pos_chunk[p] if p < off[d + 1] else -1
-    k = key[c] if c >= 0 else 2.0
-    for i in range(rev_ptr[u * n + d], rev_ptr[u * n + d + 1]):
-        j = ent_i[2, i]
-        ent_i[0, j] = c
-        ent_f[1, j] = k
-        memo_i[1, ent_i[1, j]] = 1
-
-
-@njit(cache=True, inline="always")
-def _leave(c, at, dst_of, pos, bits, head, off, counted, scnt1, scnt2, routed, n, pos_chunk, key, rev_ptr, ent_i,
-           ent_f, memo_i):
-    """Chunk ``c`` leaves ``at[c]``: out of its bucket and the senders' counts."""
-    u = at[c]
-    if u < 0:
-        return
-    if u != dst_of[c]:
-        bits[u, pos[c] // 64] &= ~_bit(pos[c])
-        if head[u, dst_of[c]] == pos[c]:
-            head[u, dst_of[c]] = _next_set(bits, u, pos[c], off[dst_of[c] + 1])
-        _bucket_changed(u, dst_of[c], n, head, off, pos_chunk, key, rev_ptr, ent_i, ent_f, memo_i)
-    if counted[c] != -2:
-        if routed:
-            scnt2[u, counted[c]] -= 1
-        else:
-            scnt1[u] -= 1
-        counted[c] = -2
-
-
-@njit(cache=True, inline="always")
-def _join(c, at, dst_of, pos, bits, head, off, counted, scnt1, scnt2, need_c, has, routed, rptr, rnode, n,
-          pos_chunk, key, rev_ptr, ent_i, ent_f, memo_i):
-    """Chunk ``c`` is at ``at[c]``: into its bucket (a chunk at its destination never moves on) and, while it is
-    still on its way, the senders' counts."""
-    u = at[c]
-    d = dst_of[c]
-    if u < 0:
-        return
-    if u != d:
-        bits[u, pos[c] // 64] |= _bit(pos[c])
-        if pos[c] < head[u, d]:
-            head[u, d] = pos[c]
-        _bucket_changed(u, d, n, head, off, pos_chunk, key, rev_ptr, ent_i, ent_f, memo_i)
-    if need_c[c] and not (has[d, c // 64] & _bit(c)):
-        if routed:
-            nx = _next_on_route(c, u, rptr, rnode)
-            if nx >= 0:
-                scnt2[u, nx] += 1
-                counted[c] = nx
-        else:
-            scnt1[u] += 1
-            counted[c] = -1
 
 
 @njit(cache=True)
@@ -420,12 +359,22 @@ def _readers(n, hsrc, qual_ptr, qual_d, dist, rarest):
 @njit(cache=True)
 def fabric_unicast_kernel(n, C, init_v, init_c, init_t, src_of, dst_of, need_c, key, draws, rarest, routed,
                           rptr, rnode, dist, busy0, hsrc, hdst, hdur, link_pad, off_pad, end_pad, hlen,
-                          into_ptr, into_idx, seg_ptr, seg_a, seg_b, order_c):
+                          seg_ptr, seg_a, seg_b, order_c):
     """Returns ``(chunk, hop, segment, start, end, missing, events, status)``: ``status`` 0 done, 1 stuck
     (``missing`` (NPU, chunk) pairs unreached), 2 the draws ran out (call again with more)."""
     W = (C + 63) // 64
     L1 = busy0.shape[0]            # links + the padding link (always free)
     H = hsrc.shape[0]
+    # hops renumbered by receiver (each receiver's in id order): a receiver's turn reads its hops' flags, memos
+    # and links as one stretch of each array; hid[h] is hop h's id, which orders ties and names it in the rows
+    hid = np.argsort(hdst, kind="mergesort")
+    hsrc, hdst, hdur, hlen = hsrc[hid], hdst[hid], hdur[hid], hlen[hid]
+    link_pad, off_pad, end_pad = link_pad[hid], off_pad[hid], end_pad[hid]
+    into_ptr = np.zeros(n + 1, dtype=np.int64)
+    for h in range(H):
+        into_ptr[hdst[h] + 1] += 1
+    for v in range(n):
+        into_ptr[v + 1] += into_ptr[v]
     busy = busy0.copy()
     has = np.zeros((n, W), dtype=np.uint64)
     coming = np.zeros((n, W), dtype=np.uint64)
@@ -451,9 +400,64 @@ def fabric_unicast_kernel(n, C, init_v, init_c, init_t, src_of, dst_of, need_c, 
     scnt1 = np.zeros(n, dtype=np.int64)
     scnt2 = np.zeros((n, n) if routed else (1, 1), dtype=np.int64)
     counted = np.full(C, -2, dtype=np.int64)      # -2: not counted; else the next NPU counted (-1: any)
+
+    # Moving a chunk in and out of its buckets is written as closures over the kernel's arrays, not as functions
+    # taking them: numba inlines a closure with the arrays it captures as they are, while every array a function
+    # takes (inlined or not) is reference-counted at each call (an atomic operation; ~20 arrays, ~1 M calls).
+    def bucket_changed(u, d):
+        # bucket (u, d) gained or lost a chunk: its first chunk copied to the entries that read it, and their
+        # hops have to look again
+        p = head[u, d]
+        c = order_c[p] if p < off[d + 1] else -1
+        k = key[c] if c >= 0 else 2.0
+        for i in range(rev_ptr[u * n + d], rev_ptr[u * n + d + 1]):
+            j = ent_i[2, i]
+            ent_i[0, j] = c
+            ent_f[1, j] = k
+            memo_i[1, ent_i[1, j]] = 1
+
+    def leave(c):
+        # chunk c leaves at[c]: out of its bucket and the senders' counts
+        u = at[c]
+        d = dst_of[c]
+        if u < 0:
+            return
+        if u != d:
+            bits[u, pos[c] // 64] &= ~_bit(pos[c])
+            if head[u, d] == pos[c]:
+                head[u, d] = _next_set(bits, u, pos[c], off[d + 1])
+            bucket_changed(u, d)
+        if counted[c] != -2:
+            if routed:
+                scnt2[u, counted[c]] -= 1
+            else:
+                scnt1[u] -= 1
+            counted[c] = -2
+
+    def join(c):
+        # chunk c is at at[c]: into its bucket (a chunk at its destination never moves on) and, while it is still
+        # on its way, the senders' counts
+        u = at[c]
+        d = dst_of[c]
+        if u < 0:
+            return
+        if u != d:
+            bits[u, pos[c] // 64] |= _bit(pos[c])
+            if pos[c] < head[u, d]:
+                head[u, d] = pos[c]
+            bucket_changed(u, d)
+        if need_c[c] and not (has[d, c // 64] & _bit(c)):
+            if routed:
+                nx = _next_on_route(c, u, rptr, rnode)
+                if nx >= 0:
+                    scnt2[u, nx] += 1
+                    counted[c] = nx
+            else:
+                scnt1[u] += 1
+                counted[c] = -1
+
     for c in range(C):
-        _join(c, at, dst_of, pos, bits, head, off, counted, scnt1, scnt2, need_c, has, routed, rptr, rnode,
-              n, order_c, key, rev_ptr, ent_i, ent_f, memo_i)
+        join(c)
     events = [(0.0, np.int64(0), np.int64(0))]
     events.pop()
     for i in range(init_v.shape[0]):
@@ -495,11 +499,9 @@ def fabric_unicast_kernel(n, C, init_v, init_c, init_t, src_of, dst_of, need_c, 
                 coming[v, wi] &= ~_bit(c)
                 if need_c[c] and dst_of[c] == v:
                     missing -= 1
-                _leave(c, at, dst_of, pos, bits, head, off, counted, scnt1, scnt2, routed, n, order_c, key, rev_ptr,
-                       ent_i, ent_f, memo_i)
+                leave(c)
                 at[c] = v
-                _join(c, at, dst_of, pos, bits, head, off, counted, scnt1, scnt2, need_c, has, routed, rptr,
-                      rnode, n, order_c, key, rev_ptr, ent_i, ent_f, memo_i)
+                join(c)
         if missing == 0:
             break
         if (n_events + 1) * n > draws.shape[0]:
@@ -510,24 +512,25 @@ def fabric_unicast_kernel(n, C, init_v, init_c, init_t, src_of, dst_of, need_c, 
         o1 = np.argsort(r, kind="mergesort")
         order = o1[np.argsort(got[o1], kind="mergesort")]
         n_events += 1
-        any_free[:] = False
-        for h in range(H):
-            ok = scnt2[hsrc[h], hdst[h]] > 0 if routed else scnt1[hsrc[h]] > 0
-            if ok:
-                for k in range(hlen[h]):
-                    if busy[link_pad[h, k]] > t + off_pad[h, k] + eps:
-                        ok = False
-                        break
-            free[h] = ok
-            if ok:
-                any_free[hdst[h]] = True
-        # ---- greedy matching, in order
+        # ---- greedy matching, in order; whether a hop is free is settled in its receiver's turn (no pick
+        # changes it: picks hold links for this event only, and busy times change when they are committed)
         npk = 0
         for oi in range(n):
             v = order[oi]
-            if not any_free[v]:
+            anyf = False
+            for h in range(into_ptr[v], into_ptr[v + 1]):
+                ok = scnt2[hsrc[h], v] > 0 if routed else scnt1[hsrc[h]] > 0
+                if ok:
+                    for k in range(hlen[h]):
+                        if busy[link_pad[h, k]] > t + off_pad[h, k] + eps:
+                            ok = False
+                            break
+                free[h] = ok
+                anyf |= ok
+            any_free[v] = anyf
+            if not anyf:
                 continue
-            npk = _match_receiver(v, npk, free, into_ptr, into_idx, owner, link_pad, hlen, hsrc, hdur, qual_ptr,
+            npk = _match_receiver(v, npk, free, into_ptr, hid, owner, link_pad, hlen, hsrc, hdur, qual_ptr,
                                   qual_d, bits, head, off, order_c, has, coming, moving, key, rptr, rnode, ent_i,
                                   ent_f, memo_i, memo_f, pk, had_pick, opt_i, opt_f)
         # ---- augment: a receiver without a pick takes a hop held by one other pick that can move
@@ -535,8 +538,7 @@ def fabric_unicast_kernel(n, C, init_v, init_c, init_t, src_of, dst_of, need_c, 
             v = order[oi]
             if had_pick[v] or not any_free[v]:
                 continue
-            for j in range(into_ptr[v], into_ptr[v + 1]):
-                h = into_idx[j]
+            for h in range(into_ptr[v], into_ptr[v + 1]):
                 if not free[h]:
                     continue
                 kb = -1
@@ -563,7 +565,7 @@ def fabric_unicast_kernel(n, C, init_v, init_c, init_t, src_of, dst_of, need_c, 
                     if owner[link_pad[h, k]] == -1:
                         owner[link_pad[h, k]] = -2
                 moving[cw] = False
-                h2, c2 = _best_option(w, hw, free, into_ptr, into_idx, owner, link_pad, hlen, hsrc, hdur, qual_ptr,
+                h2, c2 = _best_option(w, hw, free, into_ptr, hid, owner, link_pad, hlen, hsrc, hdur, qual_ptr,
                                       qual_d, bits, head, off, order_c, has, coming, moving, key, routed, rptr, rnode,
                                       ent_i, ent_f, memo_i, memo_f)
                 for k in range(hlen[h]):
@@ -592,11 +594,10 @@ def fabric_unicast_kernel(n, C, init_v, init_c, init_t, src_of, dst_of, need_c, 
                     break
             if not okh:
                 continue
-            _leave(c, at, dst_of, pos, bits, head, off, counted, scnt1, scnt2, routed, n, order_c, key, rev_ptr,
-                   ent_i, ent_f, memo_i)
+            leave(c)
             at[c] = -1
             en = t
-            for sidx in range(seg_ptr[h], seg_ptr[h + 1]):
+            for sidx in range(seg_ptr[hid[h]], seg_ptr[hid[h] + 1]):
                 a0 = seg_a[sidx]
                 st = t + off_pad[h, a0]
                 en = t + end_pad[h, a0]
@@ -605,7 +606,7 @@ def fabric_unicast_kernel(n, C, init_v, init_c, init_t, src_of, dst_of, need_c, 
                     if busy[l] < en:
                         busy[l] = en
                 r_chunk.append(c)
-                r_hop.append(h)
+                r_hop.append(hid[h])
                 r_seg.append(sidx)
                 r_start.append(st)
                 r_end.append(en)

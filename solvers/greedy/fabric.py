@@ -491,8 +491,7 @@ def _compiled_unicast(problem: Problem, hops: Hops, key, rng, rarest: bool, rout
         ch, hop, seg, start, end, left, n_events, status = fabric_unicast_kernel(
             n, C, hv, hc, ht, src_of, np.asarray(dst_of, np.int64), np.asarray(need_c, bool), key, draws, rarest,
             route_next is not None, rptr, rnode, dist, busy0, hops.src, hops.dst, hops.dur, hops.link_pad,
-            hops.off_pad, hops.end_pad, arr["hlen"], arr["into_ptr"], arr["into_idx"], arr["seg_ptr"],
-            arr["seg_a"], arr["seg_b"], order_c)
+            hops.off_pad, hops.end_pad, arr["hlen"], arr["seg_ptr"], arr["seg_a"], arr["seg_b"], order_c)
         if status != 2:
             break
         draws = np.concatenate([draws, rng.random(draws.size)])   # the stream goes on where it stopped
