@@ -86,3 +86,54 @@ def test_the_group_count_on_four_dgx_nodes():
     assert _group_gossip_us(t, occ, p.num_chunks, None) == pytest.approx(24 * nic, rel=1e-12)
     sharp = named_topology("leafspine4x8_sharp")
     assert _group_gossip_us(sharp, occupancy_us(sharp, 1 << 20), 32, None) == 0.0
+
+
+# ------------------------------------------------------------------ All-Reduce: rows into a group before others meet
+def _slowed_rails(nodes, gpus):
+    from tacos_bench.topology.transforms import slow_links
+
+    return slow_links(rail_cluster(nodes, gpus, spines=0, nic_GiBps=20.0), [],
+                      npus=[[v, 0.5, "nics"] for v in range(gpus)])
+
+
+@pytest.mark.parametrize("nodes,slow", [(3, True), (3, False), (4, True)])
+@pytest.mark.parametrize("cpn", [1, 2])
+def test_no_all_reduce_beats_the_late_import_bound(nodes, slow, cpn):
+    """A row into a group that starts before two other groups' contributions can have met carries one group's:
+    never above a verified All-Reduce of any backend that takes the fabric (cpsat's included)."""
+    from tacos_bench.bounds.fabric import _late_import_us, lead_lag_us, occupancy_us
+
+    t = _slowed_rails(nodes, 2) if slow else rail_cluster(nodes, 2, spines=0, nic_GiBps=20.0)
+    p = Problem(t, Collective("all_reduce", cpn, 16.0))
+    occ = occupancy_us(t, p.chunk_bytes)
+    late = _late_import_us(t, occ, p.num_chunks, lead_lag_us(t, occ)[0])
+    b = lower_bounds(p)
+    assert late > 0 and b["best_us"] >= late
+    if slow:
+        assert b["cut_us"] == late and b["best_source"] == "cut"
+    for name in ("greedy_plus", "ring", "rhd", "cpsat"):
+        if name == "cpsat" and nodes != 3:
+            continue
+        r = get_solver(name).solve(p, {"time_limit_s": 5.0} if name == "cpsat" else {})
+        v = verify(p, r.schedule)
+        assert v.valid and v.collective_time_us >= b["best_us"] * (1 - 1e-9), (name, v.collective_time_us)
+
+
+def test_the_late_import_bound_on_a_degraded_dgx_node():
+    """dgx_h100x4, node 0's NICs at 50 %, 1 chunk per NPU: no two nodes' contributions meet before a healthy NIC
+    row (673.8 µs) ends, so each slowed NIC fits only 3 rows that carry three nodes' after it and one before:
+    3 1/3 per NIC < 4; 4 after it: 673.8 + 4 x 1344.9 µs (the cut alone: 4 x 1344.9). A reducing switch
+    outside the groups (SHARP leaves) voids it."""
+    from tacos_bench.bounds.fabric import _late_import_us, lead_lag_us, occupancy_us
+    from tacos_bench.topology.transforms import slow_links
+
+    t = slow_links(named_topology("dgx_h100x4"), [], npus=[[g, 0.5, "nics"] for g in range(8)])
+    p = Problem(t, Collective("all_reduce", 1, 1024.0))
+    occ = occupancy_us(t, p.chunk_bytes)
+    slow, fast = float(occ[t.link_id(36, 0)]), float(occ[t.link_id(36, 8)])     # leaf 0 -> GPU 0, -> GPU 8
+    assert slow == pytest.approx(2 * fast - 2.7, rel=1e-3)
+    b = lower_bounds(p)
+    assert b["best_us"] == pytest.approx(fast + 4 * slow, rel=1e-9) and b["cut_method"] == "switch groups, late imports"
+    sharp = named_topology("leafspine4x8_sharp")
+    so = occupancy_us(sharp, 1 << 20)
+    assert _late_import_us(sharp, so, 32, lead_lag_us(sharp, so)[0]) == 0.0

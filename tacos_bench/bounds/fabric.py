@@ -27,7 +27,9 @@ Reduce-Scatter and Reduce take their copy mirror's bounds (the reversed fabric, 
 swapped: a contribution leaves each NPU at least once, as a copy reaches it at least once). All-Reduce: every
 NPU receives something of every chunk and sends its contribution to every chunk at least once (``N K``
 chunks each way; in-network reduction can reach it), every chunk crosses each switch group's cut both ways,
-without in-network reduction ``2 (N-1)`` arrivals per chunk at NPUs, and the distance.
+without in-network reduction ``2 (N-1)`` arrivals per chunk at NPUs, per switch group the rows into it that start
+before two other groups' contributions can have met (one group's each: :func:`_late_import_us`), and the
+distance.
 """
 
 from __future__ import annotations
@@ -160,6 +162,70 @@ def _group_gossip_us(topo: Topology, occ: np.ndarray, C: int, lead) -> float:
     return best
 
 
+def _late_import_us(topo: Topology, occ: np.ndarray, C: int, lead: np.ndarray) -> float:
+    """All-Reduce, per group ``X`` of a partition (:func:`_partitions`, ``G >= 3`` groups): every chunk needs the
+    contribution of each of the ``G - 1`` other groups brought into ``X`` by a row over a link into ``X``.
+    Contributions of two groups meet only in a group (no switch outside the groups reduces, and a reducing
+    switch receives only from its own group), after a row into that group has ended: not before ``tau``, the
+    least ``lead + occ`` of a link into a group other than ``X``. So a row into ``X`` that starts before ``tau``
+    carries one other group's contribution at most, and a chunk needs one row into ``X`` starting at ``tau`` or
+    later, or ``G - 1`` rows starting before it. A link into ``X`` with ``e`` rows starting before ``tau`` fits
+    at most ``floor((T - max(tau, lead + e occ)) / occ)`` later ones by ``T``; ``T`` is ruled out when even the
+    best ``e`` per link, counted fractionally, cannot cover the ``C`` chunks (docs/bounds.md)."""
+    n = topo.num_npus
+    best = 0.0
+    for family in _partitions(topo):
+        G = len(family)
+        if G < 3:
+            continue
+        inside = np.full(topo.num_nodes, -1, dtype=np.int64)
+        for i, X in enumerate(family):
+            inside[X] = i
+        ok = True
+        for s in range(n, topo.num_nodes):
+            if topo.switch(s).reduce:
+                feeders = topo.in_neighbors(s)
+                if inside[s] < 0 or np.any(inside[feeders] != inside[s]):
+                    ok = False
+                    break
+        if not ok:
+            continue
+        entry = (inside[topo.dst] >= 0) & (inside[topo.src] != inside[topo.dst])
+        first = lead + occ          # least end of a row over each link
+        for i in range(G):
+            into = np.flatnonzero(entry & (inside[topo.dst] == i))
+            others = entry & (inside[topo.dst] != i)
+            if not len(into) or not others.any():
+                continue
+            tau = float(first[others].min())
+            t, a = occ[into], lead[into]
+            # e = 0 .. e_max rows starting before tau on each link (their starts a, a + t, ...)
+            e_max = np.minimum(np.ceil((tau - a) / t + 1e-9).clip(min=0), (G - 1) * C).astype(np.int64)
+            es = [np.arange(k + 1, dtype=np.float64) for k in e_max.tolist()]
+
+            def cover(T: float) -> float:
+                total = 0.0
+                for j in range(len(into)):
+                    e = es[j]
+                    start = np.maximum(tau, a[j] + e * t[j])
+                    m = np.floor((T - start) / t[j] + 1e-9)
+                    val = np.where(a[j] + e * t[j] <= T * (1 + 1e-12), np.maximum(m, 0) + e / (G - 1), -1.0)
+                    total += float(val.max())
+                return total
+
+            if cover(best) >= C:            # nothing above the best found so far is ruled out here
+                continue
+            lo, hi = best, tau + (C + 1) * float(t.max())
+            while hi - lo > 1e-10 * hi:
+                mid = 0.5 * (lo + hi)
+                if cover(mid) >= C:
+                    hi = mid
+                else:
+                    lo = mid
+            best = max(best, lo)
+    return best
+
+
 def _import_wave_us(topo: Topology, occ: np.ndarray, X: np.ndarray, late_need: int, into: np.ndarray) -> float:
     """The last import wave into the group ``X`` (a switch and its NPUs; every link into it ends at an NPU of
     it): ``late_need`` chunks from outside that every NPU of the group needs enter one at a time per link of
@@ -287,9 +353,12 @@ def _all_reduce_bounds(problem: Problem) -> dict:
         into = np.flatnonzero(~inside[topo.src] & inside[topo.dst])
         out = np.flatnonzero(inside[topo.src] & ~inside[topo.dst])
         cut = max(cut, _count(occ, into, C), _count(occ, out, C))
+    # and, without in-network reduction across groups, rows into a group before two other groups' contributions
+    # can have met carry one group's each
+    late = _late_import_us(topo, occ, C, lead)
     a, b = np.nonzero(~np.eye(n, dtype=bool))
-    return {"ingress_us": ingress, "egress_us": egress, "cut_us": cut or None, "pipeline_us": None,
-            "distance_us": _distance(topo, a, b, problem.chunk_bytes)}
+    return {"ingress_us": ingress, "egress_us": egress, "cut_us": max(cut, late) or None, "pipeline_us": None,
+            "distance_us": _distance(topo, a, b, problem.chunk_bytes), "late_us": late or None}
 
 
 def fabric_lower_bounds(problem: Problem, **options) -> dict:
@@ -316,6 +385,7 @@ def fabric_lower_bounds(problem: Problem, **options) -> dict:
     else:
         res = _copy_bounds(problem)
     wave = res.pop("wave_us", None) or 0.0
+    late = res.pop("late_us", None) or 0.0
     parts = {k: res[f"{k}_us"] for k in ("ingress", "egress", "distance", "cut", "pipeline")}
     best = max(v for v in parts.values() if v is not None)
     source = next(k for k, v in parts.items() if v is not None and v >= best * (1 - 1e-12))
@@ -323,6 +393,7 @@ def fabric_lower_bounds(problem: Problem, **options) -> dict:
                ingress_basic_us=res["ingress_us"], ingress_basic_steps=None, ingress_refined=False,
                distance_exact=True, cut_bw_us=None, cut_exact=False,
                cut_method=("switch groups, last import wave" if wave and wave >= (res["cut_us"] or 0) * (1 - 1e-12)
+                           else "switch groups, late imports" if late and late >= (res["cut_us"] or 0) * (1 - 1e-12)
                            else "switch groups"), cut_flows=0,
                cut_size=None, drain_us=None, linkload_us=None, gossip_us=None, fabric=True)
     return res
