@@ -309,6 +309,24 @@ def _place(q, v, h, c, pk_v, pk_h, pk_c, hlen, link_pad, owner, picked):
     picked[v, c // 64] |= np.uint64(1) << np.uint64(c % 64)
 
 
+@njit(cache=True)
+def floyd_warshall(D):
+    """``D`` (square, 0 on the diagonal, ``inf`` where no edge) made the least sums over paths, in place: the
+    numpy form ``D = min(D, D[:, k] + D[k, :])`` per ``k`` with the same additions (row and column ``k`` do not
+    change in round ``k``), skipping the rows ``k`` cannot improve."""
+    n = D.shape[0]
+    for k in range(n):
+        for i in range(n):
+            dik = D[i, k]
+            if dik == np.inf:
+                continue
+            for j in range(n):
+                x = dik + D[k, j]
+                if x < D[i, j]:
+                    D[i, j] = x
+    return D
+
+
 @njit(cache=True, inline="always")
 def _next_time(events, busy, t, eps):
     """The next event: the first arrival, or a link (not the padding one, last) becoming free; inf: none."""

@@ -724,12 +724,12 @@ def _balanced_routes(topo, hops: Hops, dist, src_of, dst_of, key) -> dict:
 
 def _hop_distances(n: int, hops: Hops) -> np.ndarray:
     """Least total hop time between NPUs (Floyd-Warshall on the hop graph; fabrics here are small enough)."""
+    from ._kernel_fabric import floyd_warshall
+
     D = np.full((n, n), np.inf)
     np.fill_diagonal(D, 0.0)
     np.minimum.at(D, (hops.src, hops.dst), hops.dur)
-    for k in range(n):
-        D = np.minimum(D, D[:, k:k + 1] + D[k:k + 1, :])
-    return D
+    return floyd_warshall(D)
 
 
 def _grow_tree(problem, hops: Hops, h: int, c: int, t: float, busy, has, coming, need,
