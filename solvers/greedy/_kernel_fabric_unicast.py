@@ -210,9 +210,10 @@ def _match_receiver(v, q0, free, into_ptr, hid, owner, link_pad, hlen, hsrc, hdu
     """``v`` takes :func:`_best_option` again and again until none is left, placed as picks from ``q0`` on;
     returns the next pick's index. The same picks, from one look at the hops into ``v``: an option's score
     only gets worse as picks move chunks and hold links, so the least of the scores seen is taken once it is
-    checked fresh (not blocked, its chunk not moved), else looked at again. Inlined, so that its arrays are not
-    reference-counted at every call (an atomic operation each): hence at most 30 arguments (numba's limit for
-    inlining), ``routed`` read from the routes, and picks and options as rows of one array each."""
+    checked fresh (not blocked, its chunk not moved), else looked at again. Inlined, and its arrays few (every
+    array a function takes is reference-counted at each call, atomically; LLVM prunes only some of those counts at
+    an inlined site): hence at most 30 arguments (numba's limit for inlining), ``routed`` read from the routes,
+    and picks and options as rows of one array each."""
     routed = rnode.shape[0] > 0
     m = 0
     for h in range(into_ptr[v], into_ptr[v + 1]):
