@@ -196,16 +196,22 @@ def test_the_crossings_bound_never_exceeds_a_verified_schedule(kind, cpn, net):
             ver.collective_time_us * (1 + 1e-9)
 
 
+def central_link_failing():
+    """mesh4x4 Reduce-Scatter (2 chunks per NPU) by greedy_plus, the central link 5-6 failing at 0.5 T: problem,
+    backend, healthy schedule, fault and the state at it."""
+    p = Problem(mesh2d(4, 4), Collective("reduce_scatter", 2, 64))
+    g = solvers.get_solver("greedy_plus")
+    h = g.solve(p).schedule.to_schedule()
+    fault = Fault(0.5 * h.makespan_us, links=((5, 6), (6, 5)))
+    return p, g, h, fault, state_at(p, h, fault)
+
+
 def test_the_resume_placed_gap_by_gap_is_valid_and_can_be_sooner():
     # mesh4x4 Reduce-Scatter (2 chunks per NPU), the central link 5-6 failing at 0.5 T: placed in the plan's order
     # on each link the resume ends at 20 link times, gap by gap at 19 (a fresh run on the degraded mesh: 15)
     from solvers.resume_reducing import resume_reducing
 
-    p = Problem(mesh2d(4, 4), Collective("reduce_scatter", 2, 64))
-    g = solvers.get_solver("greedy_plus")
-    h = g.solve(p).schedule.to_schedule()
-    fault = Fault(0.5 * h.makespan_us, links=((5, 6), (6, 5)))
-    st = state_at(p, h, fault)
+    p, g, h, fault, st = central_link_failing()
     spans = []
     for gaps in (False, True):
         s = Schedule.concat([st.executed, resume_reducing(g, p, fault, st, g.options({}), gaps)])
@@ -223,11 +229,7 @@ def test_trees_built_on_the_pieces_spread_a_holders_sends_over_its_links():
     from tacos_bench.errors import TacosError
     from solvers.resume_reducing import BALANCED, resume_reducing
 
-    p = Problem(mesh2d(4, 4), Collective("reduce_scatter", 2, 64))
-    g = solvers.get_solver("greedy_plus")
-    h = g.solve(p).schedule.to_schedule()
-    fault = Fault(0.5 * h.makespan_us, links=((5, 6), (6, 5)))
-    st = state_at(p, h, fault)
+    p, g, h, fault, st = central_link_failing()
     lt = float(p.link_time_us.max())
     spans = []
     for kw in BALANCED:
