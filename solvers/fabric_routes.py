@@ -20,7 +20,9 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from contextvars import ContextVar
+import dataclasses
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -38,25 +40,66 @@ DUR_REL = 1e-9           # hops within this fraction of the shortest count as eq
 class Hops:
     """Every hop, column-wise: hop ``h`` goes ``src[h] -> dst[h]`` over the nodes ``nodes[h]`` (a tuple); its
     ``k``-th link ``links[h][k]`` is busy from ``start + off[h][k]`` to ``start + end[h][k]``; it lasts
-    ``dur[h]``; ``segments[h]`` lists ``(first_link, last_link)`` index pairs of its segments."""
+    ``dur[h]``; ``segments[h]`` lists ``(first_link, last_link)`` index pairs of its segments.
+
+    The hops are arrays (``hlen[h]`` links, padded to the longest: ``link_pad`` with the id ``num_links``, a free
+    dummy, ``off_pad``/``end_pad`` with 0, ``node_pad`` with -1; segments as CSR ``seg_ptr``, ``seg_a``,
+    ``seg_b``); the per-hop lists above and ``into``/``out_of`` are derived from them when first read (a
+    512-GPU fabric has 36,000 hops, and the compiled kernels read only the arrays)."""
 
     src: np.ndarray
     dst: np.ndarray
     dur: np.ndarray
-    nodes: list
-    links: list
-    off: list
-    end: list
-    segments: list
-    into: list      # into[v]: hop ids ending at NPU v
-    out_of: list    # out_of[u]: hop ids starting at NPU u
+    hlen: np.ndarray
+    node_pad: np.ndarray       # [H, longest + 1] the nodes of each hop
+    link_pad: np.ndarray       # [H, longest] its links
+    off_pad: np.ndarray        # [H, longest] their offsets
+    end_pad: np.ndarray        # [H, longest] their ends
+    seg_ptr: np.ndarray        # [H + 1] each hop's segments in seg_a / seg_b
+    seg_a: np.ndarray          # first link (index within the hop) of each segment
+    seg_b: np.ndarray          # last link of each segment
     max_switches: int
-    link_pad: np.ndarray = None  # [H, longest] links of each hop, padded with the id num_links (a free dummy)
-    off_pad: np.ndarray = None   # [H, longest] their offsets (0 on the padding)
-    end_pad: np.ndarray = None   # [H, longest] their ends (0 on the padding)
+    num_npus: int
 
     def __len__(self) -> int:
         return len(self.src)
+
+    @cached_property
+    def nodes(self) -> list:
+        return [tuple(r[:k + 1]) for r, k in zip(self.node_pad.tolist(), self.hlen.tolist())]
+
+    @cached_property
+    def links(self) -> list:
+        return [r[:k] for r, k in zip(self.link_pad, self.hlen.tolist())]
+
+    @cached_property
+    def off(self) -> list:
+        return [r[:k] for r, k in zip(self.off_pad, self.hlen.tolist())]
+
+    @cached_property
+    def end(self) -> list:
+        return [r[:k] for r, k in zip(self.end_pad, self.hlen.tolist())]
+
+    @cached_property
+    def segments(self) -> list:
+        pairs = list(zip(self.seg_a.tolist(), self.seg_b.tolist()))
+        ptr = self.seg_ptr.tolist()
+        return [pairs[ptr[h]:ptr[h + 1]] for h in range(len(self))]
+
+    @cached_property
+    def into(self) -> list:
+        """``into[v]``: the hop ids ending at NPU ``v``, ascending."""
+        return _by_npu(self.dst, self.num_npus)
+
+    @cached_property
+    def out_of(self) -> list:
+        """``out_of[u]``: the hop ids starting at NPU ``u``, ascending."""
+        return _by_npu(self.src, self.num_npus)
+
+
+def _by_npu(ends: np.ndarray, n: int) -> list:
+    order = np.argsort(ends, kind="stable")
+    return np.split(order.astype(np.int64), np.searchsorted(ends[order], np.arange(1, n)))
 
 
 def _segments(topo: Topology, path: list[int]) -> list[tuple[int, int]]:
@@ -70,23 +113,20 @@ def _segments(topo: Topology, path: list[int]) -> list[tuple[int, int]]:
     return segs
 
 
-def _timed_paths(topo: Topology, found: list, chunk_bytes: int) -> list[tuple[list, list, float, list]]:
-    """Every path's :func:`_segments` and timing at once, on arrays (a 512-GPU fabric has 73,000 paths): per
-    path ``(off, end, duration, segments)``, each link's start and end offsets within the hop. A segment
-    lasts its links' latencies plus the chunk's time on its slowest link and starts when the one before it
-    ends; the sums are the per-path loop's, in the same order (``np.add.reduceat`` is the reduction
-    ``ndarray.sum`` runs), so the times are bit for bit those of a loop over the paths."""
-    if not found:
-        return []
+def _timed_paths(topo: Topology, length: np.ndarray, links: np.ndarray, tail: np.ndarray, chunk_bytes: int) -> tuple:
+    """Every path's :func:`_segments` and timing at once, on arrays (a 512-GPU fabric has 36,000 paths); paths
+    given by their number of links ``length``, their links and each link's tail node, flat. Returns per link its
+    start and end offsets within its hop, per path its duration and number of segments, per segment its first and
+    last link (indices within the path). A segment lasts its links' latencies plus the chunk's time on its slowest
+    link and starts when the one before it ends; the sums are the per-path loop's, in the same order
+    (``np.add.reduceat`` is the reduction ``ndarray.sum`` runs), so the times are bit for bit those of a loop
+    over the paths."""
     n = topo.num_npus
     store_fwd = np.zeros(n + len(topo.switches), dtype=bool)
     for k in range(len(topo.switches)):
         store_fwd[n + k] = topo.switch(n + k).mode != CUT_THROUGH
-    length = np.fromiter((len(lk) for _, lk in found), dtype=np.int64, count=len(found))
-    links = np.fromiter((x for _, lk in found for x in lk), dtype=np.int64, count=int(length.sum()))
-    # the node each link leaves from: a store-and-forward switch there (or the path's start) starts a segment
-    tail = np.fromiter((x for p, _ in found for x in p[:-1]), dtype=np.int64, count=links.size)
     base = np.cumsum(length) - length                       # each path's first link
+    # the node each link leaves from: a store-and-forward switch there (or the path's start) starts a segment
     start = store_fwd[tail]
     start[base] = True
     starts = np.flatnonzero(start)
@@ -100,19 +140,10 @@ def _timed_paths(topo: Topology, found: list, chunk_bytes: int) -> list[tuple[li
         at = np.flatnonzero(rank == r)
         t0[at] = t0[at - 1] + d[at - 1]
     seg_of = np.cumsum(start) - 1
-    off = t0[seg_of].tolist()
-    end = (t0 + d)[seg_of].tolist()
-    total = (t0 + d).tolist()
     link_base = np.repeat(base, nseg)
-    seg_lo = (starts - link_base).tolist()
-    seg_hi = (np.append(starts[1:], links.size) - 1 - link_base).tolist()
-    out, a, sg = [], 0, 0
-    for k, ns in zip(length.tolist(), nseg.tolist()):
-        out.append((off[a:a + k], end[a:a + k], total[sg + ns - 1],
-                    list(zip(seg_lo[sg:sg + ns], seg_hi[sg:sg + ns]))))
-        a += k
-        sg += ns
-    return out
+    seg_lo = starts - link_base
+    seg_hi = np.append(starts[1:], links.size) - 1 - link_base
+    return t0[seg_of], (t0 + d)[seg_of], (t0 + d)[first_seg + nseg - 1], nseg, seg_lo, seg_hi
 
 
 def _paths_from(topo: Topology, u: int, max_switches: int):
@@ -190,49 +221,90 @@ def build_hops(topo: Topology, chunk_bytes: int, max_switches: int = 0) -> Hops:
 
 def route_switches(topo: Topology) -> int:
     """The fewest switches per hop that connect every NPU to every other (via NPUs): the hops' default."""
-    for m in range(0, MAX_ROUTE_SWITCHES + 1):
-        if _connected(topo, m):
-            return m
+    return _routed_paths(topo, 0)[0]
+
+
+def _routed_paths(topo: Topology, max_switches: int) -> tuple:
+    """``(max_switches, length, nodes, links)``: the simple paths between NPUs through at most ``max_switches``
+    switches (when 0: the fewest that connect every NPU to every other, :func:`route_switches`), in
+    :func:`_paths_from`'s order, as each path's number of links and the paths' nodes and links laid end to end."""
+    for m in ([max_switches] if max_switches > 0 else range(0, MAX_ROUTE_SWITCHES + 1)):
+        length, nodes, links = [], [], []
+        for u in range(topo.num_npus):
+            for path, lk in _paths_from(topo, u, m):
+                length.append(len(lk))
+                nodes.extend(path)
+                links.extend(lk)
+        length = np.array(length, dtype=np.int64)
+        nodes = np.array(nodes, dtype=np.int64)
+        if max_switches > 0 or _connected(topo.num_npus, nodes[np.cumsum(length + 1) - (length + 1)],
+                                          nodes[np.cumsum(length + 1) - 1]):
+            return m, length, nodes, np.array(links, dtype=np.int64)
     raise SolverError(f"{topo.name!r}: some NPU reaches another only through more than "
                       f"{MAX_ROUTE_SWITCHES} switches")
 
 
 def _build_hops(topo: Topology, chunk_bytes: int, max_switches: int) -> Hops:
-    if max_switches <= 0:
-        max_switches = route_switches(topo)
-    found = [pl for u in range(topo.num_npus) for pl in _paths_from(topo, u, max_switches)]
-    timed = _timed_paths(topo, found, chunk_bytes)
-    best: dict[tuple[int, int], list] = {}
-    for (path, links), (off, end, dur, segs) in zip(found, timed):
-        key = (path[0], path[-1])
-        cur = best.get(key)
-        if cur is None or dur < cur[0][0] * (1 - DUR_REL):
-            best[key] = [(dur, path, links, off, end, segs)]
-        elif dur <= cur[0][0] * (1 + DUR_REL):
-            cur.append((dur, path, links, off, end, segs))
-    rows = [r for key in sorted(best) for r in sorted(best[key], key=lambda r: r[1])]
     n = topo.num_npus
-    into: list[list[int]] = [[] for _ in range(n)]
-    out_of: list[list[int]] = [[] for _ in range(n)]
-    for h, r in enumerate(rows):
-        out_of[r[1][0]].append(h)
-        into[r[1][-1]].append(h)
-    width = max((len(r[2]) for r in rows), default=1)
-    link_pad = np.full((len(rows), width), topo.num_links, dtype=np.int64)
-    off_pad = np.zeros((len(rows), width))
-    end_pad = np.zeros((len(rows), width))
-    for h, r in enumerate(rows):
-        link_pad[h, :len(r[2])] = r[2]
-        off_pad[h, :len(r[3])] = r[3]
-        end_pad[h, :len(r[4])] = r[4]
-    return Hops(src=np.array([r[1][0] for r in rows], dtype=np.int64),
-                dst=np.array([r[1][-1] for r in rows], dtype=np.int64),
-                dur=np.array([r[0] for r in rows], dtype=np.float64),
-                nodes=[tuple(r[1]) for r in rows], links=[np.array(r[2], dtype=np.int64) for r in rows],
-                off=[np.array(r[3]) for r in rows], end=[np.array(r[4]) for r in rows],
-                segments=[r[5] for r in rows], into=[np.array(x, dtype=np.int64) for x in into],
-                out_of=[np.array(x, dtype=np.int64) for x in out_of], max_switches=max_switches,
-                link_pad=link_pad, off_pad=off_pad, end_pad=end_pad)
+    max_switches, length, nodes, links = _routed_paths(topo, max_switches)
+    if not length.size:
+        e = np.zeros(0, dtype=np.int64)
+        return Hops(e, e, np.zeros(0), e, np.zeros((0, 2), np.int64), np.zeros((0, 1), np.int64), np.zeros((0, 1)),
+                    np.zeros((0, 1)), np.zeros(1, np.int64), e, e, max_switches, n)
+    node_base = np.cumsum(length + 1) - (length + 1)         # each path's first node
+    tail = np.delete(nodes, node_base + length)             # each link's tail: the path's nodes but its last
+    off, end, dur, nseg, seg_lo, seg_hi = _timed_paths(topo, length, links, tail, chunk_bytes)
+    keep = _least_per_pair(nodes[node_base], nodes[node_base + length], dur)
+    # the hops: by (source, destination), then by their nodes
+    P, width = len(length), int(length.max())
+    node_pad = np.full((P, width + 1), -1, dtype=np.int64)
+    col = np.arange(nodes.size) - np.repeat(node_base, length + 1)
+    node_pad[np.repeat(np.arange(P), length + 1), col] = nodes
+    last = node_pad[np.arange(P), length]
+    order = np.lexsort([node_pad[:, k] for k in range(width, 0, -1)] + [last, node_pad[:, 0]])
+    order = order[keep[order]]
+    H = order.size
+    hlen = length[order]
+    link_pad = np.full((P, width), topo.num_links, dtype=np.int64)
+    off_pad, end_pad = np.zeros((P, width)), np.zeros((P, width))
+    rows = np.repeat(np.arange(P), length)
+    col = np.arange(links.size) - np.repeat(node_base - np.arange(P), length)   # (node_base - p: the first link)
+    link_pad[rows, col], off_pad[rows, col], end_pad[rows, col] = links, off, end
+    w = int(hlen.max())                      # as wide as the longest hop kept
+    node_pad, link_pad, off_pad, end_pad = node_pad[:, :w + 1], link_pad[:, :w], off_pad[:, :w], end_pad[:, :w]
+    seg_ptr = np.zeros(H + 1, dtype=np.int64)
+    seg_ptr[1:] = np.cumsum(nseg[order])
+    # the kept hops' segments, in their order
+    pick = np.repeat((np.cumsum(nseg) - nseg)[order] - seg_ptr[:-1], nseg[order]) + np.arange(seg_ptr[-1])
+    return Hops(src=node_pad[order, 0], dst=last[order], dur=dur[order], hlen=hlen, node_pad=node_pad[order],
+                link_pad=link_pad[order], off_pad=off_pad[order], end_pad=end_pad[order], seg_ptr=seg_ptr,
+                seg_a=seg_lo[pick], seg_b=seg_hi[pick], max_switches=max_switches, num_npus=n)
+
+
+def _least_per_pair(src: np.ndarray, dst: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """Which paths are kept: between two NPUs, in the order found, the first path and every later one as short
+    within ``DUR_REL`` of it, a path shorter by more starting the list again (so every path of the least duration
+    is kept, one per spine). Pairs whose paths all lie within ``DUR_REL`` of their least keep every path (no
+    path is then shorter by more than ``DUR_REL`` than the first, nor longer by more); the others are walked."""
+    keep = np.ones(dur.size, dtype=bool)
+    pair = src * (int(dst.max(initial=0)) + 1) + dst
+    o = np.argsort(pair, kind="stable")                      # each pair's paths, in the order found
+    cut = np.flatnonzero(np.diff(pair[o])) + 1
+    lo, hi = np.minimum.reduceat(dur[o], np.r_[0, cut]), np.maximum.reduceat(dur[o], np.r_[0, cut])
+    spread = np.repeat(hi > lo * (1 + DUR_REL), np.diff(np.r_[0, cut, o.size]))
+    first: dict = {}
+    for i in np.sort(o[spread]).tolist():
+        key, d = int(pair[i]), float(dur[i])
+        cur = first.get(key)
+        if cur is None or d < cur[0] * (1 - DUR_REL):
+            if cur is not None:
+                keep[cur[1]] = False
+            first[key] = (d, [i])
+        elif d <= cur[0] * (1 + DUR_REL):
+            cur[1].append(i)
+        else:
+            keep[i] = False
+    return keep
 
 
 def surviving_hops(topo: Topology, keep: np.ndarray, chunk_bytes: int) -> Hops:
@@ -243,36 +315,29 @@ def surviving_hops(topo: Topology, keep: np.ndarray, chunk_bytes: int) -> Hops:
     sub = Topology(topo.num_npus, topo.src[keep], topo.dst[keep], topo.bw_GiBps[keep], topo.lat_us[keep],
                    name=f"{topo.name}-surviving", switches=topo.switches)
     h = _build_hops(sub, chunk_bytes, max(route_switches(topo), 1))
-    links = [topo.link_ids(np.asarray(p[:-1]), np.asarray(p[1:])) for p in h.nodes]
     pad = np.full_like(h.link_pad, topo.num_links)
-    for k, x in enumerate(links):
-        pad[k, :x.size] = x
-    return Hops(src=h.src, dst=h.dst, dur=h.dur, nodes=h.nodes, links=links, off=h.off, end=h.end,
-                segments=h.segments, into=h.into, out_of=h.out_of, max_switches=h.max_switches, link_pad=pad,
-                off_pad=h.off_pad, end_pad=h.end_pad)
+    used = np.arange(pad.shape[1]) < h.hlen[:, None]
+    pad[used] = topo.link_ids(h.node_pad[:, :-1][used], h.node_pad[:, 1:][used])
+    return dataclasses.replace(h, link_pad=pad)
 
 
-def _connected(topo: Topology, m: int) -> bool:
-    """True when hops through at most ``m`` switches connect every NPU to every other one (via NPUs)."""
-    n = topo.num_npus
-    adj = [set() for _ in range(n)]
-    for u in range(n):
-        for path, _ in _paths_from(topo, u, m):
-            adj[u].add(path[-1])
-    for forward in (True, False):
-        nbr = adj if forward else [set() for _ in range(n)]
-        if not forward:
-            for u in range(n):
-                for v in adj[u]:
-                    nbr[v].add(u)
-        seen, todo = {0}, [0]
+def _connected(n: int, src: np.ndarray, dst: np.ndarray) -> bool:
+    """True when the pairs ``src -> dst`` connect every NPU to every other one (via NPUs), both ways."""
+    if n <= 1:
+        return True
+    for a, b in ((src, dst), (dst, src)):     # every NPU reached from NPU 0, and NPU 0 from every NPU
+        seen = np.zeros(n, dtype=bool)
+        seen[0] = True
+        o = np.argsort(a, kind="stable")
+        ptr = np.searchsorted(a[o], np.arange(n + 1))
+        todo = [0]
         while todo:
             x = todo.pop()
-            for y in nbr[x]:
-                if y not in seen:
-                    seen.add(y)
+            for y in b[o[ptr[x]:ptr[x + 1]]].tolist():
+                if not seen[y]:
+                    seen[y] = True
                     todo.append(y)
-        if len(seen) < n:
+        if not seen.all():
             return False
     return True
 
@@ -296,35 +361,27 @@ def fastest_groups(hops: Hops, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarr
     return gid, pos, size
 
 
-def _segment_table(hops: Hops) -> tuple:
+def segment_table(hops: Hops) -> tuple:
     """Every hop's segments as arrays ``(seg_ptr, src, dst, off, end, route)``, built once per :class:`Hops` (a
     schedule is often made of several calls of :func:`hop_rows` on the same hops)."""
-    cached = hops.__dict__.get("_segment_table")
+    cached = hops.__dict__.get("_segments_cache")
     if cached is not None:
         return cached
-    H = len(hops)
-    seg_ptr = np.zeros(H + 1, dtype=np.int64)
-    seg_ptr[1:] = np.cumsum([len(s) for s in hops.segments])
-    s_src, s_dst, s_off, s_end, s_route = [], [], [], [], []
-    for h in range(H):
-        nodes = hops.nodes[h]
-        for a, b in hops.segments[h]:
-            path = nodes[a:b + 2]
-            s_src.append(path[0])
-            s_dst.append(path[-1])
-            s_off.append(float(hops.off[h][a]))
-            s_end.append(float(hops.end[h][a]))
-            s_route.append(">".join(map(str, path)) if len(path) > 2 else "")
-    out = (seg_ptr, np.array(s_src, dtype=np.int64), np.array(s_dst, dtype=np.int64), np.array(s_off),
-           np.array(s_end), np.array(s_route, dtype=object))
-    object.__setattr__(hops, "_segment_table", out)
+    seg_hop = np.repeat(np.arange(len(hops)), np.diff(hops.seg_ptr))
+    a, b = hops.seg_a, hops.seg_b
+    pad = hops.node_pad.tolist()
+    route = np.array([">".join(map(str, pad[h][i:j + 2])) if j > i else "" for h, i, j in
+                      zip(seg_hop.tolist(), a.tolist(), b.tolist())], dtype=object)
+    out = (hops.seg_ptr, hops.node_pad[seg_hop, a], hops.node_pad[seg_hop, b + 1], hops.off_pad[seg_hop, a],
+           hops.end_pad[seg_hop, a], route)
+    object.__setattr__(hops, "_segments_cache", out)
     return out
 
 
 def hop_rows(hops: Hops, ch: np.ndarray, hop: np.ndarray, start: np.ndarray, sort: bool = True) -> Schedule:
     """One row per (transfer, segment) of chunk ``ch[i]`` over hop ``hop[i]`` from ``start[i]``: the segment's nodes
     (a route through its switches) and times; in the canonical row order unless ``sort`` is false."""
-    seg_ptr, s_src, s_dst, s_off, s_end, s_route = _segment_table(hops)
+    seg_ptr, s_src, s_dst, s_off, s_end, s_route = segment_table(hops)
     first = seg_ptr[hop]
     nseg = seg_ptr[hop + 1] - first
     if np.all(nseg == 1):   # cut-through hops: one row per transfer

@@ -78,6 +78,17 @@ class ScheduleLike(Protocol):
         """Release the files (nothing for a table in memory)."""
 
 
+def _node_pair_chunk(src: np.ndarray, dst: np.ndarray, chunk: np.ndarray):
+    """One sort key ordered as ``(src, dst, chunk)``: bit fields of one integer, when they fit in 63 bits (a sort
+    then takes one key for three), else None."""
+    if len(src) and min(int(src.min()), int(dst.min()), int(chunk.min())) >= 0:
+        bn = int(max(src.max(), dst.max())).bit_length()
+        bc = int(chunk.max()).bit_length()
+        if 2 * bn + bc <= 63:
+            return (src.astype(np.int64) << (bn + bc)) | (dst.astype(np.int64) << bc) | chunk.astype(np.int64)
+    return None
+
+
 @dataclass(frozen=True, eq=False)
 class Schedule:
     """Column-wise list of link transfers.
@@ -206,8 +217,9 @@ class Schedule:
 
     def sorted(self) -> "Schedule":
         """Rows ordered by (start, end, src, dst, chunk): the canonical CSV order."""
-        idx = np.lexsort((self.chunk, self.dst, self.src, self.end_us, self.start_us))
-        return self.take(idx)
+        code = _node_pair_chunk(self.src, self.dst, self.chunk)
+        ties = (self.chunk, self.dst, self.src) if code is None else (code,)
+        return self.take(np.lexsort(ties + (self.end_us, self.start_us)))
 
     def take(self, idx) -> "Schedule":
         return self._with(idx)

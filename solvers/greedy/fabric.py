@@ -27,7 +27,7 @@ from tacos_bench.errors import SolverError
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import COPY, Schedule, route_column
 
-from ..fabric_routes import Hops, build_hops
+from ..fabric_routes import Hops, build_hops, segment_table
 
 def _eps(t: float) -> float:
     return 1e-9 * max(1.0, abs(t))
@@ -486,7 +486,8 @@ def _compiled_unicast(problem: Problem, hops: Hops, key, rng, rarest: bool, rout
     src_of = hv.copy()                     # one holder per chunk (the nearest, after a fault)
     rptr, rnode = _route_csr(route_next, src_of, C)
     draws = rng.random(n * (256 + 4 * (C // max(n, 1))))
-    order_c = np.lexsort((np.arange(C), key, dst_of))      # the kernel's buckets: by destination, key, id
+    order_c = np.argsort(key, kind="stable")               # the kernel's buckets: by destination, key, id
+    order_c = order_c[np.argsort(np.asarray(dst_of)[order_c], kind="stable")]
     while True:
         ch, hop, seg, start, end, left, n_events, status = fabric_unicast_kernel(
             n, C, hv, hc, ht, src_of, np.asarray(dst_of, np.int64), np.asarray(need_c, bool), key, draws, rarest,
@@ -503,7 +504,9 @@ def _compiled_unicast(problem: Problem, hops: Hops, key, rng, rarest: bool, rout
                      transfers=len(ch), events=int(n_events))
     if not len(ch):
         return Schedule.empty()
-    routed = bool(np.any(arr["seg_route"][np.unique(seg)] != ""))
+    used = np.zeros(len(arr["seg_route"]), dtype=bool)
+    used[seg] = True
+    routed = bool(np.any(arr["seg_route"][used] != ""))
     return Schedule(ch, arr["seg_src"][seg], arr["seg_dst"][seg], start, end, np.full(len(ch), COPY, np.int8),
                     route=route_column(arr["seg_route"], seg) if routed else None).sorted()
 
@@ -524,21 +527,14 @@ def _route_csr(route_next, src_of, C: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _hop_arrays(topo, hops: Hops) -> dict:
     """The hop structure both kernels read: CSR of hops into each NPU, segments and their rows' ends."""
-    H, n = len(hops), topo.num_npus
-    hlen = np.array([len(x) for x in hops.links], dtype=np.int64)
+    n = topo.num_npus
+    into_idx = np.argsort(hops.dst, kind="stable").astype(np.int64)     # (each NPU's hops in id order)
     into_ptr = np.zeros(n + 1, dtype=np.int64)
-    into_ptr[1:] = np.cumsum([len(x) for x in hops.into])
-    into_idx = np.concatenate(hops.into).astype(np.int64) if H else np.zeros(0, np.int64)
-    seg_ptr = np.zeros(H + 1, dtype=np.int64)
-    seg_ptr[1:] = np.cumsum([len(s) for s in hops.segments])
-    seg_a = np.array([a for s in hops.segments for a, _ in s], dtype=np.int64)
-    seg_b = np.array([b for s in hops.segments for _, b in s], dtype=np.int64)
-    paths = [hops.nodes[h][a:b + 2] for h in range(H) for a, b in hops.segments[h]]
-    seg_start_node = np.array([p[0] for p in paths], dtype=np.int64)
-    seg_dst = np.array([p[-1] for p in paths], dtype=np.int64)
-    seg_route = np.array([">".join(map(str, p)) if len(p) > 2 else "" for p in paths], dtype=object)
-    return dict(hlen=hlen, into_ptr=into_ptr, into_idx=into_idx, seg_ptr=seg_ptr, seg_a=seg_a, seg_b=seg_b,
-                seg_start_node=seg_start_node, seg_src=seg_start_node, seg_dst=seg_dst, seg_route=seg_route)
+    into_ptr[1:] = np.cumsum(np.bincount(hops.dst, minlength=n))
+    seg_ptr, seg_start_node, seg_dst, _, _, seg_route = segment_table(hops)
+    return dict(hlen=hops.hlen, into_ptr=into_ptr, into_idx=into_idx, seg_ptr=seg_ptr, seg_a=hops.seg_a,
+                seg_b=hops.seg_b, seg_start_node=seg_start_node, seg_src=seg_start_node, seg_dst=seg_dst,
+                seg_route=seg_route)
 
 
 def _kernel_arrays(topo, hops: Hops) -> dict:
