@@ -7,11 +7,12 @@ event), the same candidate chunks per hop, the same ordered matching with one le
 reservations — so the schedule is the Python loop's, row for row, at the speed per-iteration use asks for.
 Holdings are bitsets (64 chunks per word); the chunks at each NPU sit in per-destination buckets in key order
 (a unicast chunk has one holder at a time), each bucket's first chunk copied beside every hop entry that reads it.
-Each hop keeps a memo of its best chunk, recomputed only when a bucket it reads changes (a chunk sits in ~2
-hops' buckets, while every receiver asks all its free hops at every event), and a receiver's options are looked
-at once per event, the least taken once it is checked fresh. At 512 GPUs (261,632 chunks) this took the kernel
-from 4.6 to 1.9 s with the same schedules; the biggest single step was keeping the per-hop memo read out of
-any call (see :func:`_match_receiver`).
+Each hop keeps a memo of its best chunk, recomputed only when its own chunk leaves (a chunk that joins a bucket
+it reads replaces it if better; a chunk sits in ~2 hops' buckets, while every receiver asks all its free hops at
+every event), and a receiver's options are looked at once per event, the least taken once it is checked fresh.
+At 512 GPUs (261,632 chunks) this took the kernel from 4.6 to 1.9 s with the same schedules; the biggest single
+step was keeping the per-hop memo read out of any call (see :func:`_match_receiver`); then 1.5 s with the
+chunks' moves written as closures and the hops renumbered by receiver (see the kernel).
 
 Outputs one row per (chunk, hop, segment): ``(chunk, hop, segment, start, end)``; the caller turns hops and
 segments into ``src``/``dst``/``route``.
@@ -134,7 +135,8 @@ def _scan_heads(h, v, u, qual_ptr, ent_i, ent_f, has, coming, routed, rptr, rnod
 def _best_chunk(h, v, hsrc, qual_ptr, qual_d, bits, head, off, pos_chunk, has, coming, moving, key, routed, rptr,
                 rnode, ent_i, ent_f, memo_i, memo_f):
     """:func:`_scan_chunk` of this event's picks, through the hop's memo (see :func:`_readers`): the
-    best chunk as if no pick moved one, kept until a bucket the hop reads changes (``memo_i[1]``). A best that no
+    best chunk as if no pick moved one, kept until that chunk leaves its bucket (``memo_i[1]``; the kernel's
+    ``bucket_changed`` puts a better chunk that joins a bucket the hop reads in its place). A best that no
     pick moves is the best of the chunks left too (they are a subset that holds it); only when a pick moves it
     is the hop scanned again. Why it pays: a hop's buckets rarely change between events (a chunk sits in ~2
     hops' buckets), while every receiver asks its free hops again at every event."""
@@ -405,17 +407,34 @@ def fabric_unicast_kernel(n, C, init_v, init_c, init_t, src_of, dst_of, need_c, 
     # Moving a chunk in and out of its buckets is written as closures over the kernel's arrays, not as functions
     # taking them: numba inlines a closure with the arrays it captures as they are, while every array a function
     # takes (inlined or not) is reference-counted at each call (an atomic operation; ~20 arrays, ~1 M calls).
-    def bucket_changed(u, d):
-        # bucket (u, d) gained or lost a chunk: its first chunk copied to the entries that read it, and their
-        # hops have to look again
+    def bucket_changed(u, d, moved, joined):
+        # chunk `moved` joined bucket (u, d) or left it: its first chunk copied to the entries that read it; a
+        # hop's fresh memo (the least over its buckets of the first chunk that may go) stays fresh: a chunk that
+        # left only matters if it was the memo's, and one that joined replaces the memo if it is less and may go
         p = head[u, d]
         c = order_c[p] if p < off[d + 1] else -1
         k = key[c] if c >= 0 else 2.0
+        km = key[moved]
         for i in range(rev_ptr[u * n + d], rev_ptr[u * n + d + 1]):
             j = ent_i[2, i]
             ent_i[0, j] = c
             ent_f[1, j] = k
-            memo_i[1, ent_i[1, j]] = 1
+            h = ent_i[1, j]
+            if memo_i[1, h]:
+                continue
+            mc = memo_i[0, h]
+            if not joined:
+                if mc == moved:
+                    memo_i[1, h] = 1
+                continue
+            a = ent_f[0, j]
+            ma = memo_f[0, h]
+            mk = memo_f[1, h]
+            if mc < 0 or a < ma or (a == ma and (km < mk or (km == mk and moved < mc))):
+                if _may_go(moved, u, hdst[h], has, coming, routed, rptr, rnode):
+                    memo_i[0, h] = moved
+                    memo_f[0, h] = a
+                    memo_f[1, h] = km
 
     def leave(c):
         # chunk c leaves at[c]: out of its bucket and the senders' counts
@@ -427,7 +446,7 @@ def fabric_unicast_kernel(n, C, init_v, init_c, init_t, src_of, dst_of, need_c, 
             bits[u, pos[c] // 64] &= ~_bit(pos[c])
             if head[u, d] == pos[c]:
                 head[u, d] = _next_set(bits, u, pos[c], off[d + 1])
-            bucket_changed(u, d)
+            bucket_changed(u, d, c, False)
         if counted[c] != -2:
             if routed:
                 scnt2[u, counted[c]] -= 1
@@ -446,7 +465,7 @@ def fabric_unicast_kernel(n, C, init_v, init_c, init_t, src_of, dst_of, need_c, 
             bits[u, pos[c] // 64] |= _bit(pos[c])
             if pos[c] < head[u, d]:
                 head[u, d] = pos[c]
-            bucket_changed(u, d)
+            bucket_changed(u, d, c, True)
         if need_c[c] and not (has[d, c // 64] & _bit(c)):
             if routed:
                 nx = _next_on_route(c, u, rptr, rnode)
