@@ -30,7 +30,7 @@ from tacos_bench.errors import TacosError
 from tacos_bench.faults import Fault, FaultState, collector_of, row_link_pairs
 from tacos_bench.graph import shortest_path_tree
 from tacos_bench.problem import Problem
-from tacos_bench.schedule import COPY, REDUCE, Schedule
+from tacos_bench.schedule import COPY, REDUCE, Schedule, route_column_of
 
 from .compose import earliest_idle
 
@@ -297,13 +297,7 @@ def _place(problem: Problem, rows: list, state: FaultState, extra_deps: dict, T:
                 heapq.heappush(heap, (rows[s][3], s))
     if done != len(members):
         raise TacosError("the detours wait on each other in a cycle")
-    route = None
-    if fabric:
-        from tacos_bench.schedule import route_column
-
-        names = [r[9] for r in rows]
-        code = {x: k for k, x in enumerate(sorted(set(names)))}
-        route = route_column(np.asarray(sorted(code), dtype=object), np.asarray([code[x] for x in names], np.int64))
+    route = route_column_of([r[9] for r in rows]) if fabric else None
     sched = Schedule(np.array([r[0] for r in rows]), np.array([r[1] for r in rows]), np.array([r[2] for r in rows]),
                      start, end, np.array([r[5] for r in rows], np.int8), route=route)
     return _ops(problem, sched, state)

@@ -87,19 +87,29 @@ class Hops:
         return [pairs[ptr[h]:ptr[h + 1]] for h in range(len(self))]
 
     @cached_property
+    def into_csr(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(ptr, idx)``: the hop ids ending at NPU ``v`` are ``idx[ptr[v]:ptr[v + 1]]``, ascending."""
+        return _by_npu(self.dst, self.num_npus)
+
+    @cached_property
     def into(self) -> list:
         """``into[v]``: the hop ids ending at NPU ``v``, ascending."""
-        return _by_npu(self.dst, self.num_npus)
+        ptr, idx = self.into_csr
+        return np.split(idx, ptr[1:-1])
 
     @cached_property
     def out_of(self) -> list:
         """``out_of[u]``: the hop ids starting at NPU ``u``, ascending."""
-        return _by_npu(self.src, self.num_npus)
+        ptr, idx = _by_npu(self.src, self.num_npus)
+        return np.split(idx, ptr[1:-1])
 
 
-def _by_npu(ends: np.ndarray, n: int) -> list:
-    order = np.argsort(ends, kind="stable")
-    return np.split(order.astype(np.int64), np.searchsorted(ends[order], np.arange(1, n)))
+def _by_npu(ends: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The hops grouped by the NPU at one end (CSR, each group in id order)."""
+    idx = np.argsort(ends, kind="stable").astype(np.int64)
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    ptr[1:] = np.cumsum(np.bincount(ends, minlength=n))
+    return ptr, idx
 
 
 def _segments(topo: Topology, path: list[int]) -> list[tuple[int, int]]:
@@ -237,8 +247,8 @@ def _routed_paths(topo: Topology, max_switches: int) -> tuple:
                 links.extend(lk)
         length = np.array(length, dtype=np.int64)
         nodes = np.array(nodes, dtype=np.int64)
-        if max_switches > 0 or _connected(topo.num_npus, nodes[np.cumsum(length + 1) - (length + 1)],
-                                          nodes[np.cumsum(length + 1) - 1]):
+        last = np.cumsum(length + 1) - 1                  # each path's last node
+        if max_switches > 0 or _connected(topo.num_npus, nodes[last - length], nodes[last]):
             return m, length, nodes, np.array(links, dtype=np.int64)
     raise SolverError(f"{topo.name!r}: some NPU reaches another only through more than "
                       f"{MAX_ROUTE_SWITCHES} switches")

@@ -46,7 +46,7 @@ from tacos_bench.errors import TacosError
 from tacos_bench.faults import Fault, FaultState, collector_of, row_link_pairs
 from tacos_bench.graph import shortest_path_tree
 from tacos_bench.problem import Problem
-from tacos_bench.schedule import COPY, REDUCE, Schedule
+from tacos_bench.schedule import COPY, REDUCE, Schedule, route_column_of
 
 from .compose import earliest_idle, fit_copies, link_last_use, mirrored
 from .detour_reducing import _Steps
@@ -382,12 +382,6 @@ def _rows_schedule(rows: list, fabric: bool) -> Schedule:
     if not rows:
         return Schedule.empty()
     c, u, v, a, b, r = (list(x) for x in zip(*rows))
-    route = None
-    if fabric:
-        from tacos_bench.schedule import route_column
-
-        names = sorted(set(r))
-        code = {x: k for k, x in enumerate(names)}
-        route = route_column(np.asarray(names, dtype=object), np.asarray([code[x] for x in r], np.int64))
+    route = route_column_of(r) if fabric else None
     return Schedule(np.asarray(c), np.asarray(u), np.asarray(v), np.asarray(a, np.float64), np.asarray(b, np.float64),
                     np.full(len(rows), REDUCE, np.int8), route=route)

@@ -482,3 +482,13 @@ def route_column(routes, codes) -> _Routes:
     """
     return _Routes(_normalized_routes(routes)[np.asarray(codes, dtype=np.int64)])
 
+
+
+def route_column_of(names) -> _Routes:
+    """A route column from each row's route name (the distinct names normalized once, as :func:`route_column`).
+
+    >>> route_column_of(["0>2>1", "", "0>2>1"]).values.tolist()
+    ['0>2>1', '', '0>2>1']
+    """
+    routes, codes = np.unique(np.asarray(names, dtype=object), return_inverse=True)
+    return route_column(routes, codes)

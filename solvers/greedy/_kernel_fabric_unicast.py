@@ -78,6 +78,16 @@ def _first_valid(u, v, d, bits, head, off, pos_chunk, has, coming, moving, use_m
 
 
 @njit(cache=True, inline="always")
+def _before(a, k, c, a2, k2, c2):
+    """A hop's offer ``(lead, key, chunk)`` before the second one: the order its best chunk is chosen in."""
+    if a != a2:
+        return a < a2
+    if k != k2:
+        return k < k2
+    return c < c2
+
+
+@njit(cache=True, inline="always")
 def _scan_chunk(h, v, use_moving, hsrc, qual_ptr, qual_d, bits, head, off, pos_chunk, has, coming, moving, key,
                 routed, rptr, rnode, ent_f):
     """The chunk hop ``h`` would bring ``v`` and its score ``(lead, key)`` (the hop's duration is the score's
@@ -100,7 +110,7 @@ def _scan_chunk(h, v, use_moving, hsrc, qual_ptr, qual_d, bits, head, off, pos_c
         if c < 0:
             continue
         k = key[c]
-        if best_c < 0 or a < best_a or (a == best_a and (k < best_k or (k == best_k and c < best_c))):
+        if best_c < 0 or _before(a, k, c, best_a, best_k, best_c):
             best_c = c
             best_a = a
             best_k = k
@@ -122,7 +132,7 @@ def _scan_heads(h, v, u, qual_ptr, ent_i, ent_f, has, coming, routed, rptr, rnod
             continue
         a = ent_f[0, j]
         k = ent_f[1, j]
-        if best_c < 0 or a < best_a or (a == best_a and (k < best_k or (k == best_k and c < best_c))):
+        if best_c < 0 or _before(a, k, c, best_a, best_k, best_c):
             best_c = c
             best_a = a
             best_k = k
@@ -430,7 +440,7 @@ def fabric_unicast_kernel(n, C, init_v, init_c, init_t, src_of, dst_of, need_c, 
             a = ent_f[0, j]
             ma = memo_f[0, h]
             mk = memo_f[1, h]
-            if mc < 0 or a < ma or (a == ma and (km < mk or (km == mk and moved < mc))):
+            if mc < 0 or _before(a, km, moved, ma, mk, mc):
                 if _may_go(moved, u, hdst[h], has, coming, routed, rptr, rnode):
                     memo_i[0, h] = moved
                     memo_f[0, h] = a

@@ -478,7 +478,7 @@ def _compiled_unicast(problem: Problem, hops: Hops, key, rng, rarest: bool, rout
 
     topo = problem.topology
     n, C, L = problem.num_npus, problem.num_chunks, topo.num_links
-    arr = _hop_arrays(topo, hops)
+    arr = _hop_arrays(hops)
     busy0 = np.full(L + 1, -np.inf)
     busy0[:L] = 0.0 if link_free is None else np.asarray(link_free, dtype=np.float64)
     hv, hc, ht, need_c = holds
@@ -525,12 +525,9 @@ def _route_csr(route_next, src_of, C: int) -> tuple[np.ndarray, np.ndarray]:
     return np.array(ptr, np.int64), np.array(nodes, np.int64)
 
 
-def _hop_arrays(topo, hops: Hops) -> dict:
+def _hop_arrays(hops: Hops) -> dict:
     """The hop structure both kernels read: CSR of hops into each NPU, segments and their rows' ends."""
-    n = topo.num_npus
-    into_idx = np.argsort(hops.dst, kind="stable").astype(np.int64)     # (each NPU's hops in id order)
-    into_ptr = np.zeros(n + 1, dtype=np.int64)
-    into_ptr[1:] = np.cumsum(np.bincount(hops.dst, minlength=n))
+    into_ptr, into_idx = hops.into_csr
     seg_ptr, seg_start_node, seg_dst, _, _, seg_route = segment_table(hops)
     return dict(hlen=hops.hlen, into_ptr=into_ptr, into_idx=into_idx, seg_ptr=seg_ptr, seg_a=hops.seg_a,
                 seg_b=hops.seg_b, seg_start_node=seg_start_node, seg_src=seg_start_node, seg_dst=seg_dst,
@@ -541,7 +538,7 @@ def _kernel_arrays(topo, hops: Hops) -> dict:
     """The hop structure as the multicast kernel's arrays: :func:`_hop_arrays`, multicast branch groups (hops
     from one sender that share their links up to their first multicast switch), faster senders."""
     H, n = len(hops), topo.num_npus
-    out = _hop_arrays(topo, hops)
+    out = _hop_arrays(hops)
     mc = np.zeros(topo.num_nodes, dtype=bool)
     for i, sw in enumerate(topo.switches):
         mc[n + i] = sw.multicast
