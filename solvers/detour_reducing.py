@@ -305,8 +305,8 @@ def _place(problem: Problem, rows: list, state: FaultState, extra_deps: dict, T:
 
 def _ops(problem: Problem, sched: Schedule, state: FaultState) -> Schedule:
     """A reduce row's op by the contributions: into an NPU that has not sent the chunk on yet when it lands (its
-    own send comes later, or it is the collector) a reduce; into one that has, its first arrival a copy (it
-    replaces the stale partial sum) and the later ones a reduce."""
+    own send comes later, or it sends none: the collector, or where a plan's reduction ends) a reduce; into one
+    that has, its first arrival a copy (it replaces the stale partial sum) and the later ones a reduce."""
     col = collector_of(problem)
     sends: dict = {}
     for u, c, t, o in zip(sched.src.tolist(), sched.chunk.tolist(), sched.start_us.tolist(), sched.op.tolist()):
@@ -319,7 +319,8 @@ def _ops(problem: Problem, sched: Schedule, state: FaultState) -> Schedule:
         if op[i] != REDUCE:
             continue
         v, c = int(sched.dst[i]), int(sched.chunk[i])
-        still = (v, c) in live and (v == int(col[c]) or sends.get((v, c), -np.inf) >= float(sched.end_us[i]))
+        # where the reduction completes (the collector, or wherever the healthy plan ends it) sends none on
+        still = (v, c) in live and (v == int(col[c]) or sends.get((v, c), np.inf) >= float(sched.end_us[i]))
         if not still:
             if (v, c) not in seen:   # the first arrival since it sent its own: it replaces the stale sum
                 op[i] = COPY

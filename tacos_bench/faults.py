@@ -486,7 +486,8 @@ def collector_of(problem: Problem) -> np.ndarray:
 
 def reduce_pieces(problem: Problem, executed: Schedule) -> tuple[dict, np.ndarray, np.ndarray, np.ndarray]:
     """The state of a reducing collective after ``executed`` (replayed as the verifier does): per chunk not yet
-    whole at its collector (:func:`collector_of`), its pieces ``[(npu, bitmask, ready), ...]``: the partial sums
+    whole at its collector (:func:`collector_of`; for an All-Reduce, at any NPU: a reduction may complete at
+    another NPU, e.g. ``greedy_plus``'s group trees), its pieces ``[(npu, bitmask, ready), ...]``: the partial sums
     of the NPUs that hold some and sent none of them on (an NPU's reduce of a chunk sends everything it holds);
     and ``(npu, chunk, time)`` of every whole chunk held. Raises :class:`ConfigError` when the pieces are not a
     partition of the contributions (the schedule relayed partial sums in a way a resume cannot take apart)."""
@@ -516,13 +517,16 @@ def reduce_pieces(problem: Problem, executed: Schedule) -> tuple[dict, np.ndarra
             state[v][c] = payload[i] if op[i] != REDUCE else state[v][c] | payload[i]
             ready[v, c] = max(ready[v, c], float(executed.end_us[i]))
     col = collector_of(problem)
+    every = np.asarray(problem.destinations, np.int64) < 0   # All-Reduce: whole anywhere is reduced
     pieces: dict = {}
     hv, hc, ht = [], [], []
     for c in range(C):
+        whole = False
         for v in range(n):
             if state[v][c] == full:
                 hv.append(v), hc.append(c), ht.append(ready[v, c])
-        if state[int(col[c])][c] == full:
+                whole = True
+        if state[int(col[c])][c] == full or (whole and every[c]):
             continue
         own = [(v, state[v][c], float(ready[v, c])) for v in range(n) if not sent[v, c] and state[v][c] != full]
         union = 0

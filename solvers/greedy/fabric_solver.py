@@ -418,6 +418,42 @@ class InSwitchPipeline(Candidate):
         return sharp_all_reduce(problem)
 
 
+class GroupTreesCandidate(Candidate):
+    """All-Reduce on a fabric of switch groups whose switches reduce and multicast (DGX-like nodes): each chunk
+    reduced in every group, combined between groups on the positions that free first, and spread again
+    (:mod:`solvers.greedy.group_trees`; each of its priorities, the faster kept), up to ``group_tree_max_pairs``
+    chunks x groups."""
+
+    name = "group_trees"
+    switch = "group_tree_candidate"
+    budget = ("group_tree_max_pairs",)
+
+    def applies(self, problem, ctx):
+        from .group_trees import group_layout
+
+        if problem.kind != ALL_REDUCE or problem.collective.general:
+            return f"All-Reduce only (this is {problem.kind})"
+        found = group_layout(problem.topology)
+        if isinstance(found, str):
+            return found
+        pairs = problem.num_chunks * len(found[0])
+        if pairs > ctx.opts.group_tree_max_pairs:
+            return f"{problem.num_chunks} chunks x {len(found[0])} groups > group_tree_max_pairs " \
+                   f"({ctx.opts.group_tree_max_pairs})"
+        return None
+
+    def run(self, problem, ctx):
+        from .group_trees import PRIORITIES, group_trees_all_reduce
+
+        best = None
+        for priority in PRIORITIES:
+            s = group_trees_all_reduce(problem, priority)
+            ctx.point(s.makespan_us)
+            if best is None or s.makespan_us < best.makespan_us:
+                best, ctx.notes["group_trees_priority"] = s, priority
+        return best
+
+
 def deliveries(problem: Problem) -> int:
     """The (NPU, chunk) pairs ``problem`` delivers per phase: NPUs x chunks, chunks for a unicast collective, the
     required (destination, chunk) pairs of a chunk table."""
@@ -482,7 +518,7 @@ def baseline_candidates() -> tuple[Baseline, ...]:
 def fabric_candidates() -> tuple[Candidate, ...]:
     """The fabric portfolio, in run (and tie) order."""
     return (RailsCandidate(), RailSlots(), FabricRules(), SubsetTrees(), ListCandidate(), InSwitchInterleaved(),
-            InSwitchPipeline(), FabricTacos()) + baseline_candidates()
+            InSwitchPipeline(), GroupTreesCandidate(), FabricTacos()) + baseline_candidates()
 
 
 _LOADED: dict[str, float] = {}

@@ -188,6 +188,12 @@ class GreedyOptions(SolverOptions):
                                               "All-Gather, each node spreading the rails' arrivals over its own "
                                               "switch as they land; solvers.greedy.rails), the faster kept, "
                                               "from rails_min_pairs NPUs x chunks on")
+    group_tree_candidate: bool = option(False, doc="All-Reduce on a fabric of switch groups whose switches reduce "
+                                                   "and multicast (DGX-like nodes): also reduce each chunk in "
+                                                   "every group, combine it between groups on the positions that "
+                                                   "free first (through a slow group when exactly one is slower) "
+                                                   "and spread it again (solvers.greedy.group_trees), the faster kept, "
+                                                   "up to group_tree_max_pairs chunks x groups")
     rail_slot_candidate: bool = option(False, doc="a chunk table (MoE dispatch and combine, All-to-Allv) on a "
                                                   "rail-optimized fabric: also run it in NIC slots first (each "
                                                   "chunk across to a node once on its rail, the slots a matching "
@@ -228,6 +234,8 @@ class GreedyOptions(SolverOptions):
                                                               "(NPU, chunk) receipts x hops in all its runs (one "
                                                               "run at least; on a fabric both phases of an "
                                                               "All-Reduce)")
+    group_tree_max_pairs: int = option(2048, minimum=0, doc="budget of candidate group_trees: at most this many "
+                                                            "chunks x switch groups (about 1 ms each)")
     rails_min_pairs: int = option(0, minimum=0, doc="candidate rails runs on problems of at least this many NPUs x "
                                                     "chunks (0: every size)")
     baseline_max_deliveries: int = option(BASELINE_CANDIDATE_MAX_DELIVERIES, minimum=0,
@@ -314,6 +322,11 @@ class GreedyPlusOptions(GreedyOptions):
     rails_candidate: bool = option(True, doc="also run the rail decomposition first, the faster kept (see greedy)")
     # MoE dispatch on dgx_h100x4 (16 tokens a GPU): 1.03-1.05x the bound at Gini 0.1-0.4, where the multicast
     # trees end 1.01-1.33x; the 64-GPU layer of 512 tokens 1.010x in about a second (docs/studies/moe.md)
+    # a DGX-like node's NICs at half speed (dgx_h100x4, All-Reduce 1 GiB): 1.26x the bound where Reduce-Scatter
+    # then All-Gather ends 1.51x; two nodes with four of eight rails at half speed 1.095x (1.151x)
+    # (docs/faults.md)
+    group_tree_candidate: bool = option(True, doc="also run the group trees All-Reduce, the faster kept (see "
+                                                  "greedy)")
     rail_slot_candidate: bool = option(True, doc="also run chunk tables in NIC slots first, the faster kept "
                                                  "(see greedy)")
     subset_tree_candidate: bool = option(True, doc="chunk tables multicasting to subsets: also run multicast "

@@ -1,0 +1,488 @@
+"""All-Reduce by trees over switch groups (``greedy_plus`` candidate ``group_trees``).
+
+On a fabric whose NPUs split into switch groups of one size (a DGX-like node: GPUs on an NVSwitch that reduces
+and multicasts), every chunk is reduced inside each group by the switch, combined between groups over their
+outside links (on a rail cluster the NICs), and multicast inside each group again. Each chunk crosses every
+group's cut once each way: Reduce-Scatter then All-Gather with its owner in a group makes the owner's group
+take the other groups' parts in and send the sum out in two phases, on the owner's links alone. Here the
+crossings of a chunk use whichever position (rail) frees first, so a cluster whose rails, or whose nodes, run at
+unequal speeds spreads its chunks over them by their speed.
+
+For each chunk a tree over the groups:
+
+* *star* at a root group ``A``: every other group reduces the chunk to one member, which sends it to the member
+  of ``A`` at the same position (the rail); ``A`` reduces what landed with its own part, multicasts the sum
+  inside, and sends it back to each other group, which multicasts it inside;
+* *through the slow group* (when exactly one group's cut is slower than the others', e.g. a node whose NICs run
+  at half speed): the other groups first combine theirs at a group ``h`` as above, ``h`` sends that sum to the
+  slow group, which adds its own part and sends the whole chunk back to ``h``, which spreads it.
+
+The slow group's NICs carry each chunk once out and once in either way. On each of its NICs the chunks go in
+a planned order: the stars' exports first and the other kind's exports last; its imports the other way round,
+so both directions of every slow NIC are busy from the first chunk to the last (docs/faults.md).
+
+Operations are placed by a list schedule with insertion: in order of their latest start (a backward pass over
+the operations' nominal times) as their predecessors are placed, each at the earliest time its links are idle
+for its duration, at the position whose links free first where the plan leaves it open. Cut-through switches
+only.
+
+Examples
+--------
+>>> from tacos_bench import Collective, Problem
+>>> from tacos_bench.topology.fabrics import rail_cluster
+>>> from tacos_bench.verify import verify
+>>> t = rail_cluster(3, 4, nvlink_GiBps=400.0, nic_GiBps=50.0, nvswitch_multicast=True, nvswitch_reduce=True)
+>>> p = Problem(t, Collective("all_reduce", 1, 64))
+>>> verify(p, group_trees_all_reduce(p)).valid
+True
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from typing import Callable
+
+import numpy as np
+
+from tacos_bench.collective import ALL_REDUCE
+from tacos_bench.cost import BYTES_PER_GIB
+from tacos_bench.errors import SolverError
+from tacos_bench.problem import Problem
+from tacos_bench.schedule import COPY, REDUCE, Schedule
+from tacos_bench.topology import CUT_THROUGH, Topology
+
+__all__ = ["PRIORITIES", "group_layout", "group_trees_all_reduce"]
+
+_REL = 1e-9
+
+
+def group_layout(topo: Topology) -> tuple[list[int], list[list[int]]] | str:
+    """The switch groups of the trees: ``(switches, members)`` with ``members[g]`` in id order, for the first
+    partition of the NPUs into switch groups of one size whose switches reduce and multicast and whose members
+    at each position are joined by a link through one switch outside; or why there is none."""
+    from tacos_bench.bounds.fabric import _partitions
+
+    if not topo.is_fabric:
+        return "point-to-point links: no switch groups"
+    if any(topo.switch(s).mode != CUT_THROUGH for s in range(topo.num_npus, topo.num_nodes)):
+        return "a store-and-forward switch"
+    n = topo.num_npus
+    for family in _partitions(topo):
+        sw = [int(X[0]) for X in family]
+        if sw[0] < n or not all(topo.switch(s).reduce and topo.switch(s).multicast for s in sw):
+            continue
+        mem = [sorted(int(v) for v in X[1:]) for X in family]
+        if _positions_joined(topo, mem):
+            return sw, mem
+    return "no switch groups of one size whose switches reduce and multicast, joined position by position"
+
+
+def _positions_joined(topo: Topology, mem: list[list[int]]) -> bool:
+    for q in range(len(mem[0])):
+        for a in mem:
+            for b in mem:
+                if a is not b and _rail_switch(topo, a[q], b[q]) is None:
+                    return False
+    return True
+
+
+def _rail_switch(topo: Topology, u: int, v: int) -> int | None:
+    """A switch ``s`` with links ``u -> s -> v`` (the first in id order), or None."""
+    sw = np.arange(topo.num_npus, topo.num_nodes)
+    both = np.flatnonzero((topo.link_ids(np.full(sw.size, u), sw) >= 0) & (topo.link_ids(sw, np.full(sw.size, v)) >= 0))
+    return int(sw[both[0]]) if both.size else None
+
+
+class _Net:
+    """The links' reservations and the routes ``u > s > v`` through one switch."""
+
+    def __init__(self, topo: Topology, chunk_bytes: int):
+        self.topo, self.bytes = topo, chunk_bytes
+        self.busy: list[list[tuple[float, float]]] = [[] for _ in range(topo.num_links)]
+        self._via: dict[tuple[int, int, int], tuple[list[int], float, str]] = {}
+
+    def via(self, u: int, s: int, v: int) -> tuple[list[int], float, str]:
+        """Links, duration and route of ``u > s > v`` (the chunk at the slower link, plus both latencies)."""
+        key = (u, s, v)
+        got = self._via.get(key)
+        if got is None:
+            t = self.topo
+            a, b = t.link_id(u, s), t.link_id(s, v)
+            bw = min(float(t.bw_GiBps[a]), float(t.bw_GiBps[b]))
+            dur = float(t.lat_us[a] + t.lat_us[b]) + self.bytes / (bw * BYTES_PER_GIB / 1e6)
+            got = self._via[key] = ([a, b], dur, f"{u}>{s}>{v}")
+        return got
+
+    def at(self, links: list[int], s: float, dur: float) -> float:
+        """The earliest start ``>= s`` at which every link of ``links`` is idle for ``dur``."""
+        moved = True
+        while moved:
+            moved = False
+            for lk in links:
+                busy = self.busy[lk]
+                i = max(bisect.bisect_right(busy, (s, np.inf)) - 1, 0)
+                while i < len(busy):
+                    a, b = busy[i]
+                    tol = _REL * (abs(s) + dur + 1.0)
+                    if a >= s + dur - tol:
+                        break
+                    if s < b - tol:
+                        s, moved = b, True
+                    i += 1
+        return s
+
+    def take(self, links: list[int], s: float, e: float) -> None:
+        for lk in links:
+            bisect.insort(self.busy[lk], (s, e))
+
+
+class _Op:
+    """One placement: stages (rows that start and end together: a reduction or multicast inside a group, or
+    one transfer) in sequence, chosen among ``alternatives()`` -> ``[(ready, stages, info)]`` with stages
+    ``[(links, dur, rows)]`` and rows ``(u, v, route, op)``."""
+
+    __slots__ = ("alternatives", "chunk", "preds", "nominal", "latest", "info", "start", "end", "placed",
+                 "waiting", "users", "lane", "rank")
+
+    def __init__(self, alternatives: Callable, chunk: int, preds, nominal: float):
+        self.alternatives, self.chunk, self.preds, self.nominal = alternatives, chunk, list(preds), nominal
+        self.latest = 0.0
+        self.info = None
+        self.start = self.end = None
+        self.placed: list = []
+        self.waiting = 0
+        self.users: list[_Op] = []
+        self.lane = False
+        self.rank = 1
+
+
+def _choose(net: _Net, op: _Op):
+    """The alternative of ``op`` that ends first: ``(end, stages, spans, info)``."""
+    best = None
+    for ready, stages, info in op.alternatives():
+        t, spans = ready, []
+        for links, dur, rows in stages:
+            s = net.at(links, t, dur)
+            spans.append((s, s + dur))
+            t = s + dur
+        if best is None or t < best[0] - _REL * max(1.0, t):
+            best = (t, stages, spans, info)
+    if best is None:
+        raise SolverError("group trees: an operation has no route")
+    return best
+
+
+def _commit(net: _Net, op: _Op, best) -> None:
+    t, stages, spans, op.info = best
+    op.start, op.end = spans[0][0], t
+    for (links, dur, rows), (s, e) in zip(stages, spans):
+        net.take(links, s, e)
+        op.placed.append((s, e, rows))
+
+
+PRIORITIES = ("critical", "blended")
+_BLEND = 0.3   # the blended priority's weight on the earliest start (0.3: best of 0.3, 0.6 on the faults study)
+
+
+def _run(net: _Net, ops: list[_Op], priority: str) -> None:
+    """Place every operation, the one of least priority value first among those whose predecessors are placed.
+
+    ``critical``: the operations on a slow group's NICs and those they wait for first, then the rest, each by
+    its latest start (a backward pass over nominal times); ``blended``: every operation by a blend of its
+    earliest and latest start (the operations off the critical path, e.g. spreading a finished chunk, come
+    earlier than their latest start would put them)."""
+    for op in ops:
+        op.preds = list({id(p): p for p in op.preds}.values())
+        op.waiting = len(op.preds)
+        for p in op.preds:
+            p.users.append(op)
+    order = _topological(ops)
+    for op in reversed(order):
+        op.latest = min((u.latest for u in op.users), default=0.0) - op.nominal
+    if priority == "critical":
+        stack = [op for op in ops if op.lane]
+        while stack:
+            op = stack.pop()
+            if op.rank:
+                op.rank = 0
+                stack.extend(op.preds)
+    else:
+        early: dict[int, float] = {}
+        for op in order:
+            early[id(op)] = max((early[id(p)] + p.nominal for p in op.preds), default=0.0)
+        span = max(early[id(op)] + op.nominal for op in ops)
+        for op in ops:
+            op.rank = 0
+            op.latest = _BLEND * early[id(op)] + (1 - _BLEND) * (op.latest + span)
+    seq = {id(op): i for i, op in enumerate(ops)}
+    heap = [(op.rank, op.latest, seq[id(op)], op) for op in ops if op.waiting == 0]
+    heapq.heapify(heap)
+    done = 0
+    while heap:
+        op = heapq.heappop(heap)[-1]
+        _commit(net, op, _choose(net, op))
+        done += 1
+        for u in op.users:
+            u.waiting -= 1
+            if u.waiting == 0:
+                heapq.heappush(heap, (u.rank, u.latest, seq[id(u)], u))
+    if done != len(ops):
+        raise SolverError("group trees: operations left unplaced (a dependency cycle)")
+
+
+def _topological(ops: list[_Op]) -> list[_Op]:
+    left = {id(op): len(op.preds) for op in ops}
+    out = [op for op in ops if left[id(op)] == 0]
+    i = 0
+    while i < len(out):
+        for u in out[i].users:
+            left[id(u)] -= 1
+            if left[id(u)] == 0:
+                out.append(u)
+        i += 1
+    if len(out) != len(ops):
+        raise SolverError("group trees: a dependency cycle")
+    return out
+
+
+def group_trees_all_reduce(problem: Problem, priority: str = "critical") -> Schedule:
+    """The group-tree All-Reduce of ``problem`` (see the module docstring), its operations placed in the order
+    ``priority`` (one of :data:`PRIORITIES`, see :func:`_run`).
+
+    Raises
+    ------
+    SolverError
+        When ``problem`` is not an All-Reduce of every NPU on a fabric of such switch groups.
+    """
+    if problem.kind != ALL_REDUCE or problem.collective.general:
+        raise SolverError(f"group trees: an All-Reduce, not {problem.kind}")
+    topo = problem.topology
+    found = group_layout(topo)
+    if isinstance(found, str):
+        raise SolverError(f"group trees on {topo.name}: {found}")
+    if priority not in PRIORITIES:
+        raise SolverError(f"group trees: priority {priority!r} is not one of {', '.join(PRIORITIES)}")
+    return _Trees(problem, *found).schedule(priority)
+
+
+class _Trees:
+    def __init__(self, problem: Problem, sw: list[int], mem: list[list[int]]):
+        self.problem, self.sw, self.mem = problem, sw, mem
+        topo = problem.topology
+        self.net = _Net(topo, problem.chunk_bytes)
+        self.G, self.m = len(mem), len(mem[0])
+        self.rail = {}
+        for a in range(self.G):
+            for b in range(self.G):
+                if a != b:
+                    for q in range(self.m):
+                        u, v = mem[a][q], mem[b][q]
+                        self.rail[a, b, q] = self.net.via(u, _rail_switch(topo, u, v), v)
+        # a group's cut: its positions' chunk times out, and its capacity (chunks per µs)
+        self.out_us = np.array([[min(self.rail[a, b, q][1] for b in range(self.G) if b != a)
+                                 for q in range(self.m)] for a in range(self.G)])
+        self.in_us = np.array([[min(self.rail[b, a, q][1] for b in range(self.G) if b != a)
+                                for q in range(self.m)] for a in range(self.G)])
+        cap = np.minimum((1 / self.out_us).sum(1), (1 / self.in_us).sum(1))
+        slow = np.flatnonzero(cap < cap.max() * (1 - 1e-6))
+        self.slow = int(slow[0]) if slow.size == 1 and self.G >= 3 else None
+        self.ops: list[_Op] = []
+        self._inside_memo: dict = {}
+
+    # --- operations -----------------------------------------------------------------------------------
+    def _op(self, alts, c, preds, nominal) -> _Op:
+        op = _Op(alts, c, preds, nominal)
+        self.ops.append(op)
+        return op
+
+    def _inside(self, g: int, root: int, code: int) -> tuple[list[int], float, list]:
+        """The stage of group ``g``'s switch: every other member to ``root`` (``REDUCE``) or ``root`` to every
+        other member (``COPY``)."""
+        key = (g, root, code)
+        if key in self._inside_memo:
+            return self._inside_memo[key]
+        s, parts, rows = self.sw[g], [], []
+        for u in self.mem[g]:
+            if u != root:
+                a, b = (u, root) if code == REDUCE else (root, u)
+                links, dur, route = self.net.via(a, s, b)
+                parts.append((links, dur))
+                rows.append((a, b, route, code))
+        links = sorted({lk for p in parts for lk in p[0]})
+        got = self._inside_memo[key] = (links, max((p[1] for p in parts), default=0.0), rows)
+        return got
+
+    def reduce_send(self, c: int, g: int, to: int, positions, code: int, preds=(), ready=lambda: 0.0) -> _Op:
+        """Group ``g`` reduces chunk ``c`` to its member at a position, which sends it to ``to``'s member at
+        that position, after ``preds`` (the position whose links free first, among ``positions``)."""
+        mem = self.mem
+
+        def alts():
+            out = []
+            for q in positions:
+                links, dur, route = self.rail[g, to, q]
+                out.append((ready(), [self._inside(g, mem[g][q], REDUCE),
+                                      (links, dur, [(mem[g][q], mem[to][q], route, code)])], q))
+            return out
+
+        nominal = float(np.mean([self.rail[g, to, q][1] for q in positions])) + self._inside(g, mem[g][0], REDUCE)[1]
+        return self._op(alts, c, preds, nominal)
+
+    def reduce_at(self, c: int, g: int, positions, preds=()) -> _Op:
+        """Group ``g`` reduces chunk ``c`` to its member at one of ``positions`` (the one free first), after
+        ``preds``."""
+        def alts():
+            ready = max((p.end for p in preds), default=0.0)
+            return [(ready, [self._inside(g, self.mem[g][q], REDUCE)], q) for q in positions]
+        return self._op(alts, c, preds, self._inside(g, self.mem[g][0], REDUCE)[1])
+
+    def send(self, c: int, g: int, to: int, q: int, code: Callable | int, ready: Callable, preds) -> _Op:
+        """Chunk ``c`` from ``g``'s member at position ``q`` to ``to``'s."""
+        def alts():
+            links, dur, route = self.rail[g, to, q]
+            return [(ready(), [(links, dur, [(self.mem[g][q], self.mem[to][q], route,
+                                              code() if callable(code) else code)])], q)]
+        return self._op(alts, c, preds, self.rail[g, to, q][1])
+
+    def spread(self, c: int, g: int, q: Callable, ready: Callable, preds) -> _Op:
+        """Group ``g`` multicasts chunk ``c`` from its member at position ``q()``."""
+        def alts():
+            pos = q()
+            return [(ready(), [self._inside(g, self.mem[g][pos], COPY)], pos)]
+        return self._op(alts, c, preds, self._inside(g, self.mem[g][0], COPY)[1])
+
+    def fan_out(self, c: int, src: int, to: list[int], held: Callable, preds) -> None:
+        """Groups ``to`` get chunk ``c``'s sum from group ``src``, whose member at position ``p`` holds it from
+        ``held()[0]`` and every member from ``held()[1]``: each at the position that frees first, then multicast
+        inside."""
+        for y in to:
+            def alts(y=y):
+                (p, t_p), t_all = held()
+                out = []
+                for q in range(self.m):
+                    links, dur, route = self.rail[src, y, q]
+                    out.append((t_p if q == p else t_all,
+                                [(links, dur, [(self.mem[src][q], self.mem[y][q], route, COPY)])], q))
+                return out
+            nominal = float(np.mean([self.rail[src, y, q][1] for q in range(self.m)]))
+            land = self._op(alts, c, preds, nominal)
+            self.spread(c, y, lambda land=land: land.info, lambda land=land: land.end, [land])
+
+    # --- the plan -------------------------------------------------------------------------------------
+    def schedule(self, priority: str) -> Schedule:
+        C = self.problem.num_chunks
+        healthy = [g for g in range(self.G) if g != self.slow]
+        if self.slow is None:
+            for c in range(C):
+                self.star(c, healthy[c % len(healthy)], None)
+        else:
+            self.through_slow_group(C, healthy)
+        _run(self.net, self.ops, priority)
+        return self._rows()
+
+    def star(self, c: int, A: int, slow_lane: tuple | None) -> None:
+        """Chunk ``c`` reduced at root group ``A``; ``slow_lane = (q, export_after, import_after)`` fixes the
+        slow group's position and the operations its export and import follow on that NIC."""
+        S = self.slow
+        ups = []
+        for g in range(self.G):
+            if g != A and g != S:
+                ups.append(self.reduce_send(c, g, A, range(self.m), REDUCE))
+        if slow_lane is None:
+            red = self.reduce_at(c, A, range(self.m), ups)
+            exp = None
+        else:
+            pos, after_out, after_in = slow_lane
+            s_red = self.reduce_at(c, S, [pos])
+            exp = self.send(c, S, A, pos, REDUCE, lambda s_red=s_red, a=after_out: max(
+                s_red.end, a.end if a is not None else 0.0), [s_red] + ([after_out] if after_out else []))
+            red = self.reduce_at(c, A, [pos], ups)
+        have = [red] + ([exp] if exp is not None else [])
+
+        def at_p(have=have):
+            return max(o.end for o in have)
+        mc = self.spread(c, A, lambda red=red: red.info, at_p, have)
+        to = [g for g in range(self.G) if g != A and g != S]
+        self.fan_out(c, A, to, lambda red=red, mc=mc: ((red.info, at_p()), mc.end), [mc])
+        if slow_lane is not None:
+            after_in = slow_lane[2]
+            imp = self.send(c, A, S, pos, COPY, lambda a=after_in: max(at_p(), a.end if a is not None else 0.0),
+                            have + ([after_in] if after_in else []))
+            self.spread(c, S, lambda pos=pos: pos, lambda imp=imp: imp.end, [imp])
+            exp.lane = imp.lane = True
+            self._last = (exp, imp)
+
+    def through(self, c: int, h: int, q: int, after_in, after_out) -> None:
+        """Chunk ``c`` combined at healthy group ``h``, sent to the slow group at position ``q`` (after
+        ``after_in`` on that NIC), completed there and sent back (after ``after_out``), then spread."""
+        S = self.slow
+        ups = [self.reduce_send(c, g, h, range(self.m), REDUCE) for g in range(self.G) if g not in (h, S)]
+        red = self.reduce_at(c, h, [q], ups)
+        exp = self.send(c, h, S, q, REDUCE, lambda: max(red.end, after_in.end if after_in else 0.0),
+                        [red] + ([after_in] if after_in else []))
+        s_red = self.reduce_at(c, S, [q])
+        whole = [exp, s_red]
+
+        def at_q():
+            return max(o.end for o in whole)
+        self.spread(c, S, lambda: q, at_q, whole)
+        back = self.send(c, S, h, q, COPY, lambda: max(at_q(), after_out.end if after_out else 0.0),
+                         whole + ([after_out] if after_out else []))
+        mc = self.spread(c, h, lambda: q, lambda: back.end, [back])
+        to = [g for g in range(self.G) if g not in (h, S)]
+        self.fan_out(c, h, to, lambda: ((q, back.end), mc.end), [mc])
+        back.lane = exp.lane = True
+        self._last = (back, exp)
+
+    def through_slow_group(self, C: int, healthy: list[int]) -> None:
+        """Chunks to the slow group's positions by their speed; on each position the first half of its chunks
+        as stars (export, later import) and the rest through the slow group (import, then export back)."""
+        S, m = self.slow, self.m
+        per = np.maximum(self.out_us[S], self.in_us[S])
+        count = np.zeros(m, dtype=np.int64)
+        lane: list[list[int]] = [[] for _ in range(m)]
+        for c in range(C):
+            q = int(np.argmin((count + 1) * per))
+            count[q] += 1
+            lane[q].append(c)
+        k = 0
+        for q in range(m):
+            chunks = lane[q]
+            n_star = len(chunks) - len(chunks) // 2
+            stars, thru = chunks[:n_star], chunks[n_star:]
+            # out order: stars' exports, then the through chunks' returns; in order: through imports, then stars
+            last_out = last_in = None
+            t_ops = []
+            for c in thru:
+                h = healthy[k % len(healthy)]
+                k += 1
+                self.through(c, h, q, last_in, None)
+                back, exp = self._last
+                last_in = exp
+                t_ops.append(back)
+            s_ops = []
+            for c in stars:
+                A = healthy[k % len(healthy)]
+                k += 1
+                self.star(c, A, (q, last_out, last_in))
+                last_out, last_in = self._last
+                s_ops.append(last_out)
+            # the through chunks' returns follow the stars' exports on the out direction
+            prev = last_out
+            for back in t_ops:
+                if prev is not None:
+                    back.preds.append(prev)
+                    base = back.alternatives
+
+                    def alts(base=base, prev=prev):
+                        return [(max(r, prev.end), st, i) for r, st, i in base()]
+                    back.alternatives = alts
+                prev = back
+
+    def _rows(self) -> Schedule:
+        rows = [(op.chunk, u, v, s, e, code, route) for op in self.ops for s, e, rs in op.placed
+                for u, v, route, code in rs]
+        c, a, b, s, e, code, r = zip(*rows)
+        return Schedule(np.array(c), np.array(a), np.array(b), np.array(s), np.array(e),
+                        np.array(code, dtype=np.int8), route=list(r)).sorted()
