@@ -421,15 +421,16 @@ class InSwitchPipeline(Candidate):
 class GroupTreesCandidate(Candidate):
     """All-Reduce on a fabric of switch groups whose switches reduce and multicast (DGX-like nodes): each chunk
     reduced in every group, combined between groups on the positions that free first, and spread again
-    (:mod:`solvers.greedy.group_trees`; each of its priorities, the faster kept), up to ``group_tree_max_pairs``
-    chunks x groups."""
+    (:mod:`solvers.greedy.group_trees`; with one group slower than the others each of its priorities, the
+    faster kept), up to ``group_tree_max_pairs`` chunks x groups; not on three or more groups whose links out
+    all run at one speed (the rail decomposition's phase-bound sum was ahead there)."""
 
     name = "group_trees"
     switch = "group_tree_candidate"
     budget = ("group_tree_max_pairs",)
 
     def applies(self, problem, ctx):
-        from .group_trees import group_layout
+        from .group_trees import group_layout, priorities_for
 
         if problem.kind != ALL_REDUCE or problem.collective.general:
             return f"All-Reduce only (this is {problem.kind})"
@@ -440,13 +441,14 @@ class GroupTreesCandidate(Candidate):
         if pairs > ctx.opts.group_tree_max_pairs:
             return f"{problem.num_chunks} chunks x {len(found[0])} groups > group_tree_max_pairs " \
                    f"({ctx.opts.group_tree_max_pairs})"
-        return None
+        why = priorities_for(problem)
+        return why if isinstance(why, str) else None
 
     def run(self, problem, ctx):
-        from .group_trees import PRIORITIES, group_trees_all_reduce
+        from .group_trees import group_trees_all_reduce, priorities_for
 
         best = None
-        for priority in PRIORITIES:
+        for priority in priorities_for(problem):
             s = group_trees_all_reduce(problem, priority)
             ctx.point(s.makespan_us)
             if best is None or s.makespan_us < best.makespan_us:

@@ -52,7 +52,7 @@ from tacos_bench.problem import Problem
 from tacos_bench.schedule import COPY, REDUCE, Schedule
 from tacos_bench.topology import CUT_THROUGH, Topology
 
-__all__ = ["PRIORITIES", "group_layout", "group_trees_all_reduce"]
+__all__ = ["PRIORITIES", "group_layout", "group_trees_all_reduce", "priorities_for"]
 
 _REL = 1e-9
 
@@ -79,19 +79,24 @@ def group_layout(topo: Topology) -> tuple[list[int], list[list[int]]] | str:
 
 
 def _positions_joined(topo: Topology, mem: list[list[int]]) -> bool:
-    for q in range(len(mem[0])):
-        for a in mem:
-            for b in mem:
-                if a is not b and _rail_switch(topo, a[q], b[q]) is None:
-                    return False
-    return True
+    hub = _rail_switches(topo)
+    pos = np.array(mem)                               # groups x positions
+    a, b = pos[:, None, :], pos[None, :, :]           # every ordered pair of groups, position by position
+    off = ~np.eye(len(mem), dtype=bool)[:, :, None]
+    return bool(np.all((hub[a, b] >= 0) | ~off))
 
 
-def _rail_switch(topo: Topology, u: int, v: int) -> int | None:
-    """A switch ``s`` with links ``u -> s -> v`` (the first in id order), or None."""
-    sw = np.arange(topo.num_npus, topo.num_nodes)
-    both = np.flatnonzero((topo.link_ids(np.full(sw.size, u), sw) >= 0) & (topo.link_ids(sw, np.full(sw.size, v)) >= 0))
-    return int(sw[both[0]]) if both.size else None
+def _rail_switches(topo: Topology) -> np.ndarray:
+    """``hub[u, v]``: the first switch ``s`` (in id order) with links ``u -> s -> v`` between NPUs, or -1."""
+    n, S = topo.num_npus, topo.num_nodes - topo.num_npus
+    up = np.zeros((n, S), dtype=bool)
+    down = np.zeros((S, n), dtype=bool)
+    m = (topo.src < n) & (topo.dst >= n)
+    up[topo.src[m], topo.dst[m] - n] = True
+    m = (topo.src >= n) & (topo.dst < n)
+    down[topo.src[m] - n, topo.dst[m]] = True
+    both = up[:, None, :] & down.T[None, :, :]        # u x v x switch
+    return np.where(both.any(2), both.argmax(2) + n, -1)
 
 
 class _Net:
@@ -99,7 +104,8 @@ class _Net:
 
     def __init__(self, topo: Topology, chunk_bytes: int):
         self.topo, self.bytes = topo, chunk_bytes
-        self.busy: list[list[tuple[float, float]]] = [[] for _ in range(topo.num_links)]
+        self.starts: list[list[float]] = [[] for _ in range(topo.num_links)]
+        self.ends: list[list[float]] = [[] for _ in range(topo.num_links)]
         self._via: dict[tuple[int, int, int], tuple[list[int], float, str]] = {}
 
     def via(self, u: int, s: int, v: int) -> tuple[list[int], float, str]:
@@ -115,26 +121,31 @@ class _Net:
         return got
 
     def at(self, links: list[int], s: float, dur: float) -> float:
-        """The earliest start ``>= s`` at which every link of ``links`` is idle for ``dur``."""
+        """The earliest start ``>= s`` at which every link of ``links`` is idle for ``dur`` (a link's
+        reservations are disjoint: in start order they are in end order too)."""
+        starts, ends = self.starts, self.ends
+        tol = _REL * (abs(s) + dur + 1.0)
         moved = True
         while moved:
             moved = False
             for lk in links:
-                busy = self.busy[lk]
-                i = max(bisect.bisect_right(busy, (s, np.inf)) - 1, 0)
-                while i < len(busy):
-                    a, b = busy[i]
-                    tol = _REL * (abs(s) + dur + 1.0)
-                    if a >= s + dur - tol:
-                        break
-                    if s < b - tol:
-                        s, moved = b, True
+                st = starts[lk]
+                if not st:
+                    continue
+                en = ends[lk]
+                i = max(bisect.bisect_right(st, s) - 1, 0)
+                while i < len(st) and st[i] < s + dur - tol:
+                    if s < en[i] - tol:
+                        s, moved = en[i], True
+                        tol = _REL * (abs(s) + dur + 1.0)
                     i += 1
         return s
 
     def take(self, links: list[int], s: float, e: float) -> None:
         for lk in links:
-            bisect.insort(self.busy[lk], (s, e))
+            i = bisect.bisect_right(self.starts[lk], s)
+            self.starts[lk].insert(i, s)
+            self.ends[lk].insert(i, e)
 
 
 class _Op:
@@ -246,6 +257,23 @@ def _topological(ops: list[_Op]) -> list[_Op]:
     return out
 
 
+def priorities_for(problem: Problem) -> tuple[str, ...] | str:
+    """The priorities worth running on ``problem``, or why none is: both when one group is slower than the
+    others (its NICs then have an order to keep), else one (the two placed the same schedules on every case
+    measured). Not on three or more groups whose links to the outside all run at one speed: there Reduce-Scatter
+    then All-Gather (the rail decomposition) reaches the phase-bound sum and the trees were behind it on every
+    rail cluster of docs/rails.md; with two groups they were 0.90-0.91x of it (``dgx_h100x2``)."""
+    found = group_layout(problem.topology)
+    if isinstance(found, str):
+        return found
+    trees = _Trees(problem, *found)
+    if trees.G >= 3 and np.ptp(trees.out_us) <= _REL * trees.out_us.max() and \
+            np.ptp(trees.in_us) <= _REL * trees.in_us.max():
+        return f"{trees.G} groups whose links out all run at one speed (the rail decomposition is at the " \
+               f"phase-bound sum there)"
+    return PRIORITIES if trees.slow is not None else PRIORITIES[:1]
+
+
 def group_trees_all_reduce(problem: Problem, priority: str = "critical") -> Schedule:
     """The group-tree All-Reduce of ``problem`` (see the module docstring), its operations placed in the order
     ``priority`` (one of :data:`PRIORITIES`, see :func:`_run`).
@@ -273,12 +301,13 @@ class _Trees:
         self.net = _Net(topo, problem.chunk_bytes)
         self.G, self.m = len(mem), len(mem[0])
         self.rail = {}
+        hub = _rail_switches(topo)
         for a in range(self.G):
             for b in range(self.G):
                 if a != b:
                     for q in range(self.m):
                         u, v = mem[a][q], mem[b][q]
-                        self.rail[a, b, q] = self.net.via(u, _rail_switch(topo, u, v), v)
+                        self.rail[a, b, q] = self.net.via(u, int(hub[u, v]), v)
         # a group's cut: its positions' chunk times out, and its capacity (chunks per µs)
         self.out_us = np.array([[min(self.rail[a, b, q][1] for b in range(self.G) if b != a)
                                  for q in range(self.m)] for a in range(self.G)])

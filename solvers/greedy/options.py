@@ -192,8 +192,9 @@ class GreedyOptions(SolverOptions):
                                                    "and multicast (DGX-like nodes): also reduce each chunk in "
                                                    "every group, combine it between groups on the positions that "
                                                    "free first (through a slow group when exactly one is slower) "
-                                                   "and spread it again (solvers.greedy.group_trees), the faster kept, "
-                                                   "up to group_tree_max_pairs chunks x groups")
+                                                   "and spread it again (solvers.greedy.group_trees), the faster "
+                                                   "kept, up to group_tree_max_pairs chunks x groups; not on three "
+                                                   "or more groups whose links out all run at one speed")
     rail_slot_candidate: bool = option(False, doc="a chunk table (MoE dispatch and combine, All-to-Allv) on a "
                                                   "rail-optimized fabric: also run it in NIC slots first (each "
                                                   "chunk across to a node once on its rail, the slots a matching "
