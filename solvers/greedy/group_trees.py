@@ -21,10 +21,11 @@ The slow group's NICs carry each chunk once out and once in either way. On each 
 a planned order: the stars' exports first and the other kind's exports last; its imports the other way round,
 so both directions of every slow NIC are busy from the first chunk to the last (docs/faults.md).
 
-Operations are placed by a list schedule with insertion: in order of their latest start (a backward pass over
-the operations' nominal times) as their predecessors are placed, each at the earliest time its links are idle
-for its duration, at the position whose links free first where the plan leaves it open. Cut-through switches
-only.
+Operations are placed by a list schedule with insertion: in a priority order (:data:`PRIORITIES`, :func:`_run`)
+as their predecessors are placed, each at the earliest time its links are idle for its duration, at the position
+whose links free first where the plan leaves it open. Cut-through switches only. Where this stands (docs/faults.md):
+one ``dgx_h100x4`` node's NICs at half speed, 1.26x the All-Reduce bound; the healthy NICs then carry as much as
+the slow ones (the slow transfers hold them at the slow rate) and a greedy order leaves them idle at times.
 
 Examples
 --------
@@ -166,6 +167,17 @@ class _Op:
         self.users: list[_Op] = []
         self.lane = False
         self.rank = 1
+
+    def follow(self, prev: "_Op | None") -> None:
+        """Start no sooner than ``prev`` ends (the next transfer on a NIC whose order is planned)."""
+        if prev is None:
+            return
+        self.preds.append(prev)
+        base = self.alternatives
+
+        def alternatives():
+            return [(max(ready, prev.end), stages, info) for ready, stages, info in base()]
+        self.alternatives = alternatives
 
 
 def _choose(net: _Net, op: _Op):
@@ -404,69 +416,61 @@ class _Trees:
         healthy = [g for g in range(self.G) if g != self.slow]
         if self.slow is None:
             for c in range(C):
-                self.star(c, healthy[c % len(healthy)], None)
+                self.star(c, healthy[c % len(healthy)])
         else:
             self.through_slow_group(C, healthy)
         _run(self.net, self.ops, priority)
         return self._rows()
 
-    def star(self, c: int, A: int, slow_lane: tuple | None) -> None:
-        """Chunk ``c`` reduced at root group ``A``; ``slow_lane = (q, export_after, import_after)`` fixes the
-        slow group's position and the operations its export and import follow on that NIC."""
+    def star(self, c: int, A: int, pos: int | None = None) -> tuple[_Op, _Op] | None:
+        """Chunk ``c`` reduced at root group ``A``; with the slow group, its part exported and the sum imported
+        at position ``pos``: those two transfers, for the caller to order on the slow NIC."""
         S = self.slow
-        ups = []
-        for g in range(self.G):
-            if g != A and g != S:
-                ups.append(self.reduce_send(c, g, A, range(self.m), REDUCE))
-        if slow_lane is None:
+        ups = [self.reduce_send(c, g, A, range(self.m), REDUCE) for g in range(self.G) if g not in (A, S)]
+        if pos is None:
             red = self.reduce_at(c, A, range(self.m), ups)
-            exp = None
+            have = [red]
         else:
-            pos, after_out, after_in = slow_lane
             s_red = self.reduce_at(c, S, [pos])
-            exp = self.send(c, S, A, pos, REDUCE, lambda s_red=s_red, a=after_out: max(
-                s_red.end, a.end if a is not None else 0.0), [s_red] + ([after_out] if after_out else []))
+            exp = self.send(c, S, A, pos, REDUCE, lambda: s_red.end, [s_red])
             red = self.reduce_at(c, A, [pos], ups)
-        have = [red] + ([exp] if exp is not None else [])
+            have = [red, exp]
 
-        def at_p(have=have):
+        def at_p():
             return max(o.end for o in have)
-        mc = self.spread(c, A, lambda red=red: red.info, at_p, have)
-        to = [g for g in range(self.G) if g != A and g != S]
-        self.fan_out(c, A, to, lambda red=red, mc=mc: ((red.info, at_p()), mc.end), [mc])
-        if slow_lane is not None:
-            after_in = slow_lane[2]
-            imp = self.send(c, A, S, pos, COPY, lambda a=after_in: max(at_p(), a.end if a is not None else 0.0),
-                            have + ([after_in] if after_in else []))
-            self.spread(c, S, lambda pos=pos: pos, lambda imp=imp: imp.end, [imp])
-            exp.lane = imp.lane = True
-            self._last = (exp, imp)
+        mc = self.spread(c, A, lambda: red.info, at_p, have)
+        self.fan_out(c, A, [g for g in range(self.G) if g not in (A, S)], lambda: ((red.info, at_p()), mc.end), [mc])
+        if pos is None:
+            return None
+        imp = self.send(c, A, S, pos, COPY, at_p, have)
+        self.spread(c, S, lambda: pos, lambda: imp.end, [imp])
+        exp.lane = imp.lane = True
+        return exp, imp
 
-    def through(self, c: int, h: int, q: int, after_in, after_out) -> None:
-        """Chunk ``c`` combined at healthy group ``h``, sent to the slow group at position ``q`` (after
-        ``after_in`` on that NIC), completed there and sent back (after ``after_out``), then spread."""
+    def through(self, c: int, h: int, q: int) -> tuple[_Op, _Op]:
+        """Chunk ``c`` combined at healthy group ``h``, sent to the slow group at position ``q``, completed there
+        and sent back, then spread: the two transfers on the slow NIC (into it, out of it)."""
         S = self.slow
         ups = [self.reduce_send(c, g, h, range(self.m), REDUCE) for g in range(self.G) if g not in (h, S)]
         red = self.reduce_at(c, h, [q], ups)
-        exp = self.send(c, h, S, q, REDUCE, lambda: max(red.end, after_in.end if after_in else 0.0),
-                        [red] + ([after_in] if after_in else []))
+        exp = self.send(c, h, S, q, REDUCE, lambda: red.end, [red])
         s_red = self.reduce_at(c, S, [q])
         whole = [exp, s_red]
 
         def at_q():
             return max(o.end for o in whole)
         self.spread(c, S, lambda: q, at_q, whole)
-        back = self.send(c, S, h, q, COPY, lambda: max(at_q(), after_out.end if after_out else 0.0),
-                         whole + ([after_out] if after_out else []))
+        back = self.send(c, S, h, q, COPY, at_q, whole)
         mc = self.spread(c, h, lambda: q, lambda: back.end, [back])
-        to = [g for g in range(self.G) if g not in (h, S)]
-        self.fan_out(c, h, to, lambda: ((q, back.end), mc.end), [mc])
+        self.fan_out(c, h, [g for g in range(self.G) if g not in (h, S)], lambda: ((q, back.end), mc.end), [mc])
         back.lane = exp.lane = True
-        self._last = (back, exp)
+        return exp, back
 
     def through_slow_group(self, C: int, healthy: list[int]) -> None:
         """Chunks to the slow group's positions by their speed; on each position the first half of its chunks
-        as stars (export, later import) and the rest through the slow group (import, then export back)."""
+        as stars (export, later import) and the rest through the slow group (import, then export back). Out of
+        the slow NIC: the stars' exports, then the others' returns; into it: the others' imports, then the
+        stars' sums."""
         S, m = self.slow, self.m
         per = np.maximum(self.out_us[S], self.in_us[S])
         count = np.zeros(m, dtype=np.int64)
@@ -477,37 +481,21 @@ class _Trees:
             lane[q].append(c)
         k = 0
         for q in range(m):
-            chunks = lane[q]
-            n_star = len(chunks) - len(chunks) // 2
-            stars, thru = chunks[:n_star], chunks[n_star:]
-            # out order: stars' exports, then the through chunks' returns; in order: through imports, then stars
-            last_out = last_in = None
-            t_ops = []
-            for c in thru:
-                h = healthy[k % len(healthy)]
+            n_star = len(lane[q]) - len(lane[q]) // 2
+            into, out_of = [], []
+            for c in lane[q][n_star:]:
+                exp, back = self.through(c, healthy[k % len(healthy)], q)
+                into.append(exp)
+                out_of.append(back)
                 k += 1
-                self.through(c, h, q, last_in, None)
-                back, exp = self._last
-                last_in = exp
-                t_ops.append(back)
-            s_ops = []
-            for c in stars:
-                A = healthy[k % len(healthy)]
+            for i, c in enumerate(lane[q][:n_star]):
+                exp, imp = self.star(c, healthy[k % len(healthy)], q)
+                into.append(imp)
+                out_of.insert(i, exp)
                 k += 1
-                self.star(c, A, (q, last_out, last_in))
-                last_out, last_in = self._last
-                s_ops.append(last_out)
-            # the through chunks' returns follow the stars' exports on the out direction
-            prev = last_out
-            for back in t_ops:
-                if prev is not None:
-                    back.preds.append(prev)
-                    base = back.alternatives
-
-                    def alts(base=base, prev=prev):
-                        return [(max(r, prev.end), st, i) for r, st, i in base()]
-                    back.alternatives = alts
-                prev = back
+            for order in (into, out_of):
+                for prev, op in zip(order, order[1:]):
+                    op.follow(prev)
 
     def _rows(self) -> Schedule:
         rows = [(op.chunk, u, v, s, e, code, route) for op in self.ops for s, e, rs in op.placed
