@@ -28,8 +28,8 @@ swapped: a contribution leaves each NPU at least once, as a copy reaches it at l
 NPU receives something of every chunk and sends its contribution to every chunk at least once (``N K``
 chunks each way; in-network reduction can reach it), every chunk crosses each switch group's cut both ways,
 without in-network reduction ``2 (N-1)`` arrivals per chunk at NPUs, per switch group the rows into it that start
-before two other groups' contributions can have met (one group's each: :func:`_late_import_us`), and the
-distance.
+before two other groups' contributions can have met (one group's each: :func:`_late_import_us`), per group with
+one NIC per NPU its exports after the switch gathered each chunk (:func:`_export_ramp_us`), and the distance.
 """
 
 from __future__ import annotations
@@ -226,6 +226,53 @@ def _late_import_us(topo: Topology, occ: np.ndarray, C: int, lead: np.ndarray) -
     return best
 
 
+def _export_ramp_us(topo: Topology, occ: np.ndarray, C: int) -> float:
+    """All-Reduce, per group ``X`` of a partition (:func:`_partitions`) whose ``m`` NPUs each have one link out
+    of ``X`` (a NIC) and one into it (to its switch; no link leaves ``X`` from the switch), with no switch
+    outside the groups that reduces or multicasts. Every NPU outside ``X`` needs every chunk's ``m``
+    contributions from ``X``, which leave ``X`` only in rows over those links (*exports*). Either some chunk
+    leaves in two exports or more: ``C + 1`` exports, one at a time per link. Or each chunk leaves in exactly
+    one, which carries all ``m`` contributions: before the first export of ``k`` NICs starts, every NPU not
+    among their senders (or, with ``k = m``, every NPU) has sent its contribution to each of those ``k``
+    chunks over its one link into ``X``, so the ``k``-th NIC to start starts no sooner than ``min(k, m-1)``
+    times that link's least occupancy; the ``C`` exports end by ``E`` no sooner than their counts allow, and
+    the chunk of the last one reaches the NPUs outside ``X`` only from its end, on which a third group (or,
+    with two groups, the receiver's group-mates) then still waits one more row (docs/bounds.md)."""
+    n = topo.num_npus
+    best = 0.0
+    for family in _partitions(topo):
+        G = len(family)
+        inside = np.full(topo.num_nodes, -1, dtype=np.int64)
+        for i, X in enumerate(family):
+            inside[X] = i
+        if any((topo.switch(s).reduce or topo.switch(s).multicast) for s in range(n, topo.num_nodes)
+               if inside[s] < 0):
+            continue
+        src_g, dst_g = inside[topo.src], inside[topo.dst]
+        leaving = (src_g >= 0) & (dst_g != src_g)
+        if np.any(leaving & (topo.src >= n)):
+            continue
+        for i, X in enumerate(family):
+            members = np.sort(X[X < n])
+            m = len(members)
+            out = np.flatnonzero(leaving & (src_g == i))
+            own = np.flatnonzero((src_g == i) & (dst_g == i) & (topo.src < n))
+            if m < 2 or not np.array_equal(np.sort(topo.src[out]), members) or \
+                    not np.array_equal(np.sort(topo.src[own]), members):
+                continue
+            delta, tau = float(occ[own].min()), float(occ[out].min())
+            ramps = np.minimum(np.arange(1, m + 1), m - 1) * delta
+            ends = (ramps[:, None] + tau * np.arange(1, C + 1)[None, :]).ravel()
+            single = float(np.partition(ends, C - 1)[C - 1])
+            if G >= 3:
+                tail = float(occ[(dst_g >= 0) & (src_g != dst_g) & (dst_g != i)].min())
+            else:
+                tail = float(occ[(dst_g == 1 - i) & (topo.dst < n)].min())
+            twice = _count(occ, out, C + 1)
+            best = max(best, min(single + tail, twice))
+    return best
+
+
 def _import_wave_us(topo: Topology, occ: np.ndarray, X: np.ndarray, late_need: int, into: np.ndarray) -> float:
     """The last import wave into the group ``X`` (a switch and its NPUs; every link into it ends at an NPU of
     it): ``late_need`` chunks from outside that every NPU of the group needs enter one at a time per link of
@@ -356,9 +403,13 @@ def _all_reduce_bounds(problem: Problem) -> dict:
     # and, without in-network reduction across groups, rows into a group before two other groups' contributions
     # can have met carry one group's each
     late = _late_import_us(topo, occ, C, lead)
+    # and a group with one NIC per NPU sends each chunk's sum out once (after its switch gathered it: the NICs
+    # start one by one) or some chunk twice
+    ramp = _export_ramp_us(topo, occ, C)
     a, b = np.nonzero(~np.eye(n, dtype=bool))
-    return {"ingress_us": ingress, "egress_us": egress, "cut_us": max(cut, late) or None, "pipeline_us": None,
-            "distance_us": _distance(topo, a, b, problem.chunk_bytes), "late_us": late or None}
+    return {"ingress_us": ingress, "egress_us": egress, "cut_us": max(cut, late, ramp) or None, "pipeline_us": None,
+            "distance_us": _distance(topo, a, b, problem.chunk_bytes), "late_us": late or None,
+            "ramp_us": ramp or None}
 
 
 def fabric_lower_bounds(problem: Problem, **options) -> dict:
@@ -386,6 +437,7 @@ def fabric_lower_bounds(problem: Problem, **options) -> dict:
         res = _copy_bounds(problem)
     wave = res.pop("wave_us", None) or 0.0
     late = res.pop("late_us", None) or 0.0
+    ramp = res.pop("ramp_us", None) or 0.0
     parts = {k: res[f"{k}_us"] for k in ("ingress", "egress", "distance", "cut", "pipeline")}
     best = max(v for v in parts.values() if v is not None)
     source = next(k for k, v in parts.items() if v is not None and v >= best * (1 - 1e-12))
@@ -393,6 +445,7 @@ def fabric_lower_bounds(problem: Problem, **options) -> dict:
                ingress_basic_us=res["ingress_us"], ingress_basic_steps=None, ingress_refined=False,
                distance_exact=True, cut_bw_us=None, cut_exact=False,
                cut_method=("switch groups, last import wave" if wave and wave >= (res["cut_us"] or 0) * (1 - 1e-12)
+                           else "switch groups, export ramp" if ramp and ramp >= (res["cut_us"] or 0) * (1 - 1e-12)
                            else "switch groups, late imports" if late and late >= (res["cut_us"] or 0) * (1 - 1e-12)
                            else "switch groups"), cut_flows=0,
                cut_size=None, drain_us=None, linkload_us=None, gossip_us=None, fabric=True)
