@@ -24,7 +24,7 @@ so both directions of every slow NIC are busy from the first chunk to the last (
 Operations are placed by a list schedule with insertion: in a priority order (:data:`PRIORITIES`, :func:`_run`)
 as their predecessors are placed, each at the earliest time its links are idle for its duration, at the position
 whose links free first where the plan leaves it open. Cut-through switches only. Where this stands (docs/faults.md):
-one ``dgx_h100x4`` node's NICs at half speed, 1.26x the All-Reduce bound; the healthy NICs then carry as much as
+one ``dgx_h100x4`` node's NICs at half speed, 1.160x the All-Reduce bound; the healthy NICs then carry as much as
 the slow ones (the slow transfers hold them at the slow rate) and a greedy order leaves them idle at times.
 
 Examples
