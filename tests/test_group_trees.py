@@ -7,7 +7,7 @@ import pytest
 
 from solvers import get_solver
 from solvers.greedy.fabric_solver import GroupTreesCandidate
-from solvers.greedy.group_trees import PRIORITIES, group_layout, group_trees_all_reduce
+from solvers.greedy.group_trees import group_layout, group_trees_all_reduce, variants_for
 from solvers.portfolio import RunContext, validate
 from tacos_bench import Collective, Problem
 from tacos_bench.bounds import lower_bound_us
@@ -41,8 +41,10 @@ def test_the_candidate_passes_the_validator(case, cpn):
     assert cand.switched_on(opts) is None
     assert cand.applies(p, RunContext(opts=opts)) is None
     assert validate(cand, p, opts, bound_us=lower_bound_us(p)) is not None
-    for priority in PRIORITIES:
-        assert verify(p, group_trees_all_reduce(p, priority)).valid
+    variants = variants_for(p)
+    assert len(variants) == (6 if case == "slow node" else 1)
+    for variant in variants:
+        assert verify(p, group_trees_all_reduce(p, **variant)).valid, variant
 
 
 def test_a_slow_node_sends_and_receives_each_chunk_once():
@@ -80,6 +82,8 @@ def test_budget_and_bad_priority():
     assert "group_tree_max_pairs" in GroupTreesCandidate().applies(p, RunContext(opts=opts))
     with pytest.raises(SolverError, match="priority"):
         group_trees_all_reduce(p, "fastest")
+    with pytest.raises(SolverError, match="roots"):
+        group_trees_all_reduce(p, roots="random")
     assert GroupTreesCandidate().switched_on(get_solver("greedy").options({})) is not None
 
 
@@ -104,7 +108,7 @@ def test_slow_rails_from_the_start_all_reduce_within_ten_percent_of_the_bound():
 
 def test_one_node_at_half_speed_beats_reduce_scatter_then_all_gather():
     # dgx_h100x4, node 0's eight NICs at 50 %, All-Reduce 1 GiB: Reduce-Scatter then All-Gather ends at the
-    # phase bounds' sum (9,121.6 µs, 1.386x the bound); the trees through the slow node 7,629.1 µs (1.160x)
+    # phase bounds' sum (9,121.6 µs, 1.386x the bound); the trees through the slow node 7,261.3 µs (1.104x)
     t = slowed_topology({"slow_npus": [[g, 0.5, "nics"] for g in range(8)]}, named_topology("dgx_h100x4"))
     p = Problem(t, Collective("all_reduce", 1, 1024.0))
     r = get_solver("greedy_plus").solve(p)
@@ -112,7 +116,8 @@ def test_one_node_at_half_speed_beats_reduce_scatter_then_all_gather():
     assert v.valid, v.message
     assert r.candidate == "group_trees"
     phases = sum(lower_bound_us(Problem(t, Collective(k, 1, 1024.0))) for k in ("reduce_scatter", "all_gather"))
-    assert v.collective_time_us <= 0.85 * phases
+    assert v.collective_time_us <= 0.80 * phases
+    assert v.collective_time_us <= 1.11 * lower_bound_us(p)
 
 
 def test_two_healthy_nodes_beat_the_phase_bound_sum():

@@ -421,8 +421,8 @@ class InSwitchPipeline(Candidate):
 class GroupTreesCandidate(Candidate):
     """All-Reduce on a fabric of switch groups whose switches reduce and multicast (DGX-like nodes): each chunk
     reduced in every group, combined between groups on the positions that free first, and spread again
-    (:mod:`solvers.greedy.group_trees`; with one group slower than the others each of its priorities, the
-    faster kept), up to ``group_tree_max_pairs`` chunks x groups; not on three or more groups whose links out
+    (:mod:`solvers.greedy.group_trees`; with one group slower than the others each of its 6 variants, the
+    fastest kept), up to ``group_tree_max_pairs`` chunks x groups; not on three or more groups whose links out
     all run at one speed (the rail decomposition's phase-bound sum was ahead there)."""
 
     name = "group_trees"
@@ -430,7 +430,7 @@ class GroupTreesCandidate(Candidate):
     budget = ("group_tree_max_pairs",)
 
     def applies(self, problem, ctx):
-        from .group_trees import group_layout, priorities_for
+        from .group_trees import group_layout, variants_for
 
         if problem.kind != ALL_REDUCE or problem.collective.general:
             return f"All-Reduce only (this is {problem.kind})"
@@ -441,18 +441,19 @@ class GroupTreesCandidate(Candidate):
         if pairs > ctx.opts.group_tree_max_pairs:
             return f"{problem.num_chunks} chunks x {len(found[0])} groups > group_tree_max_pairs " \
                    f"({ctx.opts.group_tree_max_pairs})"
-        why = priorities_for(problem)
+        why = variants_for(problem)
         return why if isinstance(why, str) else None
 
     def run(self, problem, ctx):
-        from .group_trees import group_trees_all_reduce, priorities_for
+        from .group_trees import group_trees_all_reduce, variants_for
 
         best = None
-        for priority in priorities_for(problem):
-            s = group_trees_all_reduce(problem, priority)
+        for variant in variants_for(problem):
+            s = group_trees_all_reduce(problem, **variant)
             ctx.point(s.makespan_us)
             if best is None or s.makespan_us < best.makespan_us:
-                best, ctx.notes["group_trees_priority"] = s, priority
+                best = s
+                ctx.notes["group_trees_variant"] = ", ".join(f"{k} {v}" for k, v in variant.items())
         return best
 
 

@@ -24,7 +24,7 @@ so both directions of every slow NIC are busy from the first chunk to the last (
 Operations are placed by a list schedule with insertion: in a priority order (:data:`PRIORITIES`, :func:`_run`)
 as their predecessors are placed, each at the earliest time its links are idle for its duration, at the position
 whose links free first where the plan leaves it open. Cut-through switches only. Where this stands (docs/faults.md):
-one ``dgx_h100x4`` node's NICs at half speed, 1.160x the All-Reduce bound; the healthy NICs then carry as much as
+one ``dgx_h100x4`` node's NICs at half speed, 1.104x the All-Reduce bound; the healthy NICs then carry as much as
 the slow ones (the slow transfers hold them at the slow rate) and a greedy order leaves them idle at times.
 
 Examples
@@ -53,7 +53,7 @@ from tacos_bench.problem import Problem
 from tacos_bench.schedule import COPY, REDUCE, Schedule
 from tacos_bench.topology import CUT_THROUGH, Topology
 
-__all__ = ["PRIORITIES", "group_layout", "group_trees_all_reduce", "priorities_for"]
+__all__ = ["PRIORITIES", "ROOTS", "group_layout", "group_trees_all_reduce", "variants_for"]
 
 _REL = 1e-9
 
@@ -155,7 +155,7 @@ class _Op:
     ``[(links, dur, rows)]`` and rows ``(u, v, route, op)``."""
 
     __slots__ = ("alternatives", "chunk", "preds", "nominal", "latest", "info", "start", "end", "placed",
-                 "waiting", "users", "lane", "rank")
+                 "waiting", "users", "lane", "rank", "first")
 
     def __init__(self, alternatives: Callable, chunk: int, preds, nominal: float):
         self.alternatives, self.chunk, self.preds, self.nominal = alternatives, chunk, list(preds), nominal
@@ -167,6 +167,7 @@ class _Op:
         self.users: list[_Op] = []
         self.lane = False
         self.rank = 1
+        self.first = False
 
     def follow(self, prev: "_Op | None") -> None:
         """Start no sooner than ``prev`` ends (the next transfer on a NIC whose order is planned)."""
@@ -205,6 +206,9 @@ def _commit(net: _Net, op: _Op, best) -> None:
 
 
 PRIORITIES = ("critical", "blended")
+# which healthy group combines each chunk through the slow group, rotated over them: in plan order (lane by lane),
+# by chunk id, or in plan order shifted by the lane
+ROOTS = ("plan", "chunk", "shifted")
 _BLEND = 0.3   # the blended priority's weight on the earliest start (0.3: best of 0.3, 0.6 on the faults study)
 
 
@@ -214,7 +218,8 @@ def _run(net: _Net, ops: list[_Op], priority: str) -> None:
     ``critical``: the operations on a slow group's NICs and those they wait for first, then the rest, each by
     its latest start (a backward pass over nominal times); ``blended``: every operation by a blend of its
     earliest and latest start (the operations off the critical path, e.g. spreading a finished chunk, come
-    earlier than their latest start would put them)."""
+    earlier than their latest start would put them). Operations marked ``first`` (the slow group's exports and
+    the reductions they wait for, when asked) go before all others."""
     for op in ops:
         op.preds = list({id(p): p for p in op.preds}.values())
         op.waiting = len(op.preds)
@@ -238,6 +243,9 @@ def _run(net: _Net, ops: list[_Op], priority: str) -> None:
         for op in ops:
             op.rank = 0
             op.latest = _BLEND * early[id(op)] + (1 - _BLEND) * (op.latest + span)
+    for op in ops:
+        if op.first:
+            op.rank = -1
     seq = {id(op): i for i, op in enumerate(ops)}
     heap = [(op.rank, op.latest, seq[id(op)], op) for op in ops if op.waiting == 0]
     heapq.heapify(heap)
@@ -269,12 +277,15 @@ def _topological(ops: list[_Op]) -> list[_Op]:
     return out
 
 
-def priorities_for(problem: Problem) -> tuple[str, ...] | str:
-    """The priorities worth running on ``problem``, or why none is: both when one group is slower than the
-    others (its NICs then have an order to keep), else one (the two placed the same schedules on every case
-    measured). Not on three or more groups whose links to the outside all run at one speed: there Reduce-Scatter
-    then All-Gather (the rail decomposition) reaches the phase-bound sum and the trees were behind it on every
-    rail cluster of docs/rails.md; with two groups they were 0.90-0.91x of it (``dgx_h100x2``)."""
+def variants_for(problem: Problem) -> list[dict] | str:
+    """The variants of :func:`group_trees_all_reduce` worth running on ``problem`` (keyword arguments), or why
+    none is. With one group slower than the others: each rotation of the roots, with and without the slow group's
+    exports first, in the ``blended`` order (6; on eight slow-node cases of docs/faults.md each rotation and both
+    settings of ``exports_first`` were the fastest somewhere, and ``critical`` only tied). Else one: without a
+    slow group the trees are stars rotated by chunk, and the two priorities placed the same schedules on every
+    case measured. Not on three or more groups whose links to the outside all run at one speed: there
+    Reduce-Scatter then All-Gather (the rail decomposition) reaches the phase-bound sum and the trees were behind
+    it on every rail cluster of docs/rails.md; with two groups they were 0.90-0.91x of it (``dgx_h100x2``)."""
     found = group_layout(problem.topology)
     if isinstance(found, str):
         return found
@@ -283,12 +294,18 @@ def priorities_for(problem: Problem) -> tuple[str, ...] | str:
             np.ptp(trees.in_us) <= _REL * trees.in_us.max():
         return f"{trees.G} groups whose links out all run at one speed (the rail decomposition is at the " \
                f"phase-bound sum there)"
-    return PRIORITIES if trees.slow is not None else PRIORITIES[:1]
+    if trees.slow is None:
+        return [{"priority": "critical"}]
+    return [{"priority": "blended", "roots": r, "exports_first": f} for f in (True, False) for r in ROOTS]
 
 
-def group_trees_all_reduce(problem: Problem, priority: str = "critical") -> Schedule:
+def group_trees_all_reduce(problem: Problem, priority: str = "critical", roots: str = "plan",
+                           exports_first: bool = True) -> Schedule:
     """The group-tree All-Reduce of ``problem`` (see the module docstring), its operations placed in the order
-    ``priority`` (one of :data:`PRIORITIES`, see :func:`_run`).
+    ``priority`` (one of :data:`PRIORITIES`, see :func:`_run`). With a slow group: ``roots`` (one of
+    :data:`ROOTS`) rotates the healthy group that combines each chunk, and ``exports_first`` places the slow
+    group's exports (and the reductions they wait for) before everything else, so its NICs send back to back from
+    the first chunk its switch has gathered.
 
     Raises
     ------
@@ -303,12 +320,16 @@ def group_trees_all_reduce(problem: Problem, priority: str = "critical") -> Sche
         raise SolverError(f"group trees on {topo.name}: {found}")
     if priority not in PRIORITIES:
         raise SolverError(f"group trees: priority {priority!r} is not one of {', '.join(PRIORITIES)}")
-    return _Trees(problem, *found).schedule(priority)
+    if roots not in ROOTS:
+        raise SolverError(f"group trees: roots {roots!r} is not one of {', '.join(ROOTS)}")
+    return _Trees(problem, *found, roots=roots, exports_first=exports_first).schedule(priority)
 
 
 class _Trees:
-    def __init__(self, problem: Problem, sw: list[int], mem: list[list[int]]):
+    def __init__(self, problem: Problem, sw: list[int], mem: list[list[int]], roots: str = "plan",
+                 exports_first: bool = True):
         self.problem, self.sw, self.mem = problem, sw, mem
+        self.roots, self.exports_first = roots, exports_first
         topo = problem.topology
         self.net = _Net(topo, problem.chunk_bytes)
         self.G, self.m = len(mem), len(mem[0])
@@ -445,6 +466,7 @@ class _Trees:
         imp = self.send(c, A, S, pos, COPY, at_p, have)
         self.spread(c, S, lambda: pos, lambda: imp.end, [imp])
         exp.lane = imp.lane = True
+        exp.first = s_red.first = self.exports_first
         return exp, imp
 
     def through(self, c: int, h: int, q: int) -> tuple[_Op, _Op]:
@@ -484,18 +506,22 @@ class _Trees:
             n_star = len(lane[q]) - len(lane[q]) // 2
             into, out_of = [], []
             for c in lane[q][n_star:]:
-                exp, back = self.through(c, healthy[k % len(healthy)], q)
+                exp, back = self.through(c, healthy[self._root(k, c, q) % len(healthy)], q)
                 into.append(exp)
                 out_of.append(back)
                 k += 1
             for i, c in enumerate(lane[q][:n_star]):
-                exp, imp = self.star(c, healthy[k % len(healthy)], q)
+                exp, imp = self.star(c, healthy[self._root(k, c, q) % len(healthy)], q)
                 into.append(imp)
                 out_of.insert(i, exp)
                 k += 1
             for order in (into, out_of):
                 for prev, op in zip(order, order[1:]):
                     op.follow(prev)
+
+    def _root(self, k: int, c: int, q: int) -> int:
+        """The rotation index of the ``k``-th chunk of the plan, chunk ``c``, on the slow group's position ``q``."""
+        return {"plan": k, "chunk": c, "shifted": k + q}[self.roots]
 
     def _rows(self) -> Schedule:
         rows = [(op.chunk, u, v, s, e, code, route) for op in self.ops for s, e, rs in op.placed

@@ -323,7 +323,7 @@ class GreedyPlusOptions(GreedyOptions):
     rails_candidate: bool = option(True, doc="also run the rail decomposition first, the faster kept (see greedy)")
     # MoE dispatch on dgx_h100x4 (16 tokens a GPU): 1.03-1.05x the bound at Gini 0.1-0.4, where the multicast
     # trees end 1.01-1.33x; the 64-GPU layer of 512 tokens 1.010x in about a second (docs/studies/moe.md)
-    # a DGX-like node's NICs at half speed (dgx_h100x4, All-Reduce 1 GiB): 1.160x the bound where Reduce-Scatter
+    # a DGX-like node's NICs at half speed (dgx_h100x4, All-Reduce 1 GiB): 1.104x the bound where Reduce-Scatter
     # then All-Gather ends 1.386x; two nodes with four of eight rails at half speed 1.095x (1.151x)
     # (docs/faults.md)
     group_tree_candidate: bool = option(True, doc="also run the group trees All-Reduce, the faster kept (see "

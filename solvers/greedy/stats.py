@@ -77,8 +77,8 @@ NOTES = StatsSchema(
     Stat("flow_lp_us", float, "µs", "candidate flow: the flow LP's value (the fluid bound its routes follow)"),
     Stat("fabric_ignores", str, "", "fabric: options of the point-to-point rules a fabric run does not read"),
     Stat("fabric_time_s", float, "s", "fabric: time of the whole portfolio"),
-    Stat("group_trees_priority", str, "", "fabric All-Reduce: the order of candidate group_trees' faster "
-                                          "schedule (critical or blended)"),
+    Stat("group_trees_variant", str, "", "fabric All-Reduce: the variant of candidate group_trees' fastest "
+                                         "schedule (priority, roots, exports_first)"),
     Stat("chosen", str, "", "a fabric resume: the rule of the kept run (rules or tacos)"),
     Stat("resume_runs", int, "", "a fabric resume: runs"),
     Stat("hier_groups", int, "", "hier: groups of NPUs"),
