@@ -7,7 +7,7 @@ import pytest
 
 from solvers import get_solver
 from solvers.greedy.fabric_solver import GroupTreesCandidate
-from solvers.greedy.group_trees import group_layout, group_trees_all_reduce, variants_for
+from solvers.greedy.group_trees import group_layout, group_trees_all_reduce, search_roots, variants_for
 from solvers.portfolio import RunContext, validate
 from tacos_bench import Collective, Problem
 from tacos_bench.bounds import lower_bound_us
@@ -36,7 +36,7 @@ def test_the_candidate_passes_the_validator(case, cpn):
             "slow rails": lambda: _nodes(3, 4, [[v, 0.5, "nics"] for v in (0, 4, 8)]),
             "two nodes": lambda: _nodes(2, 4, [[0, 0.25, "nics"]])}[case]()
     p = Problem(topo, Collective("all_reduce", cpn, 64.0))
-    opts = get_solver("greedy_plus").options({})
+    opts = get_solver("greedy_plus").options({"group_tree_search_work": 2048})   # a short search: ~10 schedules
     cand = GroupTreesCandidate()
     assert cand.switched_on(opts) is None
     assert cand.applies(p, RunContext(opts=opts)) is None
@@ -106,18 +106,33 @@ def test_slow_rails_from_the_start_all_reduce_within_ten_percent_of_the_bound():
     assert verify(p, off.schedule).collective_time_us > 1.04 * v.collective_time_us
 
 
-def test_one_node_at_half_speed_beats_reduce_scatter_then_all_gather():
-    # dgx_h100x4, node 0's eight NICs at 50 %, All-Reduce 1 GiB: Reduce-Scatter then All-Gather ends at the
-    # phase bounds' sum (9,121.6 µs, 1.386x the bound); the trees through the slow node 7,261.3 µs (1.104x)
+def test_one_node_at_half_speed_within_ten_percent_of_the_bound():
+    # the issue's case: dgx_h100x4, node 0's eight NICs at 50 %, All-Reduce 1 GiB. Reduce-Scatter then All-Gather
+    # ends at the phase bounds' sum (9,121.6 µs, 1.386x the bound); the trees through the slow node with their
+    # roots searched 7,105.6 µs (1.080x; 7,261.3 before the search), docs/faults.md
     t = slowed_topology({"slow_npus": [[g, 0.5, "nics"] for g in range(8)]}, named_topology("dgx_h100x4"))
     p = Problem(t, Collective("all_reduce", 1, 1024.0))
     r = get_solver("greedy_plus").solve(p)
     v = verify(p, r.schedule)
     assert v.valid, v.message
-    assert r.candidate == "group_trees"
+    assert r.candidate == "group_trees" and r.stats["group_trees_variant"].endswith("roots searched")
     phases = sum(lower_bound_us(Problem(t, Collective(k, 1, 1024.0))) for k in ("reduce_scatter", "all_gather"))
     assert v.collective_time_us <= 0.80 * phases
-    assert v.collective_time_us <= 1.11 * lower_bound_us(p)
+    assert v.collective_time_us <= 1.10 * lower_bound_us(p)
+
+
+def test_the_root_search_only_keeps_what_is_faster():
+    p = Problem(_nodes(4, 4, _node_at_half(4, 4, 0)), Collective("all_reduce", 1, 64.0))
+    variant = {"priority": "blended", "roots": "chunk", "exports_first": True}
+    start = group_trees_all_reduce(p, **variant)
+    found, roots = search_roots(p, variant, 64)
+    assert verify(p, found).valid
+    assert verify(p, group_trees_all_reduce(p, priority="blended", roots=roots)).collective_time_us == \
+        pytest.approx(found.makespan_us)
+    assert found.makespan_us <= 0.95 * start.makespan_us      # 1.210x -> 1.126x the bound
+    assert search_roots(p, variant, 1)[0].makespan_us == start.makespan_us
+    with pytest.raises(SolverError, match="roots for"):
+        group_trees_all_reduce(p, roots=[0, 1])
 
 
 def test_two_healthy_nodes_beat_the_phase_bound_sum():

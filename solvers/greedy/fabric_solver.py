@@ -422,12 +422,13 @@ class GroupTreesCandidate(Candidate):
     """All-Reduce on a fabric of switch groups whose switches reduce and multicast (DGX-like nodes): each chunk
     reduced in every group, combined between groups on the positions that free first, and spread again
     (:mod:`solvers.greedy.group_trees`; with one group slower than the others each of its 6 variants, the
-    fastest kept), up to ``group_tree_max_pairs`` chunks x groups; not on three or more groups whose links out
+    fastest kept, then its roots searched for up to ``group_tree_search_work`` chunks x groups placed), up
+    to ``group_tree_max_pairs`` chunks x groups; not on three or more groups whose links out
     all run at one speed (the rail decomposition's phase-bound sum was ahead there)."""
 
     name = "group_trees"
     switch = "group_tree_candidate"
-    budget = ("group_tree_max_pairs",)
+    budget = ("group_tree_max_pairs", "group_tree_search_work")
 
     def applies(self, problem, ctx):
         from .group_trees import group_layout, variants_for
@@ -445,15 +446,23 @@ class GroupTreesCandidate(Candidate):
         return why if isinstance(why, str) else None
 
     def run(self, problem, ctx):
-        from .group_trees import group_trees_all_reduce, variants_for
+        from .group_trees import group_layout, group_trees_all_reduce, search_roots, variants_for
 
-        best = None
+        best = kept = None
         for variant in variants_for(problem):
             s = group_trees_all_reduce(problem, **variant)
             ctx.point(s.makespan_us)
             if best is None or s.makespan_us < best.makespan_us:
-                best = s
-                ctx.notes["group_trees_variant"] = ", ".join(f"{k} {v}" for k, v in variant.items())
+                best, kept = s, variant
+        ctx.notes["group_trees_variant"] = ", ".join(f"{k} {v}" for k, v in kept.items())
+        pairs = problem.num_chunks * len(group_layout(problem.topology)[0])
+        evaluations = ctx.opts.group_tree_search_work // pairs
+        if "roots" in kept and evaluations > 1:
+            found, _ = search_roots(problem, kept, evaluations)
+            if found.makespan_us < best.makespan_us:
+                best = found
+                ctx.notes["group_trees_variant"] += ", roots searched"
+                ctx.point(found.makespan_us)
         return best
 
 

@@ -237,6 +237,11 @@ class GreedyOptions(SolverOptions):
                                                               "All-Reduce)")
     group_tree_max_pairs: int = option(2048, minimum=0, doc="budget of candidate group_trees: at most this many "
                                                             "chunks x switch groups (about 1 ms each)")
+    group_tree_search_work: int = option(0, minimum=0, doc="candidate group_trees with one slow switch group: "
+                                                           "then search the healthy group combining each chunk "
+                                                           "(hill climbing, one chunk at a time) for up to this "
+                                                           "many chunks x groups placed in all (about 0.25 ms "
+                                                           "each; 0: off)")
     rails_min_pairs: int = option(0, minimum=0, doc="candidate rails runs on problems of at least this many NPUs x "
                                                     "chunks (0: every size)")
     baseline_max_deliveries: int = option(BASELINE_CANDIDATE_MAX_DELIVERIES, minimum=0,
@@ -323,11 +328,15 @@ class GreedyPlusOptions(GreedyOptions):
     rails_candidate: bool = option(True, doc="also run the rail decomposition first, the faster kept (see greedy)")
     # MoE dispatch on dgx_h100x4 (16 tokens a GPU): 1.03-1.05x the bound at Gini 0.1-0.4, where the multicast
     # trees end 1.01-1.33x; the 64-GPU layer of 512 tokens 1.010x in about a second (docs/studies/moe.md)
-    # a DGX-like node's NICs at half speed (dgx_h100x4, All-Reduce 1 GiB): 1.104x the bound where Reduce-Scatter
-    # then All-Gather ends 1.386x; two nodes with four of eight rails at half speed 1.095x (1.151x)
-    # (docs/faults.md)
+    # a DGX-like node's NICs at half speed (dgx_h100x4, All-Reduce 1 GiB): 1.104x the bound (1.080x with the
+    # search, below) where Reduce-Scatter then All-Gather ends 1.386x; two nodes with four of eight rails at half
+    # speed 1.095x (1.151x) (docs/faults.md)
     group_tree_candidate: bool = option(True, doc="also run the group trees All-Reduce, the faster kept (see "
                                                   "greedy)")
+    # the same node: the search takes it from 1.104x to 1.080x in 128 schedules (3.8 s; 2 chunks per NPU 1.152x ->
+    # 1.114x); on the other slow-node cases of docs/faults.md it found nothing better
+    group_tree_search_work: int = option(1 << 14, minimum=0, doc="search the roots of the group trees (see "
+                                                                 "greedy)")
     rail_slot_candidate: bool = option(True, doc="also run chunk tables in NIC slots first, the faster kept "
                                                  "(see greedy)")
     subset_tree_candidate: bool = option(True, doc="chunk tables multicasting to subsets: also run multicast "
