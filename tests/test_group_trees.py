@@ -146,3 +146,18 @@ def test_two_healthy_nodes_beat_the_phase_bound_sum():
     assert v.valid, v.message
     assert r.candidate == "group_trees"
     assert lower_bound_us(p) <= v.collective_time_us <= 0.92 * phases
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_relabelled_npus_get_the_same_schedule_up_to_labels(seed):
+    # the positions are lined up by the rails, not by NPU ids: a relabelled cluster keeps the candidate
+    from tacos_bench.topology.relabel import relabel_problem
+
+    p = Problem(_nodes(4, 4, _node_at_half(4, 4, 2)), Collective("all_reduce", 2, 64.0))
+    q = relabel_problem(p, np.random.default_rng(seed).permutation(16))
+    opts = get_solver("greedy_plus").options({"group_tree_search_work": 2048})
+    assert GroupTreesCandidate().applies(q, RunContext(opts=opts)) is None
+    for variant in variants_for(p):
+        a, b = group_trees_all_reduce(p, **variant), group_trees_all_reduce(q, **variant)
+        assert verify(q, b).valid
+        assert b.makespan_us == pytest.approx(a.makespan_us, rel=1e-12)

@@ -60,9 +60,11 @@ _REL = 1e-9
 
 
 def group_layout(topo: Topology) -> tuple[list[int], list[list[int]]] | str:
-    """The switch groups of the trees: ``(switches, members)`` with ``members[g]`` in id order, for the first
-    partition of the NPUs into switch groups of one size whose switches reduce and multicast and whose members
-    at each position are joined by a link through one switch outside; or why there is none."""
+    """The switch groups of the trees: ``(switches, members)``, for the first partition of the NPUs into switch
+    groups of one size whose switches reduce and multicast and whose members can be lined up in positions, each
+    position's members joined both ways through one switch outside (a rail); or why there is none. The first
+    group's members are in id order and every other group's lined up with them by those switches (the lowest id
+    where several qualify), so relabelled NPUs give the same layout up to the labels."""
     from tacos_bench.bounds.fabric import _partitions
 
     if not topo.is_fabric:
@@ -70,22 +72,36 @@ def group_layout(topo: Topology) -> tuple[list[int], list[list[int]]] | str:
     if any(topo.switch(s).mode != CUT_THROUGH for s in range(topo.num_npus, topo.num_nodes)):
         return "a store-and-forward switch"
     n = topo.num_npus
+    hub = None
     for family in _partitions(topo):
         sw = [int(X[0]) for X in family]
         if sw[0] < n or not all(topo.switch(s).reduce and topo.switch(s).multicast for s in sw):
             continue
-        mem = [sorted(int(v) for v in X[1:]) for X in family]
-        if _positions_joined(topo, mem):
+        hub = _rail_switches(topo) if hub is None else hub
+        mem = _lined_up([sorted(int(v) for v in X[1:]) for X in family], hub)
+        if mem is not None:
             return sw, mem
     return "no switch groups of one size whose switches reduce and multicast, joined position by position"
 
 
-def _positions_joined(topo: Topology, mem: list[list[int]]) -> bool:
-    hub = _rail_switches(topo)
-    pos = np.array(mem)                               # groups x positions
-    a, b = pos[:, None, :], pos[None, :, :]           # every ordered pair of groups, position by position
-    off = ~np.eye(len(mem), dtype=bool)[:, :, None]
-    return bool(np.all((hub[a, b] >= 0) | ~off))
+def _lined_up(groups: list[list[int]], hub: np.ndarray) -> list[list[int]] | None:
+    """``groups`` with every group's members reordered so that position ``q`` of each pair of groups is joined
+    both ways through one switch (``hub``), or None."""
+    joined = (hub >= 0) & (hub.T >= 0)
+    out = [groups[0]]
+    for g in groups[1:]:
+        row, free = [], set(g)
+        for u in groups[0]:
+            v = next((v for v in g if v in free and joined[u, v]), None)
+            if v is None:
+                return None
+            row.append(v)
+            free.discard(v)
+        out.append(row)
+    pos = np.array(out)
+    a, b = pos[:, None, :], pos[None, :, :]
+    off = ~np.eye(len(out), dtype=bool)[:, :, None]
+    return out if bool(np.all(joined[a, b] | ~off)) else None
 
 
 def _rail_switches(topo: Topology) -> np.ndarray:
