@@ -323,7 +323,7 @@ def search_roots(problem: Problem, variant: dict, evaluations: int) -> tuple[Sch
     into the healthy groups).
 
     On ``dgx_h100x4`` with node 0's NICs at half speed (1 chunk per NPU): 7,261.3 -> 7,105.6 µs in two sweeps
-    (129 schedules, 3.4 s); docs/faults.md."""
+    (128 schedules, 1.9 s); docs/faults.md."""
     found = group_layout(problem.topology)
     if isinstance(found, str):
         raise SolverError(f"group trees on {problem.topology.name}: {found}")
@@ -332,8 +332,12 @@ def search_roots(problem: Problem, variant: dict, evaluations: int) -> tuple[Sch
         raise SolverError("group trees: the roots are searched only with one slow group")
     H = probe.G - 1
     roots = probe.plan_roots(problem.num_chunks)
-    other = {k: v for k, v in variant.items() if k != "roots"}
-    best = group_trees_all_reduce(problem, roots=roots, **other)
+    priority, first = variant.get("priority", "critical"), variant.get("exports_first", True)
+
+    def place(trial):
+        return _Trees(problem, *found, roots=trial, exports_first=first, like=probe).schedule(priority)
+
+    best = place(roots)
     left = evaluations - 1
     improved = True
     while improved and left > 0:
@@ -344,7 +348,7 @@ def search_roots(problem: Problem, variant: dict, evaluations: int) -> tuple[Sch
                     break
                 trial = list(roots)
                 trial[c] = (roots[c] + step) % H
-                s = group_trees_all_reduce(problem, roots=trial, **other)
+                s = place(trial)
                 left -= 1
                 if s.makespan_us < best.makespan_us * (1 - _REL):
                     best, roots, improved = s, trial, True
@@ -381,13 +385,21 @@ def group_trees_all_reduce(problem: Problem, priority: str = "critical", roots: 
 
 
 class _Trees:
-    def __init__(self, problem: Problem, sw: list[int], mem: list[list[int]], roots: str = "plan",
-                 exports_first: bool = True):
+    def __init__(self, problem: Problem, sw: list[int], mem: list[list[int]], roots: str | Sequence[int] = "plan",
+                 exports_first: bool = True, like: "_Trees | None" = None):
+        """``like``: a plan of the same problem whose routes, speeds and switch stages this one reuses (the root
+        search places many plans)."""
         self.problem, self.sw, self.mem = problem, sw, mem
         self.roots, self.exports_first = roots, exports_first
+        self.G, self.m = len(mem), len(mem[0])
+        self.ops: list[_Op] = []
         topo = problem.topology
         self.net = _Net(topo, problem.chunk_bytes)
-        self.G, self.m = len(mem), len(mem[0])
+        if like is not None:
+            self.net._via, self._inside_memo = like.net._via, like._inside_memo
+            self.rail, self.out_us, self.in_us, self.slow = like.rail, like.out_us, like.in_us, like.slow
+            return
+        self._inside_memo: dict = {}
         self.rail = {}
         hub = _rail_switches(topo)
         for a in range(self.G):
@@ -404,8 +416,6 @@ class _Trees:
         cap = np.minimum((1 / self.out_us).sum(1), (1 / self.in_us).sum(1))
         slow = np.flatnonzero(cap < cap.max() * (1 - 1e-6))
         self.slow = int(slow[0]) if slow.size == 1 and self.G >= 3 else None
-        self.ops: list[_Op] = []
-        self._inside_memo: dict = {}
 
     # --- operations -----------------------------------------------------------------------------------
     def _op(self, alts, c, preds, nominal) -> _Op:

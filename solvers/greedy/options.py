@@ -333,7 +333,7 @@ class GreedyPlusOptions(GreedyOptions):
     # speed 1.095x (1.151x) (docs/faults.md)
     group_tree_candidate: bool = option(True, doc="also run the group trees All-Reduce, the faster kept (see "
                                                   "greedy)")
-    # the same node: the search takes it from 1.104x to 1.080x in 128 schedules (3.8 s; 2 chunks per NPU 1.152x ->
+    # the same node: the search takes it from 1.104x to 1.080x in 128 schedules (1.9 s; 2 chunks per NPU 1.152x ->
     # 1.114x); on the other slow-node cases of docs/faults.md it found nothing better
     group_tree_search_work: int = option(1 << 14, minimum=0, doc="search the roots of the group trees (see "
                                                                  "greedy)")
