@@ -226,7 +226,7 @@ PRIORITIES = ("critical", "blended")
 # which healthy group combines each chunk through the slow group, rotated over them: in plan order (lane by lane),
 # by chunk id, or in plan order shifted by the lane
 ROOTS = ("plan", "chunk", "shifted")
-_BLEND = 0.3   # the blended priority's weight on the earliest start (0.3: best of 0.3, 0.6 on the faults study)
+_BLEND = 0.3   # the blended priority's weight on the earliest start (of 0.1-0.8, 0.25-0.3 were fastest: docs/faults.md)
 
 
 def _run(net: _Net, ops: list[_Op], priority: str) -> None:
