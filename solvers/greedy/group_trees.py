@@ -48,7 +48,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from tacos_bench.collective import ALL_REDUCE
-from tacos_bench.cost import BYTES_PER_GIB
+from tacos_bench.cost import link_time_us
 from tacos_bench.errors import SolverError
 from tacos_bench.problem import Problem
 from tacos_bench.schedule import COPY, REDUCE, Schedule
@@ -64,7 +64,17 @@ def group_layout(topo: Topology) -> tuple[list[int], list[list[int]]] | str:
     groups of one size whose switches reduce and multicast and whose members can be lined up in positions, each
     position's members joined both ways through one switch outside (a rail); or why there is none. The first
     group's members are in id order and every other group's lined up with them by those switches (the lowest id
-    where several qualify), so relabelled NPUs give the same layout up to the labels."""
+    where several qualify), so relabelled NPUs give the same layout up to the labels. The last answer is kept
+    for the same topology (the candidate, its variants and the root search each ask)."""
+    if _LAST[0] is not topo:
+        _LAST[:] = [topo, _layout(topo)]
+    return _LAST[1]
+
+
+_LAST: list = [None, None]
+
+
+def _layout(topo: Topology) -> tuple[list[int], list[list[int]]] | str:
     from tacos_bench.bounds.fabric import _partitions
 
     if not topo.is_fabric:
@@ -133,8 +143,8 @@ class _Net:
         if got is None:
             t = self.topo
             a, b = t.link_id(u, s), t.link_id(s, v)
-            bw = min(float(t.bw_GiBps[a]), float(t.bw_GiBps[b]))
-            dur = float(t.lat_us[a] + t.lat_us[b]) + self.bytes / (bw * BYTES_PER_GIB / 1e6)
+            dur = float(link_time_us(min(float(t.bw_GiBps[a]), float(t.bw_GiBps[b])), t.lat_us[a] + t.lat_us[b],
+                                     self.bytes))
             got = self._via[key] = ([a, b], dur, f"{u}>{s}>{v}")
         return got
 
@@ -440,21 +450,22 @@ class _Trees:
         got = self._inside_memo[key] = (links, max((p[1] for p in parts), default=0.0), rows)
         return got
 
-    def reduce_send(self, c: int, g: int, to: int, positions, code: int, preds=(), ready=lambda: 0.0) -> _Op:
-        """Group ``g`` reduces chunk ``c`` to its member at a position, which sends it to ``to``'s member at
-        that position, after ``preds`` (the position whose links free first, among ``positions``)."""
+    def reduce_send(self, c: int, g: int, to: int) -> _Op:
+        """Group ``g`` reduces chunk ``c`` to its member at the position whose links free first, which adds it
+        into ``to``'s member at that position."""
         mem = self.mem
 
         def alts():
             out = []
-            for q in positions:
+            for q in range(self.m):
                 links, dur, route = self.rail[g, to, q]
-                out.append((ready(), [self._inside(g, mem[g][q], REDUCE),
-                                      (links, dur, [(mem[g][q], mem[to][q], route, code)])], q))
+                out.append((0.0, [self._inside(g, mem[g][q], REDUCE),
+                                  (links, dur, [(mem[g][q], mem[to][q], route, REDUCE)])], q))
             return out
 
-        nominal = float(np.mean([self.rail[g, to, q][1] for q in positions])) + self._inside(g, mem[g][0], REDUCE)[1]
-        return self._op(alts, c, preds, nominal)
+        nominal = float(np.mean([self.rail[g, to, q][1] for q in range(self.m)])) + \
+            self._inside(g, mem[g][0], REDUCE)[1]
+        return self._op(alts, c, (), nominal)
 
     def reduce_at(self, c: int, g: int, positions, preds=()) -> _Op:
         """Group ``g`` reduces chunk ``c`` to its member at one of ``positions`` (the one free first), after
@@ -464,12 +475,11 @@ class _Trees:
             return [(ready, [self._inside(g, self.mem[g][q], REDUCE)], q) for q in positions]
         return self._op(alts, c, preds, self._inside(g, self.mem[g][0], REDUCE)[1])
 
-    def send(self, c: int, g: int, to: int, q: int, code: Callable | int, ready: Callable, preds) -> _Op:
+    def send(self, c: int, g: int, to: int, q: int, code: int, ready: Callable, preds) -> _Op:
         """Chunk ``c`` from ``g``'s member at position ``q`` to ``to``'s."""
         def alts():
             links, dur, route = self.rail[g, to, q]
-            return [(ready(), [(links, dur, [(self.mem[g][q], self.mem[to][q], route,
-                                              code() if callable(code) else code)])], q)]
+            return [(ready(), [(links, dur, [(self.mem[g][q], self.mem[to][q], route, code)])], q)]
         return self._op(alts, c, preds, self.rail[g, to, q][1])
 
     def spread(self, c: int, g: int, q: Callable, ready: Callable, preds) -> _Op:
@@ -512,7 +522,7 @@ class _Trees:
         """Chunk ``c`` reduced at root group ``A``; with the slow group, its part exported and the sum imported
         at position ``pos``: those two transfers, for the caller to order on the slow NIC."""
         S = self.slow
-        ups = [self.reduce_send(c, g, A, range(self.m), REDUCE) for g in range(self.G) if g not in (A, S)]
+        ups = [self.reduce_send(c, g, A) for g in range(self.G) if g not in (A, S)]
         if pos is None:
             red = self.reduce_at(c, A, range(self.m), ups)
             have = [red]
@@ -538,7 +548,7 @@ class _Trees:
         """Chunk ``c`` combined at healthy group ``h``, sent to the slow group at position ``q``, completed there
         and sent back, then spread: the two transfers on the slow NIC (into it, out of it)."""
         S = self.slow
-        ups = [self.reduce_send(c, g, h, range(self.m), REDUCE) for g in range(self.G) if g not in (h, S)]
+        ups = [self.reduce_send(c, g, h) for g in range(self.G) if g not in (h, S)]
         red = self.reduce_at(c, h, [q], ups)
         exp = self.send(c, h, S, q, REDUCE, lambda: red.end, [red])
         s_red = self.reduce_at(c, S, [q])
@@ -590,8 +600,8 @@ class _Trees:
         out = []
         for q, chunks in enumerate(lane):
             n_star = len(chunks) - len(chunks) // 2
-            out += [(c, q, 0, "through") for c in chunks[n_star:]] + [(c, q, 0, "star") for c in chunks[:n_star]]
-        return [(c, q, k, kind) for k, (c, q, _, kind) in enumerate(out)]
+            out += [(c, q, "through") for c in chunks[n_star:]] + [(c, q, "star") for c in chunks[:n_star]]
+        return [(c, q, k, kind) for k, (c, q, kind) in enumerate(out)]
 
     def plan_roots(self, C: int) -> list[int]:
         """Per chunk, the rotation index its named rule gives (an index into the healthy groups)."""

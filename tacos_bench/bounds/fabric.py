@@ -142,6 +142,14 @@ def _partitions(topo: Topology) -> list[list[np.ndarray]]:
     return [groups for _, taken, groups in families if len(groups) > 1 and len(taken) == n]
 
 
+def _group_of(topo: Topology, family: list[np.ndarray]) -> np.ndarray:
+    """Per node, the index of its group in ``family`` (a partition of :func:`_partitions`), -1 outside them."""
+    inside = np.full(topo.num_nodes, -1, dtype=np.int64)
+    for i, X in enumerate(family):
+        inside[X] = i
+    return inside
+
+
 def _group_gossip_us(topo: Topology, occ: np.ndarray, C: int, lead) -> float:
     """All-Reduce over groups that split the NPUs (a partition of :func:`_partitions`, ``G`` groups): without a
     switch outside the groups that reduces, two groups' contributions only combine inside a group, so a chunk's
@@ -151,9 +159,7 @@ def _group_gossip_us(topo: Topology, occ: np.ndarray, C: int, lead) -> float:
     NPUs; on a rail cluster the NICs)."""
     best = 0.0
     for family in _partitions(topo):
-        inside = np.full(topo.num_nodes, -1, dtype=np.int64)
-        for i, X in enumerate(family):
-            inside[X] = i
+        inside = _group_of(topo, family)
         outside = np.flatnonzero(inside[topo.num_npus:] < 0) + topo.num_npus
         if any(topo.switch(int(s)).reduce for s in outside):
             continue
@@ -178,9 +184,7 @@ def _late_import_us(topo: Topology, occ: np.ndarray, C: int, lead: np.ndarray) -
         G = len(family)
         if G < 3:
             continue
-        inside = np.full(topo.num_nodes, -1, dtype=np.int64)
-        for i, X in enumerate(family):
-            inside[X] = i
+        inside = _group_of(topo, family)
         ok = True
         for s in range(n, topo.num_nodes):
             if topo.switch(s).reduce:
@@ -242,9 +246,7 @@ def _export_ramp_us(topo: Topology, occ: np.ndarray, C: int) -> float:
     best = 0.0
     for family in _partitions(topo):
         G = len(family)
-        inside = np.full(topo.num_nodes, -1, dtype=np.int64)
-        for i, X in enumerate(family):
-            inside[X] = i
+        inside = _group_of(topo, family)
         if any((topo.switch(s).reduce or topo.switch(s).multicast) for s in range(n, topo.num_nodes)
                if inside[s] < 0):
             continue
